@@ -1,0 +1,62 @@
+"""The streamcell exception hierarchy (one place; the native layer maps status codes here)."""
+
+from __future__ import annotations
+
+
+class StreamcellError(Exception):
+    """Base class of every error streamcell raises on purpose."""
+
+
+class DSLSyntaxError(StreamcellError):
+    """A ``%%stream`` cell that does not parse. Carries line, column and a caret excerpt.
+
+    ``line`` and ``column`` are 1-based and refer to the cell body (the first stage line is 1).
+    """
+
+    def __init__(self, message: str, line: int, column: int, text: str = "", length: int = 1):
+        self.msg = message
+        self.line = line
+        self.column = column
+        self.text = text
+        caret = ""
+        if text:
+            caret = f"\n    {text}\n    {' ' * (column - 1)}{'^' * max(1, length)}"
+        super().__init__(f"line {line}, column {column}: {message}{caret}")
+
+
+class PlanError(DSLSyntaxError):
+    """A plan that parses but is not valid (unknown column, type error, bad option).
+
+    When the plan came from DSL text, ``line``/``column`` point at the offending text;
+    for plans built in Python they are 0 and ``step`` names the step.
+    """
+
+    def __init__(self, message: str, line: int = 0, column: int = 0, text: str = "",
+                 length: int = 1, step: str | None = None):
+        self.step = step
+        if line:
+            super().__init__(message, line, column, text, length)
+        else:
+            StreamcellError.__init__(self, f"{step}: {message}" if step else message)
+            self.msg, self.line, self.column, self.text = message, 0, 0, ""
+
+
+class NotSupportedError(StreamcellError):
+    """A step that a backend cannot run. The message names the step and the backend."""
+
+    def __init__(self, step: str, backend: str, why: str = ""):
+        self.step = step
+        self.backend = backend
+        super().__init__(f"not supported on {backend}: step {step}" + (f" ({why})" if why else ""))
+
+
+class RunFailed(StreamcellError):
+    """A run ended in the FAILED state; ``__cause__`` holds the original exception."""
+
+
+class NativeError(StreamcellError):
+    """A failure reported by the native runtime through a status code."""
+
+    def __init__(self, message: str, code: int = 0):
+        self.code = code
+        super().__init__(message)

@@ -1,0 +1,1 @@
+"""streamcell.widgets: what a %%stream cell displays."""
