@@ -1,3 +1,48 @@
-"""streamcell: Jupyter-native streaming analytics on an ordered multicore runtime."""
+"""streamcell: Jupyter-native streaming analytics on an ordered multicore runtime.
+
+In a notebook: ``%load_ext streamcell`` then a ``%%stream NAME`` cell. From Python::
+
+    import streamcell as sc
+    run = (sc.source(sc.clickstream(rows=100_000, seed=1))
+             .filter(sc.col("event") == "view")
+             .key_by("user_id")
+             .session(gap="30m", time="ts")
+             .agg(pages=sc.count(), spent=sc.col("price").sum())
+             .start("sessions"))
+    run.wait().table()
+"""
+
+from .compiler import compile_plan
+from .dsl import parse
+from .errors import DSLSyntaxError, NotSupportedError, PlanError, RunFailed, StreamcellError
+from .expr import Expr, col, count, count_distinct, first, last, lit, max_, mean, min_, sum_, when
+from .options import RunOptions
+from .plan import Plan, Stream, clickstream, combine, csv, ndjson, parquet, source, store_sales
+from .run import Run, registry, start
 
 __version__ = "0.1.0"
+
+sum = sum_  # noqa: A001 - mirrors polars.sum; the builtin stays available as builtins.sum
+min = min_  # noqa: A001
+max = max_  # noqa: A001
+
+
+def load_ipython_extension(ipython):  # type: ignore[no-untyped-def]
+    """``%load_ext streamcell``: registers ``%%stream`` / ``%stream``."""
+    from .magic import load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython):  # type: ignore[no-untyped-def]
+    from .run import stop_all
+
+    stop_all()
+
+
+__all__ = [
+    "DSLSyntaxError", "Expr", "NotSupportedError", "Plan", "PlanError", "Run", "RunFailed",
+    "RunOptions", "Stream", "StreamcellError", "clickstream", "col", "combine", "compile_plan",
+    "count", "count_distinct", "csv", "first", "last", "lit", "max", "mean", "min", "ndjson",
+    "parquet", "parse", "registry", "source", "start", "store_sales", "sum", "when",
+]

@@ -1,0 +1,49 @@
+"""Backends: the engines a plan can run on. Each provides ``check`` and ``execute``.
+
+- ``reference``: sequential pure-Python interpreter, the oracle for every other backend.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from ..compiler import Compiled
+from ..errors import StreamcellError
+from ..options import RunOptions
+
+
+class Backend(Protocol):
+    name: str
+
+    def check(self, c: Compiled, options: RunOptions) -> None:
+        """Raise NotSupportedError naming the first step this backend cannot run."""
+
+    def execute(self, c: Compiled, env: Any, options: RunOptions) -> bool:
+        """Run to completion (True) or until stopped (False); called on the run's thread."""
+
+
+class ReferenceBackend:
+    name = "reference"
+
+    def check(self, c: Compiled, options: RunOptions) -> None:
+        return None
+
+    def execute(self, c: Compiled, env: Any, options: RunOptions) -> bool:
+        from .reference import execute
+
+        return execute(c, env)
+
+
+_BACKENDS: dict[str, Backend] = {"reference": ReferenceBackend()}
+
+
+def get_backend(engine: str) -> Backend:
+    if engine not in _BACKENDS:
+        raise StreamcellError(
+            f"engine {engine!r} is not available in this build; engines: {', '.join(_BACKENDS)}"
+        )
+    return _BACKENDS[engine]
+
+
+def register_backend(backend: Backend) -> None:
+    _BACKENDS[backend.name] = backend

@@ -1,0 +1,321 @@
+"""Row-at-a-time expression evaluation for the reference backend (the semantics oracle).
+
+``compile_row_expr(ir)`` turns an expression into a Python closure over a row dict.
+Semantics (Polars-compatible, and what every backend must reproduce):
+
+- null propagates through arithmetic, comparisons and functions; ``filter`` treats null
+  as false; ``and``/``or`` use three-valued (Kleene) logic;
+- ``/`` is float division (x/0 gives ±inf or nan); ``//`` and ``%`` floor like Python and
+  give null when dividing by zero; int results wrap around at 64 bits;
+- a failed ``cast`` is a data error: the row goes to the dead-letter table.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import operator
+from collections.abc import Callable
+from typing import Any
+
+from ..expr import IR, Binary, Call, Col, Lit, Unary, When
+from ..types import parse_dtype
+
+Row = dict[str, Any]
+Fn = Callable[[Row], Any]
+
+_EPOCH = _dt.datetime(1970, 1, 1)
+_EPOCH_DATE = _dt.date(1970, 1, 1)
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+
+
+class RowError(Exception):
+    """A data error for one row (it goes to the dead-letter table with this reason)."""
+
+
+def wrap64(v: int) -> int:
+    if _I64_MIN <= v <= _I64_MAX:
+        return v
+    return ((v - _I64_MIN) % 2**64) + _I64_MIN
+
+
+def epoch_us(v: _dt.datetime | _dt.date) -> int:
+    if isinstance(v, _dt.datetime):
+        d = v - _EPOCH
+        return (d.days * 86_400 + d.seconds) * 1_000_000 + d.microseconds
+    return (v - _EPOCH_DATE).days * 86_400_000_000
+
+
+def from_epoch_us(us: int) -> _dt.datetime:
+    return _EPOCH + _dt.timedelta(microseconds=us)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _div(a: Any, b: Any) -> float:
+    a, b = float(a), float(b)
+    if b == 0.0:
+        if a == 0.0 or math.isnan(a):
+            return math.nan
+        return math.copysign(math.inf, a) * math.copysign(1.0, b)
+    return a / b
+
+
+def _floordiv(a: Any, b: Any) -> Any:
+    if b == 0:
+        return None
+    if _is_int(a) and _is_int(b):
+        return wrap64(a // b)
+    return math.floor(a / b) if not (math.isinf(a) or math.isnan(a)) else a / b
+
+
+def _mod(a: Any, b: Any) -> Any:
+    if b == 0:
+        return None
+    r = a % b
+    return wrap64(r) if _is_int(r) else r
+
+
+def _pow(a: Any, b: Any) -> Any:
+    if _is_int(a) and _is_int(b):
+        if b < 0:
+            return float(a) ** b if a != 0 else math.inf
+        return wrap64(a**b)
+    try:
+        r = float(a) ** float(b)
+    except ZeroDivisionError:
+        return math.inf
+    except OverflowError:
+        return math.inf
+    return r.real if isinstance(r, complex) else r
+
+
+def _arith(op: str) -> Callable[[Any, Any], Any]:
+    base = {"+": operator.add, "-": operator.sub, "*": operator.mul}.get(op)
+    if base is not None:
+        def f(a: Any, b: Any) -> Any:
+            if isinstance(a, str):
+                return a + b
+            r = base(a, b)
+            return wrap64(r) if _is_int(r) else r
+        return f
+    return {"/": _div, "//": _floordiv, "%": _mod, "**": _pow}[op]
+
+
+_CMP = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+
+def _num_cmp(f: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
+    # Polars orders NaN above every number and NaN == NaN.
+    def g(a: Any, b: Any) -> bool:
+        if isinstance(a, float) and math.isnan(a) or isinstance(b, float) and math.isnan(b):
+            ka = (1, 0.0) if isinstance(a, float) and math.isnan(a) else (0, a)
+            kb = (1, 0.0) if isinstance(b, float) and math.isnan(b) else (0, b)
+            return f(ka, kb)
+        return f(a, b)
+    return g
+
+
+def cast_value(v: Any, target: str) -> Any:  # noqa: C901 - one table of conversions
+    if v is None:
+        return None
+    t = target
+    try:
+        if t == "int":
+            if isinstance(v, bool):
+                return int(v)
+            if _is_int(v):
+                return v
+            if isinstance(v, float):
+                if math.isnan(v) or math.isinf(v) or not _I64_MIN <= v <= _I64_MAX:
+                    raise ValueError
+                return int(v)
+            if isinstance(v, str):
+                return wrap64(int(v.strip()))
+            if isinstance(v, _dt.datetime):
+                return epoch_us(v)
+            if isinstance(v, _dt.date):
+                return (v - _EPOCH_DATE).days
+        elif t == "float":
+            if isinstance(v, (bool, int, float)):
+                return float(v)
+            if isinstance(v, str):
+                return float(v.strip())
+            if isinstance(v, (_dt.datetime, _dt.date)):
+                return float(epoch_us(v))
+        elif t == "str":
+            if isinstance(v, bool):
+                return "true" if v else "false"
+            if isinstance(v, _dt.datetime):
+                return v.isoformat(sep=" ", timespec="microseconds")
+            if isinstance(v, (int, float, str, _dt.date)):
+                return str(v)
+        elif t == "bool":
+            if isinstance(v, (bool, int, float)):
+                return bool(v)
+            if isinstance(v, str) and v.strip().lower() in ("true", "false"):
+                return v.strip().lower() == "true"
+        elif t == "datetime":
+            if isinstance(v, _dt.datetime):
+                return v
+            if isinstance(v, _dt.date):
+                return _dt.datetime(v.year, v.month, v.day)
+            if _is_int(v):
+                return from_epoch_us(v)
+            if isinstance(v, str):
+                return _dt.datetime.fromisoformat(v.strip())
+        elif t == "date":
+            if isinstance(v, _dt.datetime):
+                return v.date()
+            if isinstance(v, _dt.date):
+                return v
+            if isinstance(v, str):
+                return _dt.date.fromisoformat(v.strip())
+    except (ValueError, OverflowError):
+        pass
+    raise RowError(f"cannot cast {v!r} to {target}")
+
+
+def _round(v: Any, d: int = 0) -> Any:
+    if _is_int(v):
+        return v
+    if math.isnan(v) or math.isinf(v):
+        return v
+    # Polars rounds half away from zero
+    m = 10.0**d
+    return math.floor(abs(v) * m + 0.5) / m * (1 if v >= 0 else -1)
+
+
+_WEEKDAY = lambda d: d.isoweekday()  # noqa: E731
+
+_FUNCS: dict[str, Callable[..., Any]] = {
+    "abs": abs,
+    "round": _round,
+    "str.contains": lambda s, p: p in s,
+    "str.starts_with": lambda s, p: s.startswith(p),
+    "str.ends_with": lambda s, p: s.endswith(p),
+    "str.to_lowercase": lambda s: s.lower(),
+    "str.to_uppercase": lambda s: s.upper(),
+    "str.len_chars": len,
+    "dt.year": lambda d: d.year,
+    "dt.month": lambda d: d.month,
+    "dt.day": lambda d: d.day,
+    "dt.hour": lambda d: d.hour,
+    "dt.minute": lambda d: d.minute,
+    "dt.second": lambda d: d.second,
+    "dt.weekday": _WEEKDAY,
+    "dt.date": lambda d: d.date() if isinstance(d, _dt.datetime) else d,
+    "dt.epoch_us": epoch_us,
+}
+
+
+def compile_row_expr(e: IR) -> Fn:  # noqa: C901 - one dispatch over the IR
+    """Compile an expression to ``f(row) -> value`` (may raise :class:`RowError`)."""
+    if isinstance(e, Col):
+        name = e.name
+        return lambda r: r[name]
+    if isinstance(e, Lit):
+        v = list(e.value) if isinstance(e.value, tuple) else e.value
+        return lambda r: v
+    if isinstance(e, Unary):
+        f = compile_row_expr(e.operand)
+        if e.op == "neg":
+            def neg(r: Row) -> Any:
+                v = f(r)
+                return None if v is None else (wrap64(-v) if _is_int(v) else -v)
+            return neg
+
+        def not_(r: Row) -> Any:
+            v = f(r)
+            return None if v is None else not v
+        return not_
+    if isinstance(e, Binary):
+        lf, rf = compile_row_expr(e.left), compile_row_expr(e.right)
+        if e.op == "and":
+            def and_(r: Row) -> Any:
+                a = lf(r)
+                if a is False:
+                    return False
+                b = rf(r)
+                if b is False:
+                    return False
+                return None if a is None or b is None else True
+            return and_
+        if e.op == "or":
+            def or_(r: Row) -> Any:
+                a = lf(r)
+                if a is True:
+                    return True
+                b = rf(r)
+                if b is True:
+                    return True
+                return None if a is None or b is None else False
+            return or_
+        fn = _num_cmp(_CMP[e.op]) if e.op in _CMP else _arith(e.op)
+
+        def binop(r: Row) -> Any:
+            a = lf(r)
+            if a is None:
+                return None
+            b = rf(r)
+            if b is None:
+                return None
+            return fn(a, b)
+        return binop
+    if isinstance(e, When):
+        branches = [(compile_row_expr(c), compile_row_expr(v)) for c, v in e.branches]
+        other = compile_row_expr(e.otherwise)
+
+        def when(r: Row) -> Any:
+            for c, v in branches:
+                if c(r) is True:
+                    return v(r)
+            return other(r)
+        return when
+    if isinstance(e, Call):
+        return _compile_call(e)
+    raise TypeError(f"cannot evaluate {e!r}")
+
+
+def _compile_call(e: Call) -> Fn:
+    args = [compile_row_expr(a) for a in e.args]
+    subject = args[0]
+    fn = e.fn
+    if fn == "is_null":
+        return lambda r: subject(r) is None
+    if fn == "is_not_null":
+        return lambda r: subject(r) is not None
+    if fn == "fill_null":
+        other = args[1]
+        return lambda r: (other(r) if (v := subject(r)) is None else v)
+    if fn == "cast":
+        lit = e.args[1]
+        assert isinstance(lit, Lit)
+        target = str(parse_dtype(lit.value))
+        return lambda r: cast_value(subject(r), target)
+    if fn == "is_in":
+        lit = e.args[1]
+        assert isinstance(lit, Lit)
+        values = list(lit.value)
+        has_null = None in values
+
+        def is_in(r: Row) -> Any:
+            v = subject(r)
+            if v is None:
+                return has_null or None
+            return v in values
+        return is_in
+    impl = _FUNCS[fn]
+    rest = args[1:]
+
+    def call(r: Row) -> Any:
+        v = subject(r)
+        if v is None:
+            return None
+        extra = [a(r) for a in rest]
+        if any(x is None for x in extra):
+            return None
+        return impl(v, *extra)
+    return call

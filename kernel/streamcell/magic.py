@@ -1,0 +1,116 @@
+"""``%%stream`` and ``%stream``: a thin layer that parses arguments, builds the plan, starts
+it and displays it. No language logic lives here (that is ``dsl.py``)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from typing import Any
+
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.display import HTML, display
+
+from .dsl import parse
+from .errors import StreamcellError
+from .options import RunOptions
+from .run import registry, start
+
+
+class _ArgError(StreamcellError):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse would exit the kernel
+        raise _ArgError(f"%%stream: {message}\nusage: {self.format_usage().strip()}")
+
+
+def _cell_parser() -> _Parser:
+    p = _Parser(prog="%%stream", add_help=False)
+    p.add_argument("name", help="run name: the handle is bound to this variable")
+    p.add_argument("--engine", choices=["reference", "native", "spark"], default=None)
+    p.add_argument("--workers", type=int, default=None)
+    p.add_argument("--batch-size", type=int, default=None, dest="batch_size")
+    p.add_argument("--scheduler", choices=["CT", "QST", "LP", "ET"], default=None)
+    p.add_argument("--no-display", action="store_true", dest="no_display")
+    p.add_argument("--wait", action="store_true", help="block until the run ends")
+    return p
+
+
+def _cell_id(shell: Any) -> str | None:
+    try:
+        meta = shell.kernel.get_parent("shell").get("metadata", {})  # ipykernel >= 6
+        return meta.get("cellId")
+    except Exception:
+        return None
+
+
+@magics_class
+class StreamMagics(Magics):
+    @cell_magic
+    def stream(self, line: str, cell: str) -> None:
+        """Start the pipeline in this cell: ``%%stream NAME [--engine E] [--workers N] ...``."""
+        try:
+            args = _cell_parser().parse_args(shlex.split(line))
+        except StreamcellError as e:
+            print(e)
+            return
+        if not args.name.isidentifier():
+            print(f"%%stream: run name {args.name!r} must be a Python identifier")
+            return
+        ns = self.shell.user_ns
+        opts = RunOptions().with_(engine=args.engine, workers=args.workers, batch_size=args.batch_size,
+                                  scheduler=args.scheduler)
+        try:
+            plan = parse(cell, ns, name=args.name)
+            run = start(plan, name=args.name, options=opts, cell_id=_cell_id(self.shell))
+        except StreamcellError as e:
+            # a clear message with line/column and caret; no traceback noise
+            print(f"streamcell: {type(e).__name__}: {e}")
+            return
+        ns[args.name] = run
+        if not args.no_display:
+            from .widgets.status import StatusLine
+
+            display(plan)
+            StatusLine(run)
+        if args.wait:
+            run.wait()
+
+    @line_magic("stream")
+    def stream_line(self, line: str) -> Any:
+        """``%stream list`` | ``%stream stop NAME`` | ``%stream status NAME`` | ``%stream pause/resume NAME``."""
+        parts = shlex.split(line)
+        if not parts or parts[0] == "list":
+            rows = [r.progress() for r in registry().values()]
+            import polars as pl
+
+            return pl.DataFrame(rows).select("name", "status", "rows_in", "rows_out", "rows_per_s", "elapsed_s") if rows else pl.DataFrame()
+        cmd, rest = parts[0], parts[1:]
+        if cmd in ("stop", "status", "pause", "resume"):
+            if len(rest) != 1:
+                print(f"usage: %stream {cmd} NAME")
+                return None
+            run = registry().get(rest[0])
+            if run is None:
+                print(f"%stream: no run named {rest[0]!r}; runs: {', '.join(registry()) or 'none'}")
+                return None
+            if cmd == "status":
+                from .widgets.status import status_html
+
+                display(HTML(status_html(run)))
+                return None
+            getattr(run, cmd)()
+            return None
+        print("usage: %stream list | stop NAME | status NAME | pause NAME | resume NAME")
+        return None
+
+
+def load(ipython: Any) -> None:
+    ipython.register_magics(StreamMagics)
+    try:
+        from .comm import register_comm_target
+
+        register_comm_target(ipython)
+    except ImportError:
+        pass

@@ -1,0 +1,48 @@
+"""Run options: one frozen object instead of a growing list of flags."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+Engine = Literal["reference", "native", "spark"]
+Scheduler = Literal["CT", "QST", "LP", "ET"]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a plan runs.
+
+    Parameters
+    ----------
+    engine
+        ``"reference"`` (pure Python, sequential: the oracle). ``"native"`` and ``"spark"``
+        are added by their backends; asking for one that is not available raises a clear error.
+    workers
+        Worker threads (native engine).
+    batch_size
+        Rows per columnar batch (native engine).
+    scheduler
+        Native scheduling heuristic (seed 003 section 6).
+    display
+        Whether a ``%%stream`` cell shows its plan and live status.
+    """
+
+    engine: Engine = "reference"
+    workers: int = 1
+    batch_size: int = 1024
+    scheduler: Scheduler = "CT"
+    display: bool = True
+
+    def __post_init__(self) -> None:
+        if self.engine not in ("reference", "native", "spark"):
+            raise ValueError(f"unknown engine {self.engine!r}; engines: reference, native, spark")
+        if self.workers < 1:
+            raise ValueError("workers must be >= 1")
+        if self.batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        if self.scheduler not in ("CT", "QST", "LP", "ET"):
+            raise ValueError(f"unknown scheduler {self.scheduler!r}; schedulers: CT, QST, LP, ET")
+
+    def with_(self, **changes: Any) -> RunOptions:
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})

@@ -1,0 +1,581 @@
+"""The plan: an inert, frozen DAG of steps, and the fluent builder that makes one.
+
+Nothing runs until a plan is started. Each step is a frozen dataclass with a stable
+``step_id`` (``kind#n``, numbered by a depth-first walk from the sinks, so the same
+pipeline always gets the same ids whether it came from DSL text or from Python).
+
+Every edge says how data moves to the step: ``forward`` (same order, any worker),
+``hash(keys)`` (keyed: each key in arrival order, keys in parallel) or ``single``
+(one worker at a time). Backends read that contract from :func:`edge_kind`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from .expr import IR, AggCall, Col, Expr, Named, _ir, output_name, to_text
+
+if TYPE_CHECKING:
+    from .options import RunOptions
+    from .run import Run
+
+Duration = int | str
+"""A duration: a string like ``"30m"`` (for datetime columns) or an int in the column's units."""
+
+_DURATION_RE = re.compile(r"^\s*(\d+)\s*(us|ms|s|m|h|d|w)\s*$")
+_UNIT_US = {"us": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000,
+            "d": 86_400_000_000, "w": 604_800_000_000}
+
+
+def parse_duration(d: Duration) -> int:
+    """Microseconds for ``"30m"``-style strings; ints are returned unchanged (column units)."""
+    if isinstance(d, bool):
+        raise ValueError(f"invalid duration {d!r}")
+    if isinstance(d, int):
+        if d < 0:
+            raise ValueError(f"duration must be >= 0, got {d}")
+        return d
+    m = _DURATION_RE.match(d)
+    if not m:
+        raise ValueError(f"invalid duration {d!r}; use e.g. \"500ms\", \"30s\", \"5m\", \"1h\", \"1d\"")
+    return int(m.group(1)) * _UNIT_US[m.group(2)]
+
+
+class ObjRef:
+    """A Python object referenced by a plan (a DataFrame, an iterable, a callback).
+
+    Compared by identity: two plans are equal only if they reference the same object.
+    """
+
+    __slots__ = ("obj", "label")
+
+    def __init__(self, obj: Any, label: str | None = None):
+        self.obj = obj
+        self.label = label or getattr(obj, "__name__", None) or type(obj).__name__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ObjRef) and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __repr__(self) -> str:
+        return self.label
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """What a source reads: ``kind`` is a generator name, a file format, or ``object``."""
+
+    kind: str
+    args: tuple[tuple[str, Any], ...] = ()
+    obj: ObjRef | None = None
+
+    def arg(self, name: str, default: Any = None) -> Any:
+        return dict(self.args).get(name, default)
+
+    def text(self) -> str:
+        if self.kind == "object":
+            assert self.obj is not None
+            return self.obj.label
+        parts = []
+        for k, v in self.args:
+            if k == "path" and self.kind in FILE_KINDS:
+                parts.insert(0, repr(v))
+            else:
+                parts.append(f"{k}={_value_text(v)}")
+        return f"{self.kind}({', '.join(parts)})"
+
+
+FILE_KINDS = ("parquet", "csv", "ndjson")
+GENERATOR_KINDS = ("clickstream", "store_sales", "sequence")
+
+
+def _value_text(v: Any) -> str:
+    if isinstance(v, tuple) and v and all(isinstance(x, tuple) and len(x) == 2 for x in v):
+        return "{" + ", ".join(f"{k!r}: {_value_text(x)}" for k, x in v) + "}"
+    if isinstance(v, tuple):
+        return "[" + ", ".join(_value_text(x) for x in v) + "]"
+    if isinstance(v, ObjRef):
+        return v.label
+    return repr(v)
+
+
+@dataclass(frozen=True)
+class Window:
+    """An event-time window: tumbling(size), sliding(size, every) or session(gap)."""
+
+    kind: Literal["tumbling", "sliding", "session"]
+    time: str
+    size: Duration
+    every: Duration | None = None
+    lateness: Duration = 0
+
+    def text(self) -> str:
+        first = "gap" if self.kind == "session" else "size"
+        parts = [f"{first}={self.size!r}"]
+        if self.every is not None:
+            parts.append(f"every={self.every!r}")
+        parts.append(f"time={self.time}")
+        if self.lateness != 0:
+            parts.append(f"lateness={self.lateness!r}")
+        return f"{self.kind} " + ", ".join(parts)
+
+
+# ------------------------------------------------------------------------------- steps
+
+
+@dataclass(frozen=True, kw_only=True)
+class Step:
+    step_id: str = ""
+    inputs: tuple[Step, ...] = ()
+    pos: Any = field(default=None, compare=False, repr=False)
+
+    kind = "step"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Source(Step):
+    spec: SourceSpec
+    rate: float | None = None
+    name: str | None = field(default=None, compare=False)
+    kind = "source"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Filter(Step):
+    predicate: IR
+    kind = "filter"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Select(Step):
+    exprs: tuple[tuple[str, IR], ...]
+    kind = "select"
+
+
+@dataclass(frozen=True, kw_only=True)
+class WithColumns(Step):
+    exprs: tuple[tuple[str, IR], ...]
+    kind = "with_columns"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Explode(Step):
+    columns: tuple[str, ...]
+    kind = "explode"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Aggregate(Step):
+    keys: tuple[str, ...]
+    window: Window | None
+    aggs: tuple[tuple[str, AggCall], ...]
+    kind = "aggregate"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Running(Step):
+    keys: tuple[str, ...]
+    aggs: tuple[tuple[str, AggCall], ...]
+    kind = "running"
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopK(Step):
+    keys: tuple[str, ...]
+    k: int
+    by: str
+    descending: bool = True
+    kind = "top_k"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Dedup(Step):
+    keys: tuple[str, ...]
+    kind = "dedup"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Union(Step):
+    kind = "union"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Join(Step):
+    on: tuple[str, ...]
+    within: Duration
+    time: str
+    lateness: Duration = 0
+    kind = "join"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sink(Step):
+    target: Literal["table", "parquet", "callback"]
+    name: str | None = None  # table name or parquet directory
+    callback: ObjRef | None = None
+    mode: Literal["append", "upsert"] | None = None
+    key: tuple[str, ...] | None = None
+    kind = "sink"
+
+
+def edge_kind(step: Step) -> str:
+    """How rows move into ``step``: ``forward``, ``hash(k1,k2)`` or ``single``."""
+    keys = getattr(step, "keys", None)
+    if isinstance(step, Join):
+        return f"hash({','.join(step.on)})"
+    if keys:
+        return f"hash({','.join(keys)})"
+    if isinstance(step, (Aggregate, Running, TopK, Dedup)):
+        return "single"
+    return "forward"
+
+
+def operator_kind(step: Step) -> str:
+    """Seed 003's operator kinds: ``stateless``, ``partitioned`` (keyed) or ``stateful``."""
+    if isinstance(step, (Filter, Select, WithColumns, Explode)):
+        return "stateless"
+    if isinstance(step, Join) or getattr(step, "keys", None):
+        return "partitioned"
+    if isinstance(step, (Source, Sink, Union)):
+        return "io"
+    return "stateful"
+
+
+# -------------------------------------------------------------------------------- plan
+
+
+def _number(sinks: tuple[Sink, ...]) -> tuple[Sink, ...]:
+    """Assign ``kind#n`` step ids by a post-order walk from the sinks (inputs first)."""
+    memo: dict[int, Step] = {}
+    counter = [0]
+
+    def visit(s: Step) -> Step:
+        if id(s) in memo:
+            return memo[id(s)]
+        inputs = tuple(visit(i) for i in s.inputs)
+        counter[0] += 1
+        new = dataclasses.replace(s, inputs=inputs, step_id=f"{s.kind}#{counter[0]}")
+        memo[id(s)] = new
+        return new
+
+    return tuple(visit(s) for s in sinks)  # type: ignore[misc]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A frozen pipeline: the sinks and, through their inputs, every step.
+
+    Build one from DSL text (:func:`streamcell.parse`) or with the fluent API
+    (``sc.source(...).filter(...).plan()``); both give equal plans for the same pipeline.
+    """
+
+    sinks: tuple[Sink, ...]
+    name: str | None = field(default=None, compare=False)
+
+    @staticmethod
+    def of(sinks: tuple[Sink, ...], name: str | None = None) -> Plan:
+        return Plan(_number(sinks), name)
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        """Every step, inputs before consumers, in step-id order."""
+        seen: dict[str, Step] = {}
+
+        def visit(s: Step) -> None:
+            if s.step_id in seen:
+                return
+            for i in s.inputs:
+                visit(i)
+            seen[s.step_id] = s
+
+        for s in self.sinks:
+            visit(s)
+        return tuple(seen.values())
+
+    @property
+    def sources(self) -> tuple[Source, ...]:
+        return tuple(s for s in self.steps if isinstance(s, Source))
+
+    def step(self, step_id: str) -> Step:
+        for s in self.steps:
+            if s.step_id == step_id:
+                return s
+        raise KeyError(step_id)
+
+    def consumers(self) -> dict[str, list[Step]]:
+        out: dict[str, list[Step]] = {s.step_id: [] for s in self.steps}
+        for s in self.steps:
+            for i in s.inputs:
+                out[i.step_id].append(s)
+        return out
+
+    def to_dsl(self) -> str:
+        """The pipeline as ``%%stream`` cell text (parsing it gives an equal plan)."""
+        from .dsl import print_plan
+
+        return print_plan(self)
+
+    def explain(self) -> str:
+        """A text rendering: one line per step with its edge kind and output schema."""
+        from .explain import explain_text
+
+        return explain_text(self)
+
+    def _repr_html_(self) -> str:
+        from .explain import explain_html
+
+        return explain_html(self)
+
+    def __repr__(self) -> str:
+        return f"Plan({self.name or ''}, {len(self.steps)} steps)"
+
+    def start(self, name: str | None = None, options: RunOptions | None = None, **kw: Any) -> Run:
+        """Start running the plan and return the :class:`~streamcell.run.Run` handle at once."""
+        from .run import start
+
+        return start(self, name=name or self.name, options=options, **kw)
+
+    run = start
+
+
+# ------------------------------------------------------------------------------ builder
+
+
+def _named(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[str, IR], ...]:
+    out: list[tuple[str, IR]] = []
+    for a in args:
+        if isinstance(a, Named):
+            out.append((a.name, a.ir))
+        elif isinstance(a, str):
+            out.append((a, Col(a)))
+        else:
+            ir = _ir(a)
+            out.append((output_name(ir), ir))
+    for k, v in kwargs.items():
+        out.append((k, _ir(v)))
+    return tuple(out)
+
+
+def _aggs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[str, AggCall], ...]:
+    out = _named(args, kwargs)
+    for name, ir in out:
+        if not isinstance(ir, AggCall):
+            raise TypeError(f"{name}: expected an aggregate such as sc.count() or sc.col('x').sum(), got {to_text(ir)}")
+    return out  # type: ignore[return-value]
+
+
+def _cols(cols: Any) -> tuple[str, ...]:
+    if isinstance(cols, str):
+        return (cols,)
+    return tuple(c if isinstance(c, str) else output_name(_ir(c)) for c in cols)
+
+
+class Stream:
+    """A pipeline under construction (fluent, Polars-like; each method returns a new Stream).
+
+    Examples
+    --------
+    >>> import streamcell as sc
+    >>> s = (sc.source(sc.clickstream(rows=1000, seed=1))
+    ...        .filter(sc.col("event") == "view")
+    ...        .key_by("user_id")
+    ...        .session(gap="30m", time="ts")
+    ...        .agg(pages=sc.count(), spent=sc.col("price").sum()))
+    >>> plan = s.plan("sessions")
+    """
+
+    def __init__(self, step: Step, name: str | None = None):
+        self._step = step
+        self._name = name
+
+    # stateless
+    def filter(self, predicate: Expr) -> Stream:
+        """Keep rows where ``predicate`` is true (null counts as false). All backends."""
+        return Stream(Filter(inputs=(self._step,), predicate=_ir(predicate)), self._name)
+
+    def select(self, *exprs: Any, **named: Any) -> Stream:
+        """Keep/compute exactly these columns: ``select("a", b=sc.col("x") * 2)``."""
+        return Stream(Select(inputs=(self._step,), exprs=_named(exprs, named)), self._name)
+
+    def with_columns(self, *exprs: Any, **named: Any) -> Stream:
+        """Add or replace columns, keeping the others: ``with_columns(total=sc.col("p") * sc.col("q"))``."""
+        return Stream(WithColumns(inputs=(self._step,), exprs=_named(exprs, named)), self._name)
+
+    def explode(self, *columns: str) -> Stream:
+        """One row per element of list column(s) (empty/null list gives one row with null)."""
+        return Stream(Explode(inputs=(self._step,), columns=_cols(columns)), self._name)
+
+    # keyed / stateful
+    def key_by(self, *keys: str) -> KeyedStream:
+        """Partition by key columns for the next stateful step (agg, running, window, top_k, dedup)."""
+        return KeyedStream(self, _cols(keys))
+
+    def agg(self, *aggs: Any, **named: Any) -> Stream:
+        return KeyedStream(self, ()).agg(*aggs, **named)
+
+    def running(self, *aggs: Any, **named: Any) -> Stream:
+        return KeyedStream(self, ()).running(*aggs, **named)
+
+    def tumbling(self, size: Duration, *, time: str, lateness: Duration = 0) -> WindowedStream:
+        return KeyedStream(self, ()).tumbling(size, time=time, lateness=lateness)
+
+    def sliding(self, size: Duration, *, every: Duration, time: str, lateness: Duration = 0) -> WindowedStream:
+        return KeyedStream(self, ()).sliding(size, every=every, time=time, lateness=lateness)
+
+    def session(self, gap: Duration, *, time: str, lateness: Duration = 0) -> WindowedStream:
+        return KeyedStream(self, ()).session(gap, time=time, lateness=lateness)
+
+    def top_k(self, k: int, *, by: str, descending: bool = True) -> Stream:
+        return KeyedStream(self, ()).top_k(k, by=by, descending=descending)
+
+    def dedup(self, *columns: str) -> Stream:
+        """Keep the first row for each value of ``columns`` (all columns if none given)."""
+        return Stream(Dedup(inputs=(self._step,), keys=_cols(columns)), self._name)
+
+    # fan-in
+    def union(self, *others: Stream) -> Stream:
+        """Merge streams with the same schema, in round-robin arrival order (see README)."""
+        return Stream(Union(inputs=(self._step, *(o._step for o in others))), self._name)
+
+    def join(self, other: Stream, *, on: str | list[str], within: Duration, time: str,
+             lateness: Duration = 0) -> Stream:
+        """Keyed interval join: rows with equal ``on`` whose ``time`` differ by at most ``within``."""
+        return Stream(Join(inputs=(self._step, other._step), on=_cols(on), within=within, time=time,
+                           lateness=lateness), self._name)
+
+    # sinks
+    def sink_table(self, name: str | None = None, *, mode: Literal["append", "upsert"] | None = None,
+                   key: list[str] | None = None) -> Sink:
+        """A live table, queried with ``run.table(name)`` (mode defaults by the step: see README)."""
+        return Sink(inputs=(self._step,), target="table", name=name, mode=mode,
+                    key=None if key is None else _cols(key))
+
+    def sink_parquet(self, path: str) -> Sink:
+        """Write Parquet part files into directory ``path``."""
+        return Sink(inputs=(self._step,), target="parquet", name=path)
+
+    def sink_callback(self, fn: Any) -> Sink:
+        """Call ``fn(df)`` with consecutive Polars DataFrames of output rows."""
+        return Sink(inputs=(self._step,), target="callback", callback=ObjRef(fn))
+
+    def plan(self, name: str | None = None) -> Plan:
+        """Freeze into a :class:`Plan` (adds ``sink_table()`` if the stream has no sink)."""
+        return Plan.of((self.sink_table(),), name)
+
+    def start(self, name: str | None = None, **kw: Any) -> Run:
+        return self.plan(name).start(name, **kw)
+
+
+class KeyedStream:
+    """A stream partitioned by key; the next stateful step runs per key."""
+
+    def __init__(self, stream: Stream, keys: tuple[str, ...]):
+        self._s = stream
+        self._keys = keys
+
+    def _wrap(self, step: Step) -> Stream:
+        return Stream(step, self._s._name)
+
+    def agg(self, *aggs: Any, **named: Any) -> Stream:
+        """Aggregate per key; emits the updated row for the key after every input (upsert)."""
+        return self._wrap(Aggregate(inputs=(self._s._step,), keys=self._keys, window=None, aggs=_aggs(aggs, named)))
+
+    def running(self, *aggs: Any, **named: Any) -> Stream:
+        """Per-event running aggregates: each row plus the aggregates so far for its key."""
+        return self._wrap(Running(inputs=(self._s._step,), keys=self._keys, aggs=_aggs(aggs, named)))
+
+    def top_k(self, k: int, *, by: str, descending: bool = True) -> Stream:
+        """The k rows with the largest (or smallest) ``by`` per key, emitted when they change."""
+        return self._wrap(TopK(inputs=(self._s._step,), keys=self._keys, k=k, by=by, descending=descending))
+
+    def dedup(self) -> Stream:
+        """Keep the first row of each key."""
+        return self._wrap(Dedup(inputs=(self._s._step,), keys=self._keys))
+
+    def tumbling(self, size: Duration, *, time: str, lateness: Duration = 0) -> WindowedStream:
+        return WindowedStream(self, Window("tumbling", time, size, None, lateness))
+
+    def sliding(self, size: Duration, *, every: Duration, time: str, lateness: Duration = 0) -> WindowedStream:
+        return WindowedStream(self, Window("sliding", time, size, every, lateness))
+
+    def session(self, gap: Duration, *, time: str, lateness: Duration = 0) -> WindowedStream:
+        return WindowedStream(self, Window("session", time, gap, None, lateness))
+
+
+class WindowedStream:
+    """A keyed (or global) stream with an event-time window; finish with :meth:`agg`."""
+
+    def __init__(self, keyed: KeyedStream, window: Window):
+        self._k = keyed
+        self._w = window
+
+    def agg(self, *aggs: Any, **named: Any) -> Stream:
+        """Aggregate per key and window; one row per window when the watermark closes it."""
+        k = self._k
+        return k._wrap(Aggregate(inputs=(k._s._step,), keys=k._keys, window=self._w, aggs=_aggs(aggs, named)))
+
+
+def source(what: Any, *, rate: float | None = None, name: str | None = None) -> Stream:
+    """Start a pipeline from a source.
+
+    ``what`` is a generator/file spec (``sc.clickstream(...)``, ``sc.parquet(path)``...), a
+    Polars DataFrame, a pyarrow Table / RecordBatchReader, anything with
+    ``__arrow_c_stream__``, or an iterable of dicts. ``rate`` throttles to rows per second.
+    """
+    spec = what if isinstance(what, SourceSpec) else SourceSpec("object", (), ObjRef(what, name))
+    return Stream(Source(spec=spec, rate=None if rate is None else float(rate), name=name), name)
+
+
+def combine(*sinks: Sink, name: str | None = None) -> Plan:
+    """A plan with several sinks (e.g. two chains with their own tables)."""
+    return Plan.of(tuple(sinks), name)
+
+
+def _spec(kind: str, **args: Any) -> SourceSpec:
+    def freeze(v: Any) -> Any:
+        if isinstance(v, dict):
+            return tuple((k, freeze(x)) for k, x in v.items())
+        if isinstance(v, list):
+            return tuple(freeze(x) for x in v)
+        return v
+
+    return SourceSpec(kind, tuple((k, freeze(v)) for k, v in args.items() if v is not None))
+
+
+def clickstream(*, rows: int | None = None, users: int = 10_000, items: int = 1_000,
+                seed: int = 0, late_fraction: float = 0.01) -> SourceSpec:
+    """Deterministic web clickstream (TPCx-BB web_clickstreams shape).
+
+    Columns: ts (datetime), user_id (int, ~1% null), item_id, category (int), event
+    ("view" | "cart" | "purchase"), price (float). ``rows=None`` is unbounded.
+    """
+    return _spec("clickstream", rows=rows, users=users, items=items, seed=seed, late_fraction=late_fraction)
+
+
+def store_sales(*, rows: int | None = None, stores: int = 50, items: int = 1_000,
+                customers: int = 10_000, seed: int = 0) -> SourceSpec:
+    """Deterministic store sales (TPCx-BB store_sales shape).
+
+    Columns: ts, ticket, store_id, item_id, customer_id, category, quantity, price, net_paid.
+    """
+    return _spec("store_sales", rows=rows, stores=stores, items=items, customers=customers, seed=seed)
+
+
+def parquet(path: str) -> SourceSpec:
+    """Parquet file or directory of files, streamed batch by batch."""
+    return _spec("parquet", path=str(path))
+
+
+def csv(path: str, *, schema: dict[str, str] | None = None, header: bool = True) -> SourceSpec:
+    """CSV file or directory, streamed; ``schema`` maps column to type (inferred if omitted)."""
+    return _spec("csv", path=str(path), schema=schema, header=None if header else False)
+
+
+def ndjson(path: str, *, schema: dict[str, str] | None = None) -> SourceSpec:
+    """Newline-delimited JSON file or directory, streamed; ``schema`` optional."""
+    return _spec("ndjson", path=str(path), schema=schema)

@@ -1,0 +1,334 @@
+"""Runs: start a plan in the background and control it through a :class:`Run` handle.
+
+Every run lives in the kernel-wide registry (:func:`registry`) under its name; starting a
+run with a name that is taken stops the old run first and replaces it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any, Literal
+
+import polars as pl
+
+from . import plan as P
+from .compiler import Compiled, compile_plan
+from .errors import RunFailed
+from .options import RunOptions
+from .stores import (
+    ParquetWriter,
+    Progress,
+    RowLog,
+    StepCounters,
+    TableStore,
+    dead_letter_frame,
+    late_frame,
+)
+
+Status = Literal["starting", "running", "paused", "finished", "stopped", "failed"]
+
+_REGISTRY: dict[str, Run] = {}
+_REGISTRY_LOCK = threading.Lock()
+
+
+def registry() -> dict[str, Run]:
+    """All runs of this kernel by name (a copy; the runs themselves are live)."""
+    with _REGISTRY_LOCK:
+        return dict(_REGISTRY)
+
+
+class _Env:
+    """The run-side services a backend uses (see ``backends.reference.Env``)."""
+
+    def __init__(self, run: Run):
+        self.run = run
+        self.counters = run._counters
+        self.position = ""
+        self._sample_at = 0.0
+
+    def dead_letter(self, step: str, reason: str, raw: str, position: str | None = None) -> None:
+        self.run._dead.add({"step": step, "position": position or self.position, "reason": reason, "row": raw})
+
+    def late_row(self, step: str, row: dict[str, Any]) -> None:
+        self.run._late.add(dict(row, _step=step, _position=self.position))
+
+    def sink_writer(self, sink: P.Sink) -> Callable[[list[dict[str, Any]]], None]:
+        return self.run._writers[sink.step_id]
+
+    def should_stop(self) -> bool:
+        return self.run._stop.is_set()
+
+    def wait_if_paused(self) -> bool:
+        """Block while paused; False if the run was stopped meanwhile."""
+        r = self.run
+        if r._resume.is_set():
+            return True
+        r._set_status("paused")
+        while not r._resume.wait(0.05):
+            if r._stop.is_set():
+                return False
+        r._set_status("running")
+        return not r._stop.is_set()
+
+    def on_source_row(self, n: int) -> None:
+        self.run._progress.rows_read = n
+        if n & 1023 == 0:
+            now = time.monotonic()
+            if now >= self._sample_at:
+                self._sample_at = now + 1.0
+                self.run._sample_metrics()
+
+    def record_latency(self, ns: int) -> None:
+        self.run._progress.latencies_ns.append(ns)
+
+
+class Run:
+    """A running (or finished) pipeline. Returned at once by ``plan.start()`` and ``%%stream``.
+
+    Examples
+    --------
+    >>> run = sc.source(sc.clickstream(rows=10_000)).filter(sc.col("price") > 5).start("cheap")
+    >>> run.wait().table("cheap").height  # doctest: +SKIP
+    """
+
+    def __init__(self, name: str, compiled: Compiled, options: RunOptions, cell_id: str | None = None):
+        self.name = name
+        self.plan = compiled.plan
+        self.options = options
+        self.cell_id = cell_id
+        self._compiled = compiled
+        self._status: Status = "starting"
+        self._error: BaseException | None = None
+        self._stop = threading.Event()
+        self._resume = threading.Event()
+        self._resume.set()
+        self._done = threading.Event()
+        self._counters = {s.step_id: StepCounters() for s in compiled.plan.steps}
+        self._late = RowLog()
+        self._dead = RowLog()
+        self._progress = Progress()
+        self._metrics: list[dict[str, Any]] = []
+        self._tables: dict[str, TableStore] = {}
+        self._parquet: list[ParquetWriter] = []
+        self._writers: dict[str, Callable[[list[dict[str, Any]]], None]] = {}
+        self._make_writers()
+        self._thread = threading.Thread(target=self._main, name=f"streamcell-run-{name}", daemon=True)
+        self.finished_at: float | None = None
+
+    # ---------------------------------------------------------------- lifecycle
+    def _make_writers(self) -> None:
+        c = self._compiled
+        for sink in c.plan.sinks:
+            schema = c.schemas[sink.step_id]
+            if sink.target == "table":
+                store = TableStore(c.table_names[sink.step_id], schema, c.upsert_keys[sink.step_id])
+                self._tables[store.name] = store
+                self._writers[sink.step_id] = store.write
+            elif sink.target == "parquet":
+                assert sink.name is not None
+                w = ParquetWriter(sink.name, schema)
+                self._parquet.append(w)
+                self._writers[sink.step_id] = w.write
+            else:
+                assert sink.callback is not None
+                fn = sink.callback.obj
+                pschema = {n: t for n, t in schema}
+
+                def call(rows: list[dict[str, Any]], fn: Any = fn, pschema: Any = pschema) -> None:
+                    from .types import polars_schema
+
+                    fn(pl.DataFrame(rows, schema=polars_schema(tuple(pschema.items())), orient="row"))
+
+                self._writers[sink.step_id] = call
+
+    def _start(self) -> None:
+        self._progress = Progress()
+        self._set_status("running")
+        self._thread.start()
+
+    def _main(self) -> None:
+        from .backends import get_backend
+
+        try:
+            backend = get_backend(self.options.engine)
+            completed = backend.execute(self._compiled, _Env(self), self.options)
+            for w in self._parquet:
+                w.close()
+            self._set_status("finished" if completed else "stopped")
+        except BaseException as e:  # the driver parks every exception for wait()
+            self._error = e
+            self._set_status("failed")
+        finally:
+            self.finished_at = time.monotonic()
+            self._sample_metrics()
+            self._done.set()
+
+    def _set_status(self, s: Status) -> None:
+        self._status = s
+
+    @property
+    def status(self) -> Status:
+        """``running``, ``paused``, ``finished``, ``stopped`` or ``failed``."""
+        return self._status
+
+    @property
+    def error(self) -> BaseException | None:
+        """The exception that failed the run, if it failed."""
+        return self._error
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, timeout: float | None = None) -> Run:
+        """Block until the run ends (or ``timeout`` seconds pass); return the run.
+
+        A kernel interrupt (KeyboardInterrupt) while waiting stops the run and re-raises.
+        If the run failed, re-raises the original exception with its traceback.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            while not self._done.wait(0.05):
+                if deadline is not None and time.monotonic() >= deadline:
+                    return self
+        except KeyboardInterrupt:
+            self.stop()
+            raise
+        if self._error is not None:
+            err = self._error
+            if isinstance(err, Exception):
+                raise err.with_traceback(err.__traceback__)
+            raise RunFailed(f"run {self.name!r} failed: {err!r}") from err
+        return self
+
+    def stop(self, timeout: float = 10.0) -> Run:
+        """Stop the run promptly (open windows are not flushed); returns when it has stopped."""
+        self._stop.set()
+        self._resume.set()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+        return self
+
+    def pause(self) -> Run:
+        """Pause ingestion (state is kept); :meth:`resume` continues."""
+        if not self._done.is_set():
+            self._resume.clear()
+        return self
+
+    def resume(self) -> Run:
+        self._resume.set()
+        return self
+
+    # ------------------------------------------------------------------- queries
+    def table_names(self) -> list[str]:
+        return list(self._tables)
+
+    def table(self, name: str | None = None) -> pl.DataFrame:
+        """A consistent snapshot of a live table as a Polars DataFrame (default: the first)."""
+        if name is None:
+            if not self._tables:
+                raise KeyError(f"run {self.name!r} has no table sinks")
+            name = next(iter(self._tables))
+        if name not in self._tables:
+            raise KeyError(f"no table {name!r} in run {self.name!r}; tables: {', '.join(self._tables)}")
+        return self._tables[name].snapshot()
+
+    def late(self, step: str | None = None) -> pl.DataFrame:
+        """Rows that arrived behind the watermark (the late side output), with ``_step``."""
+        return late_frame(self._late, self._compiled.schemas, step)
+
+    def dead_letters(self) -> pl.DataFrame:
+        """Rows that could not be processed: ``step``, ``position``, ``reason``, ``row``."""
+        return dead_letter_frame(self._dead)
+
+    def counts(self) -> pl.DataFrame:
+        """Conservation counts per step: rows_in = consumed + filtered + late + dead."""
+        rows = []
+        for s in self.plan.steps:
+            c = self._counters[s.step_id]
+            rows.append({"step": s.step_id, "rows_in": c.rows_in, "rows_out": c.rows_out,
+                         "consumed": c.consumed, "filtered": c.filtered, "late": c.late, "dead": c.dead})
+        return pl.DataFrame(rows)
+
+    def progress(self) -> dict[str, Any]:
+        """A cheap snapshot for status displays (rows, rate, latency, elapsed)."""
+        p = self._progress
+        end = self.finished_at or time.monotonic()
+        sink_rows = sum(self._counters[s.step_id].rows_in for s in self.plan.sinks)
+        return {
+            "name": self.name,
+            "status": self.status,
+            "rows_in": p.rows_read,
+            "rows_out": sink_rows,
+            "rows_done": p.rows_read,
+            "rows_per_s": 0.0 if self.done() else p.rate(),
+            "p50_ms": p.latency_ms(0.5),
+            "p99_ms": p.latency_ms(0.99),
+            "elapsed_s": end - p.started,
+            "late": self._late.total,
+            "dead": self._dead.total,
+            "cell_id": self.cell_id,
+        }
+
+    def _sample_metrics(self) -> None:
+        p = self.progress()
+        self._metrics.append({
+            "timestamp": time.time(), "numInputRows": p["rows_in"], "numOutputRows": p["rows_out"],
+            "inputRowsPerSecond": p["rows_per_s"], "latencyP50Ms": p["p50_ms"], "latencyP99Ms": p["p99_ms"],
+            "lateRows": p["late"], "deadLetters": p["dead"], "elapsedSeconds": p["elapsed_s"],
+        })
+
+    def metrics(self) -> pl.DataFrame:
+        """Metrics history (about one row per second), names close to Spark's StreamingQueryProgress."""
+        return pl.DataFrame(list(self._metrics)) if self._metrics else pl.DataFrame()
+
+    def explain(self) -> str:
+        return self.plan.explain()
+
+    def __repr__(self) -> str:
+        p = self.progress()
+        return f"<Run {self.name!r} {p['status']}: {p['rows_in']:,} rows in {p['elapsed_s']:.1f}s>"
+
+    def _repr_html_(self) -> str:
+        from .widgets.status import status_html
+
+        return status_html(self)
+
+
+def start(plan: P.Plan, *, name: str | None = None, options: RunOptions | None = None,
+          compiled: Compiled | None = None, cell_id: str | None = None, display: bool = False,
+          **option_overrides: Any) -> Run:
+    """Compile and start ``plan`` in the background; return its :class:`Run` at once.
+
+    Raises compile-time errors (bad columns, types, sources) immediately, in the caller.
+    """
+    opts = (options or RunOptions()).with_(**option_overrides)
+    name = name or plan.name or "stream"
+    if plan.name != name:
+        plan = P.Plan(plan.sinks, name)
+    from .backends import get_backend
+
+    backend = get_backend(opts.engine)
+    c = compiled if compiled is not None and compiled.plan.name == name else compile_plan(plan, compiled.readers if compiled else None)
+    backend.check(c, opts)
+    with _REGISTRY_LOCK:
+        old = _REGISTRY.get(name)
+    if old is not None:
+        old.stop()
+    run = Run(name, c, opts, cell_id)
+    with _REGISTRY_LOCK:
+        _REGISTRY[name] = run
+    run._start()
+    return run
+
+
+def stop_all() -> None:
+    """Stop every run of this kernel (used at extension unload and interpreter exit)."""
+    for r in registry().values():
+        r.stop()
+
+
+def format_exception(e: BaseException) -> str:
+    return "".join(traceback.format_exception(type(e), e, e.__traceback__))

@@ -1,0 +1,459 @@
+"""Source readers: open a :class:`~streamcell.plan.SourceSpec`, report its schema, stream rows.
+
+Every reader streams (files are read batch by batch or line by line, never loaded whole).
+Rows that cannot be read (a malformed CSV line, a value of the wrong type, a missing field)
+come out as :class:`BadRow` with the reason and the source position, so a backend can send
+them to the dead-letter table and keep going.
+"""
+
+from __future__ import annotations
+
+import csv as _csv
+import datetime as _dt
+import itertools
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .plan import SourceSpec
+from .types import (
+    BOOL,
+    DATETIME,
+    FLOAT,
+    INT,
+    NULL,
+    STR,
+    DType,
+    Schema,
+    conform,
+    dtype_of_value,
+    parse_dtype,
+    schema_from_arrow,
+    unify,
+)
+
+
+@dataclass(frozen=True)
+class BadRow:
+    """A row that could not be read: where it came from, why, and its raw text."""
+
+    position: str
+    reason: str
+    raw: str
+
+
+class SourceError(Exception):
+    """A source that cannot be opened at all (missing file, unsupported type)."""
+
+
+class Reader:
+    """Base reader. ``schema`` is known after construction; ``rows()`` streams dicts/BadRows."""
+
+    schema: Schema
+    label: str
+
+    def rows(self) -> Iterator[dict[str, Any] | BadRow]:
+        raise NotImplementedError
+
+    def arrow_batches(self) -> Iterator[pa.RecordBatch] | None:
+        """Typed Arrow batches when the source is typed (generators, Parquet, frames)."""
+        return None
+
+
+# --------------------------------------------------------------------------- generators
+
+_EPOCH_START = _dt.datetime(2024, 1, 1)
+_START_US = int((_EPOCH_START - _dt.datetime(1970, 1, 1)).total_seconds() * 1_000_000)
+CHUNK = 65_536
+_EVENTS = np.array(["view", "cart", "purchase"], dtype=object)
+
+
+def _item_price(item: np.ndarray) -> np.ndarray:
+    return np.round(1.0 + (item * 7919 % 10_000) / 100.0, 2)
+
+
+def _ts(rng: np.random.Generator, idx: np.ndarray, step_us: int, late_fraction: float) -> np.ndarray:
+    ts = _START_US + idx * step_us + rng.integers(0, step_us, size=len(idx))
+    if late_fraction > 0:
+        late = rng.random(len(idx)) < late_fraction
+        ts = np.where(late, ts - rng.integers(0, 600_000_000, size=len(idx)), ts)
+    return ts
+
+
+def _with_nulls(values: np.ndarray, rng: np.random.Generator, fraction: float) -> pa.Array:
+    mask = rng.random(len(values)) < fraction
+    return pa.array(values, type=pa.int64(), mask=mask)
+
+
+def clickstream_chunk(spec: SourceSpec, chunk: int, n: int) -> pa.RecordBatch:
+    """Rows ``chunk*CHUNK .. +n`` of the clickstream generator (deterministic per chunk)."""
+    seed = int(spec.arg("seed", 0))
+    rng = np.random.default_rng([seed, 1, chunk])
+    idx = np.arange(chunk * CHUNK, chunk * CHUNK + n, dtype=np.int64)
+    users, items = int(spec.arg("users", 10_000)), int(spec.arg("items", 1_000))
+    item = rng.integers(0, items, size=n)
+    ev = _EVENTS[np.searchsorted([0.7, 0.9], rng.random(n), side="right")]
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(_ts(rng, idx, 100_000, float(spec.arg("late_fraction", 0.01))), type=pa.timestamp("us")),
+            _with_nulls(rng.integers(0, users, size=n), rng, 0.01),
+            pa.array(item, type=pa.int64()),
+            pa.array(item % 20, type=pa.int64()),
+            pa.array(ev.tolist(), type=pa.string()),
+            pa.array(_item_price(item), type=pa.float64()),
+        ],
+        names=["ts", "user_id", "item_id", "category", "event", "price"],
+    )
+
+
+def store_sales_chunk(spec: SourceSpec, chunk: int, n: int) -> pa.RecordBatch:
+    seed = int(spec.arg("seed", 0))
+    rng = np.random.default_rng([seed, 2, chunk])
+    idx = np.arange(chunk * CHUNK, chunk * CHUNK + n, dtype=np.int64)
+    item = rng.integers(0, int(spec.arg("items", 1_000)), size=n)
+    qty = rng.integers(1, 11, size=n)
+    price = _item_price(item)
+    discount = rng.choice(np.array([0.0, 0.1, 0.2]), size=n)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(_ts(rng, idx, 250_000, 0.0), type=pa.timestamp("us")),
+            pa.array(idx // 4, type=pa.int64()),
+            pa.array(rng.integers(0, int(spec.arg("stores", 50)), size=n), type=pa.int64()),
+            pa.array(item, type=pa.int64()),
+            _with_nulls(rng.integers(0, int(spec.arg("customers", 10_000)), size=n), rng, 0.01),
+            pa.array(item % 20, type=pa.int64()),
+            pa.array(qty, type=pa.int64()),
+            pa.array(price, type=pa.float64()),
+            pa.array(np.round(qty * price * (1 - discount), 2), type=pa.float64()),
+        ],
+        names=["ts", "ticket", "store_id", "item_id", "customer_id", "category", "quantity", "price", "net_paid"],
+    )
+
+
+_GENERATORS = {"clickstream": clickstream_chunk, "store_sales": store_sales_chunk}
+
+
+class GeneratorReader(Reader):
+    def __init__(self, spec: SourceSpec):
+        self.spec = spec
+        self.label = spec.kind
+        self.fn = _GENERATORS[spec.kind]
+        self.schema = schema_from_arrow(self.fn(spec, 0, 1).schema)
+        rows = spec.arg("rows")
+        if rows is not None and (not isinstance(rows, int) or rows < 0):
+            raise SourceError(f"{spec.kind}: rows must be a non-negative integer or None")
+        self.total: int | None = rows
+
+    def arrow_batches(self) -> Iterator[pa.RecordBatch]:
+        chunks = itertools.count() if self.total is None else range((self.total + CHUNK - 1) // CHUNK)
+        for c in chunks:
+            n = CHUNK if self.total is None else min(CHUNK, self.total - c * CHUNK)
+            yield self.fn(self.spec, c, n)
+
+    def rows(self) -> Iterator[dict[str, Any] | BadRow]:
+        for b in self.arrow_batches():
+            yield from b.to_pylist()
+
+
+# -------------------------------------------------------------------------------- files
+
+
+def _files(path: str, exts: tuple[str, ...]) -> list[Path]:
+    p = Path(path)
+    if p.is_dir():
+        files = sorted(f for f in p.iterdir() if f.is_file() and f.suffix.lower() in exts)
+        return files
+    if p.is_file():
+        return [p]
+    raise SourceError(f"no such file or directory: {path}")
+
+
+class ParquetReader(Reader):
+    def __init__(self, spec: SourceSpec):
+        self.label = f"parquet({spec.arg('path')!r})"
+        self.files = _files(spec.arg("path"), (".parquet", ".pq"))
+        if not self.files:
+            raise SourceError(f"{self.label}: no .parquet files")
+        self.schema = schema_from_arrow(pq.ParquetFile(self.files[0]).schema_arrow)
+
+    def arrow_batches(self) -> Iterator[pa.RecordBatch]:
+        for f in self.files:
+            yield from pq.ParquetFile(f).iter_batches(batch_size=8192)
+
+    def rows(self) -> Iterator[dict[str, Any] | BadRow]:
+        for f in self.files:
+            pf = pq.ParquetFile(f)
+            fs = schema_from_arrow(pf.schema_arrow)
+            if fs != self.schema:
+                yield BadRow(str(f), f"file schema differs from the first file's: {fs} vs {self.schema}", "")
+                continue
+            for b in pf.iter_batches(batch_size=8192):
+                yield from b.to_pylist()
+
+
+def _parse_scalar(text: str, t: DType) -> Any:
+    if text == "":
+        return None
+    n = t.name
+    if n == "int":
+        return int(text)
+    if n == "float":
+        return float(text)
+    if n == "bool":
+        low = text.strip().lower()
+        if low in ("true", "1"):
+            return True
+        if low in ("false", "0"):
+            return False
+        raise ValueError(text)
+    if n == "datetime":
+        return conform(_dt.datetime.fromisoformat(text), DATETIME)
+    if n == "date":
+        return _dt.date.fromisoformat(text)
+    if n == "str":
+        return text
+    raise ValueError(f"cannot read {t} from text")
+
+
+def _infer_text_type(values: list[str]) -> DType:
+    for t in (INT, FLOAT, BOOL, DATETIME):
+        try:
+            for v in values:
+                if v != "":
+                    _parse_scalar(v, t)
+            if any(v != "" for v in values):
+                return t
+        except ValueError:
+            continue
+    return STR
+
+
+def _user_schema(spec: SourceSpec) -> Schema | None:
+    s = spec.arg("schema")
+    if s is None:
+        return None
+    return tuple((k, parse_dtype(v)) for k, v in s)
+
+
+class CsvReader(Reader):
+    def __init__(self, spec: SourceSpec):
+        self.label = f"csv({spec.arg('path')!r})"
+        self.files = _files(spec.arg("path"), (".csv", ".tsv", ".txt"))
+        if not self.files:
+            raise SourceError(f"{self.label}: no .csv files")
+        self.header = spec.arg("header", True) is not False
+        with open(self.files[0], newline="") as fh:
+            sample = list(itertools.islice(_csv.reader(fh), 1001))
+        if not sample:
+            raise SourceError(f"{self.label}: {self.files[0]} is empty")
+        names = sample[0] if self.header else [f"column_{i + 1}" for i in range(len(sample[0]))]
+        body = sample[1:] if self.header else sample
+        given = _user_schema(spec)
+        if given is not None:
+            missing = [n for n, _ in given if n not in names]
+            if missing:
+                raise SourceError(f"{self.label}: schema names columns not in the header: {missing}")
+            self.schema = tuple((n, dict(given).get(n, STR)) for n in names)
+        else:
+            cols = list(zip(*[r for r in body if len(r) == len(names)])) or [()] * len(names)
+            self.schema = tuple((n, _infer_text_type(list(c))) for n, c in zip(names, cols))
+
+    def rows(self) -> Iterator[dict[str, Any] | BadRow]:
+        names = [n for n, _ in self.schema]
+        for f in self.files:
+            with open(f, newline="") as fh:
+                reader = _csv.reader(fh)
+                if self.header:
+                    next(reader, None)
+                for rec in reader:
+                    pos = f"{f.name}:{reader.line_num}"
+                    if not rec:
+                        continue
+                    if len(rec) != len(names):
+                        yield BadRow(pos, f"expected {len(names)} fields, got {len(rec)}", ",".join(rec))
+                        continue
+                    row: dict[str, Any] = {}
+                    for (n, t), v in zip(self.schema, rec):
+                        try:
+                            row[n] = _parse_scalar(v, t)
+                        except ValueError:
+                            yield BadRow(pos, f"column {n}: cannot parse {v!r} as {t}", ",".join(rec))
+                            break
+                    else:
+                        yield row
+
+
+class NdjsonReader(Reader):
+    def __init__(self, spec: SourceSpec):
+        self.label = f"ndjson({spec.arg('path')!r})"
+        self.files = _files(spec.arg("path"), (".json", ".ndjson", ".jsonl"))
+        if not self.files:
+            raise SourceError(f"{self.label}: no .ndjson/.jsonl/.json files")
+        given = _user_schema(spec)
+        if given is not None:
+            self.schema = given
+            return
+        types: dict[str, DType] = {}
+        with open(self.files[0]) as fh:
+            for line in itertools.islice(fh, 1000):
+                try:
+                    obj = json.loads(line)
+                except ValueError:
+                    continue
+                if not isinstance(obj, dict):
+                    continue
+                for k, v in obj.items():
+                    try:
+                        t = dtype_of_value(v)
+                    except TypeError:
+                        t = STR
+                    u = unify(types.get(k, NULL), t)
+                    types[k] = u if u is not None else STR
+        if not types:
+            raise SourceError(f"{self.label}: could not infer a schema from the first lines")
+        self.schema = tuple((k, v if v != NULL else STR) for k, v in types.items())
+
+    def rows(self) -> Iterator[dict[str, Any] | BadRow]:
+        for f in self.files:
+            with open(f) as fh:
+                for lineno, line in enumerate(fh, start=1):
+                    if not line.strip():
+                        continue
+                    pos = f"{f.name}:{lineno}"
+                    try:
+                        obj = json.loads(line)
+                    except ValueError as e:
+                        yield BadRow(pos, f"invalid JSON: {e.msg} at column {e.colno}", line.rstrip("\n"))  # type: ignore[attr-defined]
+                        continue
+                    if not isinstance(obj, dict):
+                        yield BadRow(pos, "expected a JSON object", line.rstrip("\n"))
+                        continue
+                    yield _conform_row(obj, self.schema, pos, line.rstrip("\n"), missing_is_null=True)
+
+
+def _conform_row(obj: dict[str, Any], schema: Schema, pos: str, raw: str, missing_is_null: bool) -> dict[str, Any] | BadRow:
+    row: dict[str, Any] = {}
+    for n, t in schema:
+        if n not in obj:
+            if missing_is_null:
+                row[n] = None
+                continue
+            return BadRow(pos, f"missing field {n!r}", raw)
+        v = obj[n]
+        if t == DATETIME and isinstance(v, str):
+            try:
+                v = _dt.datetime.fromisoformat(v)
+            except ValueError:
+                return BadRow(pos, f"column {n}: cannot parse {v!r} as datetime", raw)
+        try:
+            row[n] = conform(v, t)
+        except TypeError as e:
+            return BadRow(pos, f"column {n}: {e}", raw)
+    return row
+
+
+# ------------------------------------------------------------------------------ objects
+
+
+class ArrowReader(Reader):
+    """Polars DataFrame, pyarrow Table / RecordBatchReader, anything with ``__arrow_c_stream__``."""
+
+    def __init__(self, obj: Any, label: str):
+        self.obj = obj
+        self.label = label
+        self.schema = schema_from_arrow(self._reader().schema)
+        self._used = False
+
+    def _reader(self) -> pa.RecordBatchReader:
+        o = self.obj
+        if isinstance(o, pa.RecordBatchReader):
+            return o
+        if isinstance(o, pa.Table):
+            return o.to_reader()
+        if type(o).__module__.startswith("polars"):
+            # Arrow through the C stream interface; ask for plain strings (not string_view)
+            return pa.RecordBatchReader.from_stream(o.to_arrow(compat_level=0) if hasattr(o, "to_arrow") else o)
+        return pa.RecordBatchReader.from_stream(o)
+
+    def arrow_batches(self) -> Iterator[pa.RecordBatch]:
+        if isinstance(self.obj, pa.RecordBatchReader):
+            if self._used:
+                raise SourceError(f"{self.label}: a RecordBatchReader can be read only once")
+            self._used = True
+        yield from self._reader()
+
+    def rows(self) -> Iterator[dict[str, Any] | BadRow]:
+        for b in self.arrow_batches():
+            yield from b.to_pylist()
+
+
+class IterableReader(Reader):
+    """An iterable of dicts; the schema is given or inferred from the first 100 rows."""
+
+    def __init__(self, obj: Iterable[Any], label: str, schema: Schema | None):
+        self.label = label
+        self._it = iter(obj)
+        self._peeked: list[Any] = list(itertools.islice(self._it, 100))
+        if schema is None:
+            types: dict[str, DType] = {}
+            for r in self._peeked:
+                if not isinstance(r, dict):
+                    continue
+                for k, v in r.items():
+                    try:
+                        t = dtype_of_value(v)
+                    except TypeError:
+                        continue
+                    u = unify(types.get(k, NULL), t)
+                    types[k] = u if u is not None else types.get(k, t)
+            if not types:
+                raise SourceError(f"{label}: cannot infer a schema (no dict rows at the start); pass schema=")
+            schema = tuple((k, v if v != NULL else STR) for k, v in types.items())
+        self.schema = schema
+
+    def rows(self) -> Iterator[dict[str, Any] | BadRow]:
+        for i, r in enumerate(itertools.chain(self._peeked, self._it)):
+            pos = f"row {i}"
+            if not isinstance(r, dict):
+                yield BadRow(pos, f"expected a dict, got {type(r).__name__}", repr(r)[:200])
+                continue
+            yield _conform_row(r, self.schema, pos, repr(r)[:200], missing_is_null=False)
+
+
+def open_source(spec: SourceSpec) -> Reader:
+    """Open a source spec (raises :class:`SourceError` with a clear message)."""
+    if spec.kind in _GENERATORS:
+        return GeneratorReader(spec)
+    if spec.kind == "parquet":
+        return ParquetReader(spec)
+    if spec.kind == "csv":
+        return CsvReader(spec)
+    if spec.kind == "ndjson":
+        return NdjsonReader(spec)
+    if spec.kind == "object":
+        assert spec.obj is not None
+        obj, label = spec.obj.obj, spec.obj.label
+        schema = spec.arg("schema")
+        if isinstance(obj, SourceSpec):
+            return open_source(obj)
+        if isinstance(obj, (str, os.PathLike)):
+            ext = Path(obj).suffix.lower()
+            kinds = {".parquet": "parquet", ".csv": "csv", ".json": "ndjson", ".ndjson": "ndjson", ".jsonl": "ndjson"}
+            if ext in kinds:
+                return open_source(SourceSpec(kinds[ext], (("path", str(obj)),)))
+            raise SourceError(f"{label}: cannot tell the format of {obj!r}; use parquet()/csv()/ndjson()")
+        if isinstance(obj, (pa.Table, pa.RecordBatchReader)) or hasattr(obj, "__arrow_c_stream__"):
+            return ArrowReader(obj, label)
+        if isinstance(obj, dict):
+            raise SourceError(f"{label}: a dict is not a stream; pass a list of dicts or a DataFrame")
+        if isinstance(obj, Iterable):
+            return IterableReader(obj, label, None if schema is None else tuple((k, parse_dtype(v)) for k, v in schema))
+        raise SourceError(f"{label}: cannot read a {type(obj).__name__} as a stream")
+    raise SourceError(f"unknown source kind {spec.kind!r}")

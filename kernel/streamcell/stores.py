@@ -1,0 +1,190 @@
+"""Run-time stores shared by every backend: live tables, late rows, dead letters, counters.
+
+All stores are written by the run's driver and read from any thread (other cells, the
+status display); every read takes a consistent snapshot under a lock.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .types import Schema, polars_schema, to_polars
+
+
+def _pl_frame(rows: list[dict[str, Any]], schema: Schema) -> pl.DataFrame:
+    if not rows:
+        return pl.DataFrame(schema=polars_schema(schema))
+    return pl.DataFrame(rows, schema=polars_schema(schema), orient="row")
+
+
+class TableStore:
+    """A live table: append-only, or upsert by key (a row replaces the row with its key,
+    keeping the key's first position)."""
+
+    def __init__(self, name: str, schema: Schema, key: tuple[str, ...] | None):
+        self.name = name
+        self.schema = schema
+        self.key = key
+        self._lock = threading.Lock()
+        self._rows: list[dict[str, Any]] = []
+        self._by_key: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+    def write(self, rows: list[dict[str, Any]]) -> None:
+        with self._lock:
+            if self.key is None:
+                self._rows.extend(rows)
+            else:
+                k = self.key
+                for r in rows:
+                    self._by_key[tuple(_hashable(r[c]) for c in k)] = r
+
+    def __len__(self) -> int:
+        return len(self._rows) if self.key is None else len(self._by_key)
+
+    def snapshot(self) -> pl.DataFrame:
+        with self._lock:
+            rows = list(self._rows) if self.key is None else list(self._by_key.values())
+        return _pl_frame(rows, self.schema)
+
+
+def _hashable(v: Any) -> Any:
+    return tuple(v) if isinstance(v, list) else v
+
+
+class ParquetWriter:
+    """Writes rows as ``part-NNNNN.parquet`` files into a directory (one per 64K rows)."""
+
+    PART_ROWS = 65_536
+
+    def __init__(self, path: str, schema: Schema):
+        self.dir = Path(path)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.schema = schema
+        self._buf: list[dict[str, Any]] = []
+        self._part = 0
+        self.files: list[Path] = []
+
+    def write(self, rows: list[dict[str, Any]]) -> None:
+        self._buf.extend(rows)
+        while len(self._buf) >= self.PART_ROWS:
+            self._flush(self._buf[: self.PART_ROWS])
+            self._buf = self._buf[self.PART_ROWS:]
+
+    def close(self) -> None:
+        if self._buf or not self.files:
+            self._flush(self._buf)
+            self._buf = []
+
+    def _flush(self, rows: list[dict[str, Any]]) -> None:
+        table = _pl_frame(rows, self.schema).to_arrow()
+        f = self.dir / f"part-{self._part:05d}.parquet"
+        pq.write_table(table, f)
+        self.files.append(f)
+        self._part += 1
+
+
+class RowLog:
+    """Late rows or dead letters: bounded in memory (the most recent ``cap`` rows are kept);
+    ``total`` counts every row ever added."""
+
+    def __init__(self, cap: int = 100_000):
+        self._lock = threading.Lock()
+        self._rows: deque[dict[str, Any]] = deque(maxlen=cap)
+        self.total = 0
+
+    def add(self, row: dict[str, Any]) -> None:
+        with self._lock:
+            self._rows.append(row)
+            self.total += 1
+
+    def rows(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._rows)
+
+
+DEAD_LETTER_SCHEMA = {"step": pl.String, "position": pl.String, "reason": pl.String, "row": pl.String}
+
+
+def dead_letter_frame(log: RowLog) -> pl.DataFrame:
+    rows = log.rows()
+    return pl.DataFrame(rows, schema=DEAD_LETTER_SCHEMA, orient="row") if rows else pl.DataFrame(schema=DEAD_LETTER_SCHEMA)
+
+
+def late_frame(log: RowLog, schemas: dict[str, Schema], step: str | None) -> pl.DataFrame:
+    """Late rows as they arrived at their step, plus ``_step`` and ``_position``."""
+    frames = []
+    by_step: dict[str, list[dict[str, Any]]] = {}
+    for r in log.rows():
+        by_step.setdefault(r["_step"], []).append(r)
+    for sid, rows in by_step.items():
+        if step is not None and sid != step:
+            continue
+        sch = dict(polars_schema(schemas[sid]))
+        sch.update({"_step": pl.String(), "_position": pl.String()})
+        frames.append(pl.DataFrame(rows, schema=sch, orient="row"))
+    if not frames:
+        return pl.DataFrame(schema={"_step": pl.String, "_position": pl.String})
+    return pl.concat(frames, how="diagonal_relaxed")
+
+
+@dataclass
+class StepCounters:
+    """Conservation counts of one step: ``rows_in == consumed + filtered + late + dead``.
+
+    ``consumed`` rows went on (stateless steps) or into state (stateful steps);
+    ``rows_out`` counts what the step emitted (explode and aggregates change the count).
+    """
+
+    rows_in: int = 0
+    rows_out: int = 0
+    filtered: int = 0
+    late: int = 0
+    dead: int = 0
+    ns: int = 0
+
+    @property
+    def consumed(self) -> int:
+        return self.rows_in - self.filtered - self.late - self.dead
+
+
+@dataclass
+class Progress:
+    """Throughput and latency bookkeeping for the status displays."""
+
+    started: float = field(default_factory=time.monotonic)
+    rows_read: int = 0
+    latencies_ns: deque[int] = field(default_factory=lambda: deque(maxlen=4096))
+    _last: tuple[float, int] = (0.0, 0)
+    _rate: float = 0.0
+
+    def rate(self) -> float:
+        """Rows/s over the last ~second (falls back to the average while starting)."""
+        now = time.monotonic()
+        t0, n0 = self._last
+        if t0 == 0.0:
+            self._last = (now, self.rows_read)
+            el = now - self.started
+            return self.rows_read / el if el > 0 else 0.0
+        if now - t0 >= 0.5:
+            self._rate = (self.rows_read - n0) / (now - t0)
+            self._last = (now, self.rows_read)
+        return self._rate
+
+    def latency_ms(self, q: float) -> float | None:
+        lat = sorted(self.latencies_ns)
+        if not lat:
+            return None
+        return lat[min(len(lat) - 1, int(q * len(lat)))] / 1e6
+
+
+def arrow_type(schema: Schema) -> pa.Schema:
+    return pl.DataFrame(schema={n: to_polars(t) for n, t in schema}).to_arrow().schema

@@ -1,0 +1,56 @@
+"""Helpers for backend-parametrized tests: run a plan, compare with the reference."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import polars as pl
+from polars.testing import assert_frame_equal
+
+import streamcell as sc
+from streamcell.options import RunOptions
+
+_names = itertools.count()
+
+
+def run_plan(plan: sc.Plan, options: RunOptions | None = None, timeout: float = 120) -> sc.Run:
+    """Start ``plan`` under a fresh name, wait for it, return the finished run."""
+    name = f"t{next(_names)}"
+    run = sc.start(plan, name=name, options=options or RunOptions())
+    run.wait(timeout)
+    assert run.status == "finished", (run.status, run.error)
+    return run
+
+
+def outputs(run: sc.Run) -> dict[str, Any]:
+    """Everything a run produced, for exact comparison between backends."""
+    return {
+        "tables": {n: run.table(n) for n in run.table_names()},
+        "counts": run.counts(),
+        "late": run.late(),
+        "dead": run.dead_letters(),
+    }
+
+
+def assert_same_outputs(a: dict[str, Any], b: dict[str, Any]) -> None:
+    assert sorted(a["tables"]) == sorted(b["tables"])
+    for name in a["tables"]:
+        assert_frame_equal(a["tables"][name], b["tables"][name])
+    assert_frame_equal(a["counts"], b["counts"])
+    assert_frame_equal(a["late"], b["late"], check_column_order=False)
+    assert_frame_equal(a["dead"], b["dead"])
+
+
+def check_against_reference(plan: sc.Plan, options: RunOptions) -> dict[str, Any]:
+    """Run on ``options``' engine and on the reference; require identical outputs."""
+    got = outputs(run_plan(plan, options))
+    if options.engine != "reference":
+        assert_same_outputs(got, outputs(run_plan(plan, RunOptions(engine="reference"))))
+    return got
+
+
+def table(plan: sc.Plan, options: RunOptions) -> pl.DataFrame:
+    """The first table of ``plan`` run on ``options`` (checked against the reference)."""
+    out = check_against_reference(plan, options)
+    return next(iter(out["tables"].values()))
