@@ -30,7 +30,14 @@ EXTENSIONS = ["_native"]
 
 
 def _compile_args() -> list[str]:
-    args = ["-O3", "-std=gnu11", "-pthread", "-fno-strict-aliasing", "-Wall", "-Wno-unused-function"]
+    args = [
+        "-O3",
+        "-std=gnu11",
+        "-pthread",
+        "-fno-strict-aliasing",
+        "-Wall",
+        "-Wno-unused-function",
+    ]
     if os.environ.get("STREAMCELL_DEBUG") == "1":
         args.append("-DSC_DEBUG=1")
     args += shlex.split(os.environ.get("STREAMCELL_CFLAGS", ""))
@@ -47,7 +54,11 @@ def build_extensions(names: list[str], out_dir: Path) -> list[Path]:
     os.chdir(ROOT)
     try:
         cflags = _compile_args()
-        ldflags = ["-pthread"] + [f for f in shlex.split(os.environ.get("STREAMCELL_CFLAGS", "")) if f.startswith("-fsanitize")]
+        ldflags = ["-pthread"] + [
+            f
+            for f in shlex.split(os.environ.get("STREAMCELL_CFLAGS", ""))
+            if f.startswith("-fsanitize")
+        ]
         exts = [
             Extension(
                 f"streamcell.{name}",

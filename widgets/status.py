@@ -10,8 +10,14 @@ import html
 import threading
 from typing import Any
 
-_COLORS = {"running": "#2e7d32", "paused": "#f9a825", "finished": "#1565c0", "stopped": "#6d4c41",
-           "failed": "#c62828", "starting": "#757575"}
+_COLORS = {
+    "running": "#2e7d32",
+    "paused": "#f9a825",
+    "finished": "#1565c0",
+    "stopped": "#6d4c41",
+    "failed": "#c62828",
+    "starting": "#757575",
+}
 
 
 def _fmt_rate(r: float) -> str:
@@ -41,8 +47,10 @@ def status_html(run: Any) -> str:
     err = ""
     if run.status == "failed" and run.error is not None:
         err = f"<div style='color:#c62828'>{html.escape(type(run.error).__name__ + ': ' + str(run.error))}</div>"
-    return (f"<div class='streamcell-status' data-status='{run.status}' style='font-family:monospace'>"
-            f"<span style='color:{color}'>●</span> {text}{err}</div>")
+    return (
+        f"<div class='streamcell-status' data-status='{run.status}' style='font-family:monospace'>"
+        f"<span style='color:{color}'>●</span> {text}{err}</div>"
+    )
 
 
 class StatusLine:
@@ -55,7 +63,9 @@ class StatusLine:
         self.interval = interval
         self._HTML = HTML
         self.handle = display(HTML(status_html(run)), display_id=True)
-        self._thread = threading.Thread(target=self._loop, name=f"streamcell-status-{run.name}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop, name=f"streamcell-status-{run.name}", daemon=True
+        )
         self._thread.start()
 
     def _loop(self) -> None:

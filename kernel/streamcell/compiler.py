@@ -61,7 +61,9 @@ class Compiled:
 
 def _err(msg: str, pos: Any, step: P.Step | None) -> PlanError:
     if isinstance(pos, Pos):
-        return PlanError(msg, pos.line, pos.column, pos.text, pos.length, step.step_id if step else None)
+        return PlanError(
+            msg, pos.line, pos.column, pos.text, pos.length, step.step_id if step else None
+        )
     return PlanError(msg, step=step.step_id if step else None)
 
 
@@ -76,7 +78,11 @@ class _Typer:
     def col(self, name: str, at: Any) -> DType:
         if name not in self.cols:
             avail = ", ".join(self.cols) or "(none)"
-            raise _err(f"unknown column {name!r}; available columns: {avail}", getattr(at, "pos", None) or self.step.pos, self.step)
+            raise _err(
+                f"unknown column {name!r}; available columns: {avail}",
+                getattr(at, "pos", None) or self.step.pos,
+                self.step,
+            )
         return self.cols[name]
 
     def type(self, e: IR) -> DType:  # noqa: C901 - one dispatch over the IR
@@ -108,11 +114,16 @@ class _Typer:
                     raise self.fail(c, f"when() condition must be bool; {to_text(c)} is {ct}")
                 u = unify(out, self.type(v))
                 if u is None:
-                    raise self.fail(v, f"when/then branches have different types ({out} and {self.type(v)})")
+                    raise self.fail(
+                        v, f"when/then branches have different types ({out} and {self.type(v)})"
+                    )
                 out = u
             u = unify(out, self.type(e.otherwise))
             if u is None:
-                raise self.fail(e.otherwise, f"otherwise() type {self.type(e.otherwise)} differs from then() type {out}")
+                raise self.fail(
+                    e.otherwise,
+                    f"otherwise() type {self.type(e.otherwise)} differs from then() type {out}",
+                )
             return u
         if isinstance(e, AggCall):
             raise self.fail(e, "aggregates are only allowed in agg/running")
@@ -141,7 +152,11 @@ class _Typer:
         if op == "**":
             return INT if lt == INT and rt == INT else FLOAT
         u = unify(lt, rt)
-        return u if u not in (None, NULL) else (INT if lt == rt == NULL else (lt if rt == NULL else rt))  # type: ignore[return-value]
+        return (
+            u
+            if u not in (None, NULL)
+            else (INT if lt == rt == NULL else (lt if rt == NULL else rt))
+        )  # type: ignore[return-value]
 
     def _call(self, e: Call) -> DType:
         fn = e.fn
@@ -152,7 +167,9 @@ class _Typer:
         if fn == "fill_null":
             u = unify(t, self.type(e.args[1]))
             if u is None:
-                raise self.fail(e, f"fill_null value type {self.type(e.args[1])} does not match {subject} ({t})")
+                raise self.fail(
+                    e, f"fill_null value type {self.type(e.args[1])} does not match {subject} ({t})"
+                )
             return u
         if fn == "cast":
             arg = e.args[1]
@@ -173,7 +190,11 @@ class _Typer:
             for a in e.args[1:]:
                 if self.type(a) != STR:
                     raise self.fail(a, f"{fn}() argument must be a string")
-            return INT if fn == "str.len_chars" else (STR if fn in ("str.to_lowercase", "str.to_uppercase") else BOOL)
+            return (
+                INT
+                if fn == "str.len_chars"
+                else (STR if fn in ("str.to_lowercase", "str.to_uppercase") else BOOL)
+            )
         if fn.startswith("dt."):
             if t not in (DATETIME, DATE, NULL):
                 raise self.fail(e, f"{fn}() needs a datetime or date; {subject} is {t}")
@@ -209,10 +230,18 @@ class _Typer:
 def _duration_for(step: P.Step, d: P.Duration, time_type: DType, what: str) -> int:
     us = P.parse_duration(d)
     if isinstance(d, str) and time_type not in (DATETIME, DATE):
-        raise _err(f"{what}={d!r} is a time span but the time column is {time_type}; "
-                   "give an integer in the column's units", step.pos, step)
+        raise _err(
+            f"{what}={d!r} is a time span but the time column is {time_type}; "
+            "give an integer in the column's units",
+            step.pos,
+            step,
+        )
     if isinstance(d, int) and time_type in (DATETIME, DATE) and d != 0:
-        raise _err(f"{what}={d} must be a time span like \"30s\" for a {time_type} time column", step.pos, step)
+        raise _err(
+            f'{what}={d} must be a time span like "30s" for a {time_type} time column',
+            step.pos,
+            step,
+        )
     return us
 
 
@@ -256,7 +285,9 @@ def _step_schema(s: P.Step, ins: list[Schema], opened: dict[str, Reader]) -> Sch
     if isinstance(s, P.Filter):
         t = ty.type(s.predicate)
         if t not in (BOOL, NULL):
-            raise ty.fail(s.predicate, f"filter needs a bool expression; {to_text(s.predicate)} is {t}")
+            raise ty.fail(
+                s.predicate, f"filter needs a bool expression; {to_text(s.predicate)} is {t}"
+            )
         return schema
     if isinstance(s, (P.Select, P.WithColumns)):
         computed = [(n, ty.type(e)) for n, e in s.exprs]
@@ -286,7 +317,11 @@ def _step_schema(s: P.Step, ins: list[Schema], opened: dict[str, Reader]) -> Sch
             out_cols = list(schema)
             clash = [n for n, _ in aggs if n in dict(schema)]
             if clash:
-                raise _err(f"running aggregate name(s) clash with input columns: {', '.join(clash)}", s.pos, s)
+                raise _err(
+                    f"running aggregate name(s) clash with input columns: {', '.join(clash)}",
+                    s.pos,
+                    s,
+                )
             return tuple(out_cols + aggs)
         out_cols = [(k, dict(schema)[k]) for k in s.keys]
         if s.window is not None:
@@ -294,7 +329,9 @@ def _step_schema(s: P.Step, ins: list[Schema], opened: dict[str, Reader]) -> Sch
             tt = _time_col(s, schema, w.time)
             size = _duration_for(s, w.size, tt, "gap" if w.kind == "session" else "size")
             if size <= 0:
-                raise _err(f"window {'gap' if w.kind == 'session' else 'size'} must be > 0", s.pos, s)
+                raise _err(
+                    f"window {'gap' if w.kind == 'session' else 'size'} must be > 0", s.pos, s
+                )
             if w.every is not None:
                 every = _duration_for(s, w.every, tt, "every")
                 if every <= 0 or every > size:
@@ -322,29 +359,38 @@ def _step_schema(s: P.Step, ins: list[Schema], opened: dict[str, Reader]) -> Sch
         first = dict(schema)
         for i, other in zip(s.inputs[1:], ins[1:]):
             if dict(other) != first:
-                raise _err(f"union needs equal schemas; {s.inputs[0].step_id} has ({format_schema(schema)}) "
-                           f"but {i.step_id} has ({format_schema(other)})", s.pos, s)
+                raise _err(
+                    f"union needs equal schemas; {s.inputs[0].step_id} has ({format_schema(schema)}) "
+                    f"but {i.step_id} has ({format_schema(other)})",
+                    s.pos,
+                    s,
+                )
         return schema
     if isinstance(s, P.Join):
         left, right = ins
-        for side, sch in (("left", left), ("right", right)):
+        for sch in (left, right):
             _check_keys(s, sch, s.on)
             tt = _time_col(s, sch, s.time)
             _duration_for(s, s.within, tt, "within")
             _duration_for(s, s.lateness, tt, "lateness")
         for k in s.on:
             if unify(dict(left)[k], dict(right)[k]) is None:
-                raise _err(f"join key {k!r} is {dict(left)[k]} on the left and {dict(right)[k]} on the right", s.pos, s)
+                raise _err(
+                    f"join key {k!r} is {dict(left)[k]} on the left and {dict(right)[k]} on the right",
+                    s.pos,
+                    s,
+                )
         if dict(left)[s.time] != dict(right)[s.time]:
-            raise _err(f"join time column {s.time!r} has different types on the two sides", s.pos, s)
-        out = list(left)
-        names = set(dict(left))
+            raise _err(
+                f"join time column {s.time!r} has different types on the two sides", s.pos, s
+            )
+        joined = list(left)
+        left_names = set(dict(left))
         for n, t in right:
             if n in s.on:
                 continue
-            name = n if n not in names else f"{n}_right"
-            out.append((name, t))
-        return tuple(out)
+            joined.append((n if n not in left_names else f"{n}_right", t))
+        return tuple(joined)
     if isinstance(s, P.Sink):
         if s.key is not None:
             _check_keys(s, schema, s.key)
@@ -360,7 +406,7 @@ def default_upsert_key(c: Compiled, sink: P.Sink) -> tuple[str, ...] | None:
         return sink.key
     up = sink.inputs[0]
     if sink.mode == "upsert" and not isinstance(up, (P.Aggregate, P.TopK)):
-        raise _err("mode=\"upsert\" needs key=[...] unless it follows agg or top_k", sink.pos, sink)
+        raise _err('mode="upsert" needs key=[...] unless it follows agg or top_k', sink.pos, sink)
     if isinstance(up, P.Aggregate) and up.window is None:
         return up.keys
     if isinstance(up, P.TopK):

@@ -12,10 +12,10 @@ import ast
 import datetime as _dt
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from . import plan as P
-from .errors import DSLSyntaxError, PlanError
+from .errors import DSLSyntaxError
 from .expr import (
     AGG_FUNCTIONS,
     FUNCTION_ALIASES,
@@ -34,13 +34,38 @@ from .expr import (
 )
 from .types import parse_dtype
 
-STAGES = ("source", "filter", "select", "with_columns", "explode", "key_by", "tumbling", "sliding",
-          "session", "agg", "running", "top_k", "dedup", "union", "join", "sink")
+STAGES = (
+    "source",
+    "filter",
+    "select",
+    "with_columns",
+    "explode",
+    "key_by",
+    "tumbling",
+    "sliding",
+    "session",
+    "agg",
+    "running",
+    "top_k",
+    "dedup",
+    "union",
+    "join",
+    "sink",
+)
 
 _HEAD_RE = re.compile(r"^(?:([A-Za-z_]\w*)\s*=(?!=)\s*)?([A-Za-z_]\w*)(.*)$", re.S)
 
-_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
-           ast.Mod: "%", ast.Pow: "**", ast.BitAnd: "and", ast.BitOr: "or"}
+_BINOPS = {
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.FloorDiv: "//",
+    ast.Mod: "%",
+    ast.Pow: "**",
+    ast.BitAnd: "and",
+    ast.BitOr: "or",
+}
 _CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 
 
@@ -77,16 +102,23 @@ class _Stage:
         self.label, self.keyword, rest = m.group(1), m.group(2), m.group(3)
         self.kw_col = indent + m.start(2) + 1
         if self.keyword not in STAGES:
-            self.error(f"unknown stage {self.keyword!r}; stages are: {', '.join(STAGES)}",
-                       self.kw_col, len(self.keyword))
+            self.error(
+                f"unknown stage {self.keyword!r}; stages are: {', '.join(STAGES)}",
+                self.kw_col,
+                len(self.keyword),
+            )
         self.args_col = indent + m.start(3)  # 0-based column where the argument text starts
         self.call = self._parse_args(rest)
 
     # -- errors and positions
-    def error(self, msg: str, column: int, length: int = 1, line_offset: int = 0) -> Any:
-        raise DSLSyntaxError(msg, self.line.number + line_offset, column,
-                             self.line.lines[line_offset] if line_offset < len(self.line.lines) else "",
-                             length)
+    def error(self, msg: str, column: int, length: int = 1, line_offset: int = 0) -> NoReturn:
+        raise DSLSyntaxError(
+            msg,
+            self.line.number + line_offset,
+            column,
+            self.line.lines[line_offset] if line_offset < len(self.line.lines) else "",
+            length,
+        )
 
     def pos(self, node: ast.AST) -> Pos:
         lineno = getattr(node, "lineno", 2) - 2  # parsed text is "_(\n" + args + "\n)"
@@ -95,11 +127,15 @@ class _Stage:
         if lineno == 0:
             col += self.args_col
             end += self.args_col
-        length = max(1, end - col) if getattr(node, "end_lineno", None) == getattr(node, "lineno", None) else 1
+        length = (
+            max(1, end - col)
+            if getattr(node, "end_lineno", None) == getattr(node, "lineno", None)
+            else 1
+        )
         raw = self.line.lines[lineno] if lineno < len(self.line.lines) else ""
         return Pos(self.line.number + lineno, col + 1, length, raw)
 
-    def fail(self, node: ast.AST, msg: str) -> Any:
+    def fail(self, node: ast.AST, msg: str) -> NoReturn:
         p = self.pos(node)
         raise DSLSyntaxError(msg, p.line, p.column, p.text, p.length)
 
@@ -112,7 +148,9 @@ class _Stage:
             if lineno <= 0:
                 lineno, col = 0, col + self.args_col
             lineno = min(lineno, len(self.line.lines) - 1)
-            msg = (e.msg or "invalid syntax").replace("'_(' was never closed", "unbalanced brackets")
+            msg = (e.msg or "invalid syntax").replace(
+                "'_(' was never closed", "unbalanced brackets"
+            )
             self.error(f"invalid syntax: {msg}", col + 1, 1, lineno)
         call = tree.body
         assert isinstance(call, ast.Call)
@@ -126,8 +164,11 @@ class _Stage:
                 self.fail(a, "*args are not supported")
         if not lo <= len(args) <= hi:
             expect = f"{lo}" if lo == hi else f"{lo} to {hi}"
-            self.error(f"{self.keyword} takes {expect} positional argument(s): {what}",
-                       self.kw_col, len(self.keyword))
+            self.error(
+                f"{self.keyword} takes {expect} positional argument(s): {what}",
+                self.kw_col,
+                len(self.keyword),
+            )
         return list(args)
 
     def keywords(self, allowed: tuple[str, ...] | None) -> dict[str, ast.expr]:
@@ -137,7 +178,9 @@ class _Stage:
                 self.fail(k.value, "**kwargs are not supported")
             assert k.arg is not None
             if allowed is not None and k.arg not in allowed:
-                self.fail(k, f"{self.keyword} has no option {k.arg!r}; options: {', '.join(allowed)}")
+                self.fail(
+                    k, f"{self.keyword} has no option {k.arg!r}; options: {', '.join(allowed)}"
+                )
             out[k.arg] = k.value
         return out
 
@@ -147,8 +190,13 @@ class _Stage:
             return node.id
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             return node.value
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "col" \
-                and len(node.args) == 1 and isinstance(node.args[0], ast.Constant):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "col"
+            and len(node.args) == 1
+            and isinstance(node.args[0], ast.Constant)
+        ):
             return str(node.args[0].value)
         return self.fail(node, "expected a column name")
 
@@ -158,15 +206,26 @@ class _Stage:
         return (self.name(node),)
 
     def const(self, node: ast.expr) -> Any:
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
-            return -node.operand.value
+        if (
+            isinstance(node, ast.UnaryOp)
+            and isinstance(node.op, ast.USub)
+            and isinstance(node.operand, ast.Constant)
+        ):
+            return -node.operand.value  # type: ignore[operator]
         if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, (ast.List, ast.Tuple)):
             return tuple(self.const(e) for e in node.elts)
         if isinstance(node, ast.Dict):
             return tuple((self.const(k), self.const(v)) for k, v in zip(node.keys, node.values))  # type: ignore[arg-type]
-        if isinstance(node, ast.Name) and node.id in ("int", "float", "str", "bool", "datetime", "date"):
+        if isinstance(node, ast.Name) and node.id in (
+            "int",
+            "float",
+            "str",
+            "bool",
+            "datetime",
+            "date",
+        ):
             return node.id
         return self.fail(node, "expected a constant (number, string, list)")
 
@@ -201,8 +260,11 @@ class _ExprConverter:
             return Lit(st.const(n), pos)
         if isinstance(n, ast.UnaryOp):
             if isinstance(n.op, ast.USub):
-                if isinstance(n.operand, ast.Constant) and isinstance(n.operand.value, (int, float)) \
-                        and not isinstance(n.operand.value, bool):
+                if (
+                    isinstance(n.operand, ast.Constant)
+                    and isinstance(n.operand.value, (int, float))
+                    and not isinstance(n.operand.value, bool)
+                ):
                     return Lit(-n.operand.value, pos)
                 return Unary("neg", self.convert(n.operand), pos)
             if isinstance(n.op, ast.UAdd):
@@ -222,7 +284,9 @@ class _ExprConverter:
         if isinstance(n, ast.Compare):
             return self._compare(n, pos)
         if isinstance(n, ast.IfExp):
-            return When(((self.convert(n.test), self.convert(n.body)),), self.convert(n.orelse), pos)
+            return When(
+                ((self.convert(n.test), self.convert(n.body)),), self.convert(n.orelse), pos
+            )
         if isinstance(n, ast.Call):
             return self._call(n, pos)
         if isinstance(n, ast.Attribute):
@@ -244,7 +308,9 @@ class _ExprConverter:
             elif type(op) in _CMPOPS:
                 parts.append(Binary(_CMPOPS[type(op)], left, right, pos))
             else:
-                self.st.fail(n, f"comparison {type(op).__name__} is not supported (use == / is_null())")
+                self.st.fail(
+                    n, f"comparison {type(op).__name__} is not supported (use == / is_null())"
+                )
             left = right
         out = parts[0]
         for p in parts[1:]:
@@ -261,7 +327,7 @@ class _ExprConverter:
             if name == "col":
                 if len(n.args) != 1 or not isinstance(n.args[0], ast.Constant):
                     st.fail(n, 'col() takes one column name string: col("my column")')
-                return Col(str(n.args[0].value), pos)  # type: ignore[union-attr]
+                return Col(str(n.args[0].value), pos)  # type: ignore[attr-defined]
             if name == "lit":
                 if len(n.args) != 1:
                     st.fail(n, "lit() takes one value")
@@ -269,12 +335,16 @@ class _ExprConverter:
             if name in ("datetime", "date") and len(n.args) == 1:
                 s = st.const(n.args[0])
                 try:
-                    v = _dt.datetime.fromisoformat(s) if name == "datetime" else _dt.date.fromisoformat(s)
+                    v = (
+                        _dt.datetime.fromisoformat(s)
+                        if name == "datetime"
+                        else _dt.date.fromisoformat(s)
+                    )
                 except (TypeError, ValueError):
                     return st.fail(n.args[0], f"expected an ISO {name} string")
                 return Lit(v, pos)
             if name == "float" and len(n.args) == 1 and isinstance(n.args[0], ast.Constant):
-                return Lit(float(n.args[0].value), pos)
+                return Lit(float(n.args[0].value), pos)  # type: ignore[arg-type]
             if name in AGG_FUNCTIONS:
                 if name == "count" and not n.args:
                     return AggCall("count", None, pos)
@@ -283,8 +353,11 @@ class _ExprConverter:
                 return AggCall(name, self.convert(n.args[0]), pos)
             if name == "when":
                 st.fail(n, "when(...) must be followed by .then(...) and .otherwise(...)")
-            st.fail(f, f"unknown function {name!r}; functions are methods (x.abs(), x.str.contains(\"a\")); "
-                       f"aggregates: {', '.join(AGG_FUNCTIONS)}")
+            st.fail(
+                f,
+                f'unknown function {name!r}; functions are methods (x.abs(), x.str.contains("a")); '
+                f"aggregates: {', '.join(AGG_FUNCTIONS)}",
+            )
         if isinstance(f, ast.Attribute):
             return self._method(n, f, pos)
         return st.fail(n, "unsupported call")
@@ -309,7 +382,9 @@ class _ExprConverter:
             st.fail(f, f"unknown function {fn!r}; known: {known}")
         lo, hi = FUNCTIONS[fn]
         if not lo - 1 <= len(n.args) <= hi - 1:
-            st.fail(n, f"{fn}() takes {lo - 1}" + (f" to {hi - 1}" if hi != lo else "") + " argument(s)")
+            st.fail(
+                n, f"{fn}() takes {lo - 1}" + (f" to {hi - 1}" if hi != lo else "") + " argument(s)"
+            )
         if fn == "cast":
             t = st.const(n.args[0])
             try:
@@ -398,15 +473,23 @@ def parse(text: str, namespace: dict[str, Any] | None = None, name: str | None =
             st.error("a pipeline must start with a 'source' stage", st.kw_col, len(st.keyword))
         ch = chains[-1]
         if ch.sunk is not None:
-            st.error("no stage may follow 'sink'; start a new stream with 'source'", st.kw_col, len(st.keyword))
+            st.error(
+                "no stage may follow 'sink'; start a new stream with 'source'",
+                st.kw_col,
+                len(st.keyword),
+            )
         _apply(st, ch, ns, named, consumed)
     _close(chains[-1])
     sinks = []
     for ch in chains:
         if id(ch) in consumed:
             if ch.sunk is not None:
-                raise DSLSyntaxError(f"stream {ch.label!r} has a sink and is also used by union/join "
-                                     "(fan-out is not supported yet)", 1, 1)
+                raise DSLSyntaxError(
+                    f"stream {ch.label!r} has a sink and is also used by union/join "
+                    "(fan-out is not supported yet)",
+                    1,
+                    1,
+                )
             continue
         sinks.append(ch.sunk or P.Sink(inputs=(ch.step,), target="table"))
     return P.Plan.of(tuple(sinks), name)
@@ -414,11 +497,15 @@ def parse(text: str, namespace: dict[str, Any] | None = None, name: str | None =
 
 def _close(ch: _Chain) -> None:
     if ch.window_stage is not None:
-        ch.window_stage.error("a window stage must be followed by 'agg'", ch.window_stage.kw_col,
-                              len(ch.window_stage.keyword))
+        ch.window_stage.error(
+            "a window stage must be followed by 'agg'",
+            ch.window_stage.kw_col,
+            len(ch.window_stage.keyword),
+        )
     if ch.keys is not None:
-        raise DSLSyntaxError(f"key_by on line {ch.keys_line} is not followed by a stateful stage",
-                             ch.keys_line, 1)
+        raise DSLSyntaxError(
+            f"key_by on line {ch.keys_line} is not followed by a stateful stage", ch.keys_line, 1
+        )
 
 
 def _source(st: _Stage, ns: dict[str, Any]) -> P.Source:
@@ -434,14 +521,26 @@ def _source(st: _Stage, ns: dict[str, Any]) -> P.Source:
         if what.id not in ns:
             st.fail(what, f"name {what.id!r} is not defined in the notebook namespace")
         obj = ns[what.id]
-        spec = obj if isinstance(obj, P.SourceSpec) else P.SourceSpec("object", (), P.ObjRef(obj, what.id))
+        spec = (
+            obj
+            if isinstance(obj, P.SourceSpec)
+            else P.SourceSpec("object", (), P.ObjRef(obj, what.id))
+        )
         return P.Source(spec=spec, rate=rate, name=st.label, pos=st.pos(what))
     if isinstance(what, ast.Call) and isinstance(what.func, ast.Name):
         kind = what.func.id
-        makers = {"clickstream": P.clickstream, "store_sales": P.store_sales, "parquet": P.parquet,
-                  "csv": P.csv, "ndjson": P.ndjson}
+        makers = {
+            "clickstream": P.clickstream,
+            "store_sales": P.store_sales,
+            "parquet": P.parquet,
+            "csv": P.csv,
+            "ndjson": P.ndjson,
+        }
         if kind not in makers:
-            st.fail(what.func, f"unknown source {kind!r}; sources: {', '.join(makers)} or a notebook variable")
+            st.fail(
+                what.func,
+                f"unknown source {kind!r}; sources: {', '.join(makers)} or a notebook variable",
+            )
         args = [st.const(a) for a in what.args]
         kwargs = {k.arg: st.const(k.value) for k in what.keywords if k.arg}
         for k, v in list(kwargs.items()):
@@ -452,10 +551,14 @@ def _source(st: _Stage, ns: dict[str, Any]) -> P.Source:
         except TypeError as e:
             st.fail(what, f"{kind}: {e}")
         return P.Source(spec=spec, rate=rate, name=st.label, pos=st.pos(what))
-    return st.fail(what, "expected a source such as clickstream(rows=1000), parquet(\"dir\") or a variable")
+    return st.fail(
+        what, 'expected a source such as clickstream(rows=1000), parquet("dir") or a variable'
+    )
 
 
-def _apply(st: _Stage, ch: _Chain, ns: dict[str, Any], named: dict[str, _Chain], consumed: set[int]) -> None:
+def _apply(
+    st: _Stage, ch: _Chain, ns: dict[str, Any], named: dict[str, _Chain], consumed: set[int]
+) -> None:
     kw_ = st.keyword
     cur = ch.step
     if ch.window_stage is not None and kw_ != "agg":
@@ -477,8 +580,11 @@ def _apply(st: _Stage, ch: _Chain, ns: dict[str, Any], named: dict[str, _Chain],
         ch.step = P.Explode(inputs=(cur,), columns=tuple(st.name(c) for c in cols), pos=pos)
     elif kw_ == "key_by":
         if ch.keys is not None:
-            st.error(f"key_by already given on line {ch.keys_line} and not used by a stateful stage",
-                     st.kw_col, len(kw_))
+            st.error(
+                f"key_by already given on line {ch.keys_line} and not used by a stateful stage",
+                st.kw_col,
+                len(kw_),
+            )
         cols = st.positional(1, 64, "key column name(s)")
         st.keywords(())
         ch.keys = tuple(st.name(c) for c in cols)
@@ -506,14 +612,24 @@ def _apply(st: _Stage, ch: _Chain, ns: dict[str, Any], named: dict[str, _Chain],
         if "by" not in opts:
             st.error("top_k needs by=column", st.kw_col, len(kw_))
         desc = st.const(opts["descending"]) if "descending" in opts else True
-        ch.step = P.TopK(inputs=(cur,), keys=_take_keys(ch), k=kv, by=st.name(opts["by"]),
-                         descending=bool(desc), pos=pos)
+        ch.step = P.TopK(
+            inputs=(cur,),
+            keys=_take_keys(ch),
+            k=kv,
+            by=st.name(opts["by"]),
+            descending=bool(desc),
+            pos=pos,
+        )
     elif kw_ == "dedup":
         cols = st.positional(0, 64, "column name(s)")
         st.keywords(())
         keys = _take_keys(ch)
         if cols and keys:
-            st.error("dedup: give columns either with key_by or after dedup, not both", st.kw_col, len(kw_))
+            st.error(
+                "dedup: give columns either with key_by or after dedup, not both",
+                st.kw_col,
+                len(kw_),
+            )
         ch.step = P.Dedup(inputs=(cur,), keys=keys or tuple(st.name(c) for c in cols), pos=pos)
     elif kw_ == "union":
         others = st.positional(1, 16, "stream name(s)")
@@ -527,14 +643,26 @@ def _apply(st: _Stage, ch: _Chain, ns: dict[str, Any], named: dict[str, _Chain],
             if req not in opts:
                 st.error(f"join needs {req}=...", st.kw_col, len(kw_))
         right = _ref(st, other, named, consumed)
-        ch.step = P.Join(inputs=(cur, right), on=st.names(opts["on"]), within=st.duration(opts["within"]),
-                         time=st.name(opts["time"]),
-                         lateness=st.duration(opts["lateness"]) if "lateness" in opts else 0, pos=pos)
+        ch.step = P.Join(
+            inputs=(cur, right),
+            on=st.names(opts["on"]),
+            within=st.duration(opts["within"]),
+            time=st.name(opts["time"]),
+            lateness=st.duration(opts["lateness"]) if "lateness" in opts else 0,
+            pos=pos,
+        )
     elif kw_ == "sink":
         ch.sunk = _sink(st, cur, ns, pos)
-    if kw_ not in ("key_by", "agg", "running", "top_k", "dedup", "tumbling", "sliding", "session") \
-            and ch.keys is not None and kw_ in ("union", "join", "sink"):
-        st.error(f"key_by on line {ch.keys_line} is not followed by a stateful stage", st.kw_col, len(kw_))
+    if (
+        kw_ not in ("key_by", "agg", "running", "top_k", "dedup", "tumbling", "sliding", "session")
+        and ch.keys is not None
+        and kw_ in ("union", "join", "sink")
+    ):
+        st.error(
+            f"key_by on line {ch.keys_line} is not followed by a stateful stage",
+            st.kw_col,
+            len(kw_),
+        )
 
 
 def _take_keys(ch: _Chain) -> tuple[str, ...]:
@@ -546,9 +674,12 @@ def _take_keys(ch: _Chain) -> tuple[str, ...]:
 def _ref(st: _Stage, node: ast.expr, named: dict[str, _Chain], consumed: set[int]) -> P.Step:
     if not isinstance(node, ast.Name) or node.id not in named:
         known = ", ".join(named) or "none yet"
-        st.fail(node, f"unknown stream {getattr(node, 'id', '?')!r}; define it first with "
-                      f"NAME = source ... (defined: {known})")
-    ch = named[node.id]  # type: ignore[union-attr]
+        st.fail(
+            node,
+            f"unknown stream {getattr(node, 'id', '?')!r}; define it first with "
+            f"NAME = source ... (defined: {known})",
+        )
+    ch = named[node.id]  # type: ignore[attr-defined]
     if ch.window_stage is not None or ch.keys is not None:
         st.fail(node, f"stream {ch.label!r} ends with an unfinished key_by/window")
     consumed.add(id(ch))
@@ -568,9 +699,13 @@ def _window(st: _Stage) -> P.Window:
     for req in (first, "time") + (("every",) if kind == "sliding" else ()):
         if req not in opts:
             st.error(f"{kind} needs {req}=...", st.kw_col, len(kind))
-    return P.Window(kind, st.name(opts["time"]), st.duration(opts[first]),  # type: ignore[arg-type]
-                    st.duration(opts["every"]) if "every" in opts else None,
-                    st.duration(opts["lateness"]) if "lateness" in opts else 0)
+    return P.Window(
+        kind,  # type: ignore[arg-type]
+        st.name(opts["time"]),
+        st.duration(opts[first]),
+        st.duration(opts["every"]) if "every" in opts else None,
+        st.duration(opts["lateness"]) if "lateness" in opts else 0,
+    )
 
 
 def _named_exprs(st: _Stage, allow_agg: bool) -> tuple[tuple[str, IR], ...]:
@@ -584,7 +719,10 @@ def _named_exprs(st: _Stage, allow_agg: bool) -> tuple[tuple[str, IR], ...]:
         out.append((k.arg, st.expr(k.value)))  # type: ignore[arg-type]
     for (name, e), node in zip(out, list(st.call.args) + [k.value for k in st.call.keywords]):
         if allow_agg and not isinstance(e, AggCall):
-            st.fail(node, f"{name}: expected an aggregate ({', '.join(AGG_FUNCTIONS)}), got {to_text(e)}")
+            st.fail(
+                node,
+                f"{name}: expected an aggregate ({', '.join(AGG_FUNCTIONS)}), got {to_text(e)}",
+            )
         if not allow_agg and _has_agg(e):
             st.fail(node, f"{name}: aggregates are only allowed in 'agg' and 'running'")
     return tuple(out)
@@ -605,12 +743,12 @@ def _has_agg(e: IR) -> bool:
 
 
 def _sink(st: _Stage, cur: P.Step, ns: dict[str, Any], pos: Pos) -> P.Sink:
-    (what,) = st.positional(1, 1, "table, table(\"name\"), parquet(\"dir\") or callback(fn)")
+    (what,) = st.positional(1, 1, 'table, table("name"), parquet("dir") or callback(fn)')
     st.keywords(())
     if isinstance(what, ast.Name) and what.id == "table":
         return P.Sink(inputs=(cur,), target="table", pos=pos)
     if not (isinstance(what, ast.Call) and isinstance(what.func, ast.Name)):
-        return st.fail(what, "expected table, table(\"name\"), parquet(\"dir\") or callback(fn)")
+        return st.fail(what, 'expected table, table("name"), parquet("dir") or callback(fn)')
     kind = what.func.id
     if kind == "table":
         name = st.const(what.args[0]) if what.args else None
@@ -632,10 +770,12 @@ def _sink(st: _Stage, cur: P.Step, ns: dict[str, Any], pos: Pos) -> P.Sink:
     if kind == "callback":
         if len(what.args) != 1 or not isinstance(what.args[0], ast.Name):
             st.fail(what, "callback sink takes a function name: callback(fn)")
-        fn_name = what.args[0].id  # type: ignore[union-attr]
+        fn_name = what.args[0].id  # type: ignore[attr-defined]
         if fn_name not in ns or not callable(ns[fn_name]):
             st.fail(what.args[0], f"{fn_name!r} is not a function in the notebook namespace")
-        return P.Sink(inputs=(cur,), target="callback", callback=P.ObjRef(ns[fn_name], fn_name), pos=pos)
+        return P.Sink(
+            inputs=(cur,), target="callback", callback=P.ObjRef(ns[fn_name], fn_name), pos=pos
+        )
     return st.fail(what.func, f"unknown sink {kind!r}; sinks: table, parquet, callback")
 
 
@@ -674,7 +814,9 @@ def print_plan(plan: P.Plan) -> str:
         lines: list[str] = []
         for s in steps:
             if len(consumers.get(s.step_id, [])) > 1 and s is not steps[-1]:
-                raise ValueError(f"step {s.step_id} feeds several steps; fan-out has no DSL form yet")
+                raise ValueError(
+                    f"step {s.step_id} feeds several steps; fan-out has no DSL form yet"
+                )
             lines.extend(_stage_lines(s, names))
         if label:
             lines[0] = f"{label} = {lines[0]}"
@@ -706,7 +848,9 @@ def _stage_lines(s: P.Step, names: dict[str, str]) -> list[str]:
     if isinstance(s, P.Aggregate):
         lines = key_line(s.keys)
         if s.window is not None:
-            lines.append(s.window.text().replace(f"time={s.window.time}", f"time={_colname(s.window.time)}"))
+            lines.append(
+                s.window.text().replace(f"time={s.window.time}", f"time={_colname(s.window.time)}")
+            )
         return lines + ["agg " + ", ".join(f"{n}={to_text(e)}" for n, e in s.aggs)]
     if isinstance(s, P.Running):
         return key_line(s.keys) + ["running " + ", ".join(f"{n}={to_text(e)}" for n, e in s.aggs)]
@@ -717,9 +861,15 @@ def _stage_lines(s: P.Step, names: dict[str, str]) -> list[str]:
     if isinstance(s, P.Union):
         return [f"union {', '.join(names[i.step_id] for i in s.inputs[1:])}"]
     if isinstance(s, P.Join):
-        on = _colname(s.on[0]) if len(s.on) == 1 else "[" + ", ".join(_colname(c) for c in s.on) + "]"
+        on = (
+            _colname(s.on[0])
+            if len(s.on) == 1
+            else "[" + ", ".join(_colname(c) for c in s.on) + "]"
+        )
         late = f", lateness={s.lateness!r}" if s.lateness != 0 else ""
-        return [f"join {names[s.inputs[1].step_id]}, on={on}, within={s.within!r}, time={_colname(s.time)}{late}"]
+        return [
+            f"join {names[s.inputs[1].step_id]}, on={on}, within={s.within!r}, time={_colname(s.time)}{late}"
+        ]
     raise ValueError(f"cannot print step {s.step_id}")
 
 
@@ -730,7 +880,12 @@ def _colname(c: str) -> str:
 def _named_text(name: str, e: IR) -> str:
     if isinstance(e, Col) and e.name == name:
         return _colname(name)
-    if name.isidentifier() and output_name(e) != name or not isinstance(e, Col) and name.isidentifier():
+    if (
+        name.isidentifier()
+        and output_name(e) != name
+        or not isinstance(e, Col)
+        and name.isidentifier()
+    ):
         return f"{name}={to_text(e)}"
     if output_name(e) == name:
         return to_text(e)

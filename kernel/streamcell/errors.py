@@ -31,8 +31,15 @@ class PlanError(DSLSyntaxError):
     for plans built in Python they are 0 and ``step`` names the step.
     """
 
-    def __init__(self, message: str, line: int = 0, column: int = 0, text: str = "",
-                 length: int = 1, step: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        line: int = 0,
+        column: int = 0,
+        text: str = "",
+        length: int = 1,
+        step: str | None = None,
+    ):
         self.step = step
         if line:
             super().__init__(message, line, column, text, length)

@@ -84,30 +84,52 @@ def explain_html(plan: P.Plan) -> str:
     for d, row in layers.items():
         for j, s in enumerate(row):
             pos[s.step_id] = (gap_x + j * (box_w + gap_x), gap_y // 2 + d * (box_h + gap_y))
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             'class="streamcell-plan" style="font-family:monospace;font-size:11px">',
-             '<defs><marker id="sc-arrow" markerWidth="8" markerHeight="8" refX="7" refY="4" orient="auto">'
-             '<path d="M0,0 L8,4 L0,8 z" fill="#607d8b"/></marker></defs>']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        'class="streamcell-plan" style="font-family:monospace;font-size:11px">',
+        '<defs><marker id="sc-arrow" markerWidth="8" markerHeight="8" refX="7" refY="4" orient="auto">'
+        '<path d="M0,0 L8,4 L0,8 z" fill="#607d8b"/></marker></defs>',
+    ]
     for s in steps:
         x2, y2 = pos[s.step_id]
         for i in s.inputs:
             x1, y1 = pos[i.step_id]
             ax, ay, bx, by = x1 + box_w // 2, y1 + box_h, x2 + box_w // 2, y2
-            parts.append(f'<line x1="{ax}" y1="{ay}" x2="{bx}" y2="{by - 2}" stroke="#607d8b" marker-end="url(#sc-arrow)"/>')
-            parts.append(f'<text x="{(ax + bx) // 2 + 6}" y="{(ay + by) // 2 + 4}" fill="#607d8b">{html.escape(P.edge_kind(s))}</text>')
-    colors = {"source": "#e3f2fd", "sink": "#e8f5e9", "stateless": "#fafafa", "partitioned": "#fff3e0",
-              "stateful": "#fce4ec", "io": "#ede7f6"}
+            parts.append(
+                f'<line x1="{ax}" y1="{ay}" x2="{bx}" y2="{by - 2}" stroke="#607d8b" marker-end="url(#sc-arrow)"/>'
+            )
+            parts.append(
+                f'<text x="{(ax + bx) // 2 + 6}" y="{(ay + by) // 2 + 4}" fill="#607d8b">{html.escape(P.edge_kind(s))}</text>'
+            )
+    colors = {
+        "source": "#e3f2fd",
+        "sink": "#e8f5e9",
+        "stateless": "#fafafa",
+        "partitioned": "#fff3e0",
+        "stateful": "#fce4ec",
+        "io": "#ede7f6",
+    }
     for s in steps:
         x, y = pos[s.step_id]
-        kind = "source" if isinstance(s, P.Source) else "sink" if isinstance(s, P.Sink) else P.operator_kind(s)
+        kind = (
+            "source"
+            if isinstance(s, P.Source)
+            else "sink"
+            if isinstance(s, P.Sink)
+            else P.operator_kind(s)
+        )
         summary = step_summary(s)
         if len(summary) > 46:
             summary = summary[:45] + "…"
-        parts.append(f'<g><title>{html.escape(s.step_id + ": " + step_summary(s))}</title>'
-                     f'<rect x="{x}" y="{y}" width="{box_w}" height="{box_h}" rx="6" fill="{colors[kind]}" stroke="#90a4ae"/>'
-                     f'<text x="{x + 8}" y="{y + 17}" font-weight="bold">{html.escape(s.step_id)}</text>'
-                     f'<text x="{x + 8}" y="{y + 34}">{html.escape(summary)}</text></g>')
+        parts.append(
+            f"<g><title>{html.escape(s.step_id + ': ' + step_summary(s))}</title>"
+            f'<rect x="{x}" y="{y}" width="{box_w}" height="{box_h}" rx="6" fill="{colors[kind]}" stroke="#90a4ae"/>'
+            f'<text x="{x + 8}" y="{y + 17}" font-weight="bold">{html.escape(s.step_id)}</text>'
+            f'<text x="{x + 8}" y="{y + 34}">{html.escape(summary)}</text></g>'
+        )
     parts.append("</svg>")
     text = html.escape(explain_text(plan, {}))
-    return (f"<div class='streamcell-plan-view'>{''.join(parts)}"
-            f"<details><summary>plan text</summary><pre>{text}</pre></details></div>")
+    return (
+        f"<div class='streamcell-plan-view'>{''.join(parts)}"
+        f"<details><summary>plan text</summary><pre>{text}</pre></details></div>"
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from .types import DType, parse_dtype
 
@@ -83,7 +83,7 @@ class AggCall:
     pos: Pos | None = _pos()
 
 
-IR = Union[Col, Lit, Binary, Unary, Call, When, AggCall]
+IR = Col | Lit | Binary | Unary | Call | When | AggCall
 
 ARITH_OPS = ("+", "-", "*", "/", "//", "%", "**")
 CMP_OPS = ("==", "!=", "<", "<=", ">", ">=")
@@ -91,18 +91,36 @@ LOGIC_OPS = ("and", "or")
 
 # Scalar functions: name -> (min args incl. subject, max args). "str."/"dt." namespaces.
 FUNCTIONS: dict[str, tuple[int, int]] = {
-    "is_null": (1, 1), "is_not_null": (1, 1), "fill_null": (2, 2), "cast": (2, 2),
-    "abs": (1, 1), "round": (1, 2), "is_in": (2, 2),
-    "str.contains": (2, 2), "str.starts_with": (2, 2), "str.ends_with": (2, 2),
-    "str.to_lowercase": (1, 1), "str.to_uppercase": (1, 1), "str.len_chars": (1, 1),
-    "dt.year": (1, 1), "dt.month": (1, 1), "dt.day": (1, 1), "dt.hour": (1, 1),
-    "dt.minute": (1, 1), "dt.second": (1, 1), "dt.weekday": (1, 1), "dt.date": (1, 1),
+    "is_null": (1, 1),
+    "is_not_null": (1, 1),
+    "fill_null": (2, 2),
+    "cast": (2, 2),
+    "abs": (1, 1),
+    "round": (1, 2),
+    "is_in": (2, 2),
+    "str.contains": (2, 2),
+    "str.starts_with": (2, 2),
+    "str.ends_with": (2, 2),
+    "str.to_lowercase": (1, 1),
+    "str.to_uppercase": (1, 1),
+    "str.len_chars": (1, 1),
+    "dt.year": (1, 1),
+    "dt.month": (1, 1),
+    "dt.day": (1, 1),
+    "dt.hour": (1, 1),
+    "dt.minute": (1, 1),
+    "dt.second": (1, 1),
+    "dt.weekday": (1, 1),
+    "dt.date": (1, 1),
     "dt.epoch_us": (1, 1),
 }
 # Friendly aliases accepted by the DSL and the fluent API.
 FUNCTION_ALIASES = {
-    "str.lower": "str.to_lowercase", "str.upper": "str.to_uppercase",
-    "str.length": "str.len_chars", "str.len": "str.len_chars", "str.startswith": "str.starts_with",
+    "str.lower": "str.to_lowercase",
+    "str.upper": "str.to_uppercase",
+    "str.length": "str.len_chars",
+    "str.len": "str.len_chars",
+    "str.startswith": "str.starts_with",
     "str.endswith": "str.ends_with",
 }
 AGG_FUNCTIONS = ("count", "sum", "min", "max", "mean", "first", "last", "count_distinct")
@@ -111,8 +129,21 @@ AGG_FUNCTIONS = ("count", "sum", "min", "max", "mean", "first", "last", "count_d
 # --------------------------------------------------------------------------- printing
 
 # Python precedence (higher binds tighter).
-_PREC = {"or": 1, "and": 2, "not": 3, "cmp": 4, "+": 7, "-": 7, "*": 8, "/": 8, "//": 8,
-         "%": 8, "neg": 9, "**": 10, "atom": 12}
+_PREC = {
+    "or": 1,
+    "and": 2,
+    "not": 3,
+    "cmp": 4,
+    "+": 7,
+    "-": 7,
+    "*": 8,
+    "/": 8,
+    "//": 8,
+    "%": 8,
+    "neg": 9,
+    "**": 10,
+    "atom": 12,
+}
 
 
 def _prec(e: IR) -> int:
@@ -184,8 +215,24 @@ def _wrap(e: IR, min_prec: int) -> str:
     return f"({s})" if _prec(e) < min_prec else s
 
 
-_RESERVED = {"True", "False", "None", "and", "or", "not", "in", "is", "if", "else", "lambda",
-             "col", "lit", "when", "datetime", "date"}
+_RESERVED = {
+    "True",
+    "False",
+    "None",
+    "and",
+    "or",
+    "not",
+    "in",
+    "is",
+    "if",
+    "else",
+    "lambda",
+    "col",
+    "lit",
+    "when",
+    "datetime",
+    "date",
+}
 
 
 def columns_used(e: IR) -> list[str]:
@@ -262,7 +309,9 @@ class Expr:
         return f"Expr({to_text(self._ir)})"
 
     def __bool__(self) -> bool:
-        raise TypeError("a streamcell expression has no truth value; use & | ~ instead of and/or/not")
+        raise TypeError(
+            "a streamcell expression has no truth value; use & | ~ instead of and/or/not"
+        )
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -270,31 +319,80 @@ class Expr:
         a, b = (_ir(other), self._ir) if reflected else (self._ir, _ir(other))
         return Expr(Binary(op, a, b))
 
-    def __add__(self, o: Any) -> Expr: return self._bin("+", o)
-    def __radd__(self, o: Any) -> Expr: return self._bin("+", o, True)
-    def __sub__(self, o: Any) -> Expr: return self._bin("-", o)
-    def __rsub__(self, o: Any) -> Expr: return self._bin("-", o, True)
-    def __mul__(self, o: Any) -> Expr: return self._bin("*", o)
-    def __rmul__(self, o: Any) -> Expr: return self._bin("*", o, True)
-    def __truediv__(self, o: Any) -> Expr: return self._bin("/", o)
-    def __rtruediv__(self, o: Any) -> Expr: return self._bin("/", o, True)
-    def __floordiv__(self, o: Any) -> Expr: return self._bin("//", o)
-    def __rfloordiv__(self, o: Any) -> Expr: return self._bin("//", o, True)
-    def __mod__(self, o: Any) -> Expr: return self._bin("%", o)
-    def __rmod__(self, o: Any) -> Expr: return self._bin("%", o, True)
-    def __pow__(self, o: Any) -> Expr: return self._bin("**", o)
-    def __rpow__(self, o: Any) -> Expr: return self._bin("**", o, True)
-    def __eq__(self, o: Any) -> Expr: return self._bin("==", o)  # type: ignore[override]
-    def __ne__(self, o: Any) -> Expr: return self._bin("!=", o)  # type: ignore[override]
-    def __lt__(self, o: Any) -> Expr: return self._bin("<", o)
-    def __le__(self, o: Any) -> Expr: return self._bin("<=", o)
-    def __gt__(self, o: Any) -> Expr: return self._bin(">", o)
-    def __ge__(self, o: Any) -> Expr: return self._bin(">=", o)
-    def __and__(self, o: Any) -> Expr: return self._bin("and", o)
-    def __rand__(self, o: Any) -> Expr: return self._bin("and", o, True)
-    def __or__(self, o: Any) -> Expr: return self._bin("or", o)
-    def __ror__(self, o: Any) -> Expr: return self._bin("or", o, True)
-    def __invert__(self) -> Expr: return Expr(Unary("not", self._ir))
+    def __add__(self, o: Any) -> Expr:
+        return self._bin("+", o)
+
+    def __radd__(self, o: Any) -> Expr:
+        return self._bin("+", o, True)
+
+    def __sub__(self, o: Any) -> Expr:
+        return self._bin("-", o)
+
+    def __rsub__(self, o: Any) -> Expr:
+        return self._bin("-", o, True)
+
+    def __mul__(self, o: Any) -> Expr:
+        return self._bin("*", o)
+
+    def __rmul__(self, o: Any) -> Expr:
+        return self._bin("*", o, True)
+
+    def __truediv__(self, o: Any) -> Expr:
+        return self._bin("/", o)
+
+    def __rtruediv__(self, o: Any) -> Expr:
+        return self._bin("/", o, True)
+
+    def __floordiv__(self, o: Any) -> Expr:
+        return self._bin("//", o)
+
+    def __rfloordiv__(self, o: Any) -> Expr:
+        return self._bin("//", o, True)
+
+    def __mod__(self, o: Any) -> Expr:
+        return self._bin("%", o)
+
+    def __rmod__(self, o: Any) -> Expr:
+        return self._bin("%", o, True)
+
+    def __pow__(self, o: Any) -> Expr:
+        return self._bin("**", o)
+
+    def __rpow__(self, o: Any) -> Expr:
+        return self._bin("**", o, True)
+
+    def __eq__(self, o: Any) -> Expr:  # type: ignore[override]
+        return self._bin("==", o)  # type: ignore[override]
+
+    def __ne__(self, o: Any) -> Expr:  # type: ignore[override]
+        return self._bin("!=", o)  # type: ignore[override]
+
+    def __lt__(self, o: Any) -> Expr:
+        return self._bin("<", o)
+
+    def __le__(self, o: Any) -> Expr:
+        return self._bin("<=", o)
+
+    def __gt__(self, o: Any) -> Expr:
+        return self._bin(">", o)
+
+    def __ge__(self, o: Any) -> Expr:
+        return self._bin(">=", o)
+
+    def __and__(self, o: Any) -> Expr:
+        return self._bin("and", o)
+
+    def __rand__(self, o: Any) -> Expr:
+        return self._bin("and", o, True)
+
+    def __or__(self, o: Any) -> Expr:
+        return self._bin("or", o)
+
+    def __ror__(self, o: Any) -> Expr:
+        return self._bin("or", o, True)
+
+    def __invert__(self) -> Expr:
+        return Expr(Unary("not", self._ir))
 
     def __neg__(self) -> Expr:
         if isinstance(self._ir, Lit) and isinstance(self._ir.value, (int, float)):
@@ -304,10 +402,17 @@ class Expr:
     def _call(self, fn: str, *args: Any) -> Expr:
         return Expr(Call(fn, (self._ir, *(_ir(a) for a in args))))
 
-    def is_null(self) -> Expr: return self._call("is_null")
-    def is_not_null(self) -> Expr: return self._call("is_not_null")
-    def fill_null(self, value: Any) -> Expr: return self._call("fill_null", value)
-    def abs(self) -> Expr: return self._call("abs")
+    def is_null(self) -> Expr:
+        return self._call("is_null")
+
+    def is_not_null(self) -> Expr:
+        return self._call("is_not_null")
+
+    def fill_null(self, value: Any) -> Expr:
+        return self._call("fill_null", value)
+
+    def abs(self) -> Expr:
+        return self._call("abs")
 
     def round(self, decimals: int = 0) -> Expr:
         return self._call("round", decimals) if decimals else self._call("round")
@@ -322,14 +427,30 @@ class Expr:
         return Named(name, self._ir)
 
     # aggregates
-    def count(self) -> Expr: return Expr(AggCall("count", self._ir))
-    def sum(self) -> Expr: return Expr(AggCall("sum", self._ir))
-    def min(self) -> Expr: return Expr(AggCall("min", self._ir))
-    def max(self) -> Expr: return Expr(AggCall("max", self._ir))
-    def mean(self) -> Expr: return Expr(AggCall("mean", self._ir))
-    def first(self) -> Expr: return Expr(AggCall("first", self._ir))
-    def last(self) -> Expr: return Expr(AggCall("last", self._ir))
-    def n_unique(self) -> Expr: return Expr(AggCall("count_distinct", self._ir))
+    def count(self) -> Expr:
+        return Expr(AggCall("count", self._ir))
+
+    def sum(self) -> Expr:
+        return Expr(AggCall("sum", self._ir))
+
+    def min(self) -> Expr:
+        return Expr(AggCall("min", self._ir))
+
+    def max(self) -> Expr:
+        return Expr(AggCall("max", self._ir))
+
+    def mean(self) -> Expr:
+        return Expr(AggCall("mean", self._ir))
+
+    def first(self) -> Expr:
+        return Expr(AggCall("first", self._ir))
+
+    def last(self) -> Expr:
+        return Expr(AggCall("last", self._ir))
+
+    def n_unique(self) -> Expr:
+        return Expr(AggCall("count_distinct", self._ir))
+
     count_distinct = n_unique
 
     @property
@@ -345,12 +466,24 @@ class _StrNS:
     def __init__(self, e: Expr):
         self._e = e
 
-    def contains(self, s: str) -> Expr: return self._e._call("str.contains", s)
-    def starts_with(self, s: str) -> Expr: return self._e._call("str.starts_with", s)
-    def ends_with(self, s: str) -> Expr: return self._e._call("str.ends_with", s)
-    def to_lowercase(self) -> Expr: return self._e._call("str.to_lowercase")
-    def to_uppercase(self) -> Expr: return self._e._call("str.to_uppercase")
-    def len_chars(self) -> Expr: return self._e._call("str.len_chars")
+    def contains(self, s: str) -> Expr:
+        return self._e._call("str.contains", s)
+
+    def starts_with(self, s: str) -> Expr:
+        return self._e._call("str.starts_with", s)
+
+    def ends_with(self, s: str) -> Expr:
+        return self._e._call("str.ends_with", s)
+
+    def to_lowercase(self) -> Expr:
+        return self._e._call("str.to_lowercase")
+
+    def to_uppercase(self) -> Expr:
+        return self._e._call("str.to_uppercase")
+
+    def len_chars(self) -> Expr:
+        return self._e._call("str.len_chars")
+
     lower = to_lowercase
     upper = to_uppercase
     length = len_chars
@@ -360,15 +493,32 @@ class _DtNS:
     def __init__(self, e: Expr):
         self._e = e
 
-    def year(self) -> Expr: return self._e._call("dt.year")
-    def month(self) -> Expr: return self._e._call("dt.month")
-    def day(self) -> Expr: return self._e._call("dt.day")
-    def hour(self) -> Expr: return self._e._call("dt.hour")
-    def minute(self) -> Expr: return self._e._call("dt.minute")
-    def second(self) -> Expr: return self._e._call("dt.second")
-    def weekday(self) -> Expr: return self._e._call("dt.weekday")
-    def date(self) -> Expr: return self._e._call("dt.date")
-    def epoch_us(self) -> Expr: return self._e._call("dt.epoch_us")
+    def year(self) -> Expr:
+        return self._e._call("dt.year")
+
+    def month(self) -> Expr:
+        return self._e._call("dt.month")
+
+    def day(self) -> Expr:
+        return self._e._call("dt.day")
+
+    def hour(self) -> Expr:
+        return self._e._call("dt.hour")
+
+    def minute(self) -> Expr:
+        return self._e._call("dt.minute")
+
+    def second(self) -> Expr:
+        return self._e._call("dt.second")
+
+    def weekday(self) -> Expr:
+        return self._e._call("dt.weekday")
+
+    def date(self) -> Expr:
+        return self._e._call("dt.date")
+
+    def epoch_us(self) -> Expr:
+        return self._e._call("dt.epoch_us")
 
 
 @dataclass(frozen=True)
@@ -416,7 +566,12 @@ def when(cond: Any) -> _WhenBuilder:
 
 def count(column: str | Expr | None = None) -> Expr:
     """Aggregate: number of rows (``count()``) or of non-null values (``count("x")``)."""
-    return Expr(AggCall("count", None if column is None else _ir(col(column) if isinstance(column, str) else column)))
+    return Expr(
+        AggCall(
+            "count",
+            None if column is None else _ir(col(column) if isinstance(column, str) else column),
+        )
+    )
 
 
 def _agg_fn(fn: str):  # type: ignore[no-untyped-def]

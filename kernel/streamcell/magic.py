@@ -58,9 +58,14 @@ class StreamMagics(Magics):
         if not args.name.isidentifier():
             print(f"%%stream: run name {args.name!r} must be a Python identifier")
             return
+        assert self.shell is not None
         ns = self.shell.user_ns
-        opts = RunOptions().with_(engine=args.engine, workers=args.workers, batch_size=args.batch_size,
-                                  scheduler=args.scheduler)
+        opts = RunOptions().with_(
+            engine=args.engine,
+            workers=args.workers,
+            batch_size=args.batch_size,
+            scheduler=args.scheduler,
+        )
         try:
             plan = parse(cell, ns, name=args.name)
             run = start(plan, name=args.name, options=opts, cell_id=_cell_id(self.shell))
@@ -77,7 +82,7 @@ class StreamMagics(Magics):
         if args.wait:
             run.wait()
 
-    @line_magic("stream")
+    @line_magic("stream")  # type: ignore[arg-type]
     def stream_line(self, line: str) -> Any:
         """``%stream list`` | ``%stream stop NAME`` | ``%stream status NAME`` | ``%stream pause/resume NAME``."""
         parts = shlex.split(line)
@@ -85,7 +90,13 @@ class StreamMagics(Magics):
             rows = [r.progress() for r in registry().values()]
             import polars as pl
 
-            return pl.DataFrame(rows).select("name", "status", "rows_in", "rows_out", "rows_per_s", "elapsed_s") if rows else pl.DataFrame()
+            return (
+                pl.DataFrame(rows).select(
+                    "name", "status", "rows_in", "rows_out", "rows_per_s", "elapsed_s"
+                )
+                if rows
+                else pl.DataFrame()
+            )
         cmd, rest = parts[0], parts[1:]
         if cmd in ("stop", "status", "pause", "resume"):
             if len(rest) != 1:

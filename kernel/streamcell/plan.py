@@ -26,8 +26,15 @@ Duration = int | str
 """A duration: a string like ``"30m"`` (for datetime columns) or an int in the column's units."""
 
 _DURATION_RE = re.compile(r"^\s*(\d+)\s*(us|ms|s|m|h|d|w)\s*$")
-_UNIT_US = {"us": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000,
-            "d": 86_400_000_000, "w": 604_800_000_000}
+_UNIT_US = {
+    "us": 1,
+    "ms": 1_000,
+    "s": 1_000_000,
+    "m": 60_000_000,
+    "h": 3_600_000_000,
+    "d": 86_400_000_000,
+    "w": 604_800_000_000,
+}
 
 
 def parse_duration(d: Duration) -> int:
@@ -40,7 +47,7 @@ def parse_duration(d: Duration) -> int:
         return d
     m = _DURATION_RE.match(d)
     if not m:
-        raise ValueError(f"invalid duration {d!r}; use e.g. \"500ms\", \"30s\", \"5m\", \"1h\", \"1d\"")
+        raise ValueError(f'invalid duration {d!r}; use e.g. "500ms", "30s", "5m", "1h", "1d"')
     return int(m.group(1)) * _UNIT_US[m.group(2)]
 
 
@@ -81,7 +88,7 @@ class SourceSpec:
         if self.kind == "object":
             assert self.obj is not None
             return self.obj.label
-        parts = []
+        parts: list[str] = []
         for k, v in self.args:
             if k == "path" and self.kind in FILE_KINDS:
                 parts.insert(0, repr(v))
@@ -365,7 +372,9 @@ def _aggs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[str, Agg
     out = _named(args, kwargs)
     for name, ir in out:
         if not isinstance(ir, AggCall):
-            raise TypeError(f"{name}: expected an aggregate such as sc.count() or sc.col('x').sum(), got {to_text(ir)}")
+            raise TypeError(
+                f"{name}: expected an aggregate such as sc.count() or sc.col('x').sum(), got {to_text(ir)}"
+            )
     return out  # type: ignore[return-value]
 
 
@@ -424,7 +433,9 @@ class Stream:
     def tumbling(self, size: Duration, *, time: str, lateness: Duration = 0) -> WindowedStream:
         return KeyedStream(self, ()).tumbling(size, time=time, lateness=lateness)
 
-    def sliding(self, size: Duration, *, every: Duration, time: str, lateness: Duration = 0) -> WindowedStream:
+    def sliding(
+        self, size: Duration, *, every: Duration, time: str, lateness: Duration = 0
+    ) -> WindowedStream:
         return KeyedStream(self, ()).sliding(size, every=every, time=time, lateness=lateness)
 
     def session(self, gap: Duration, *, time: str, lateness: Duration = 0) -> WindowedStream:
@@ -442,18 +453,43 @@ class Stream:
         """Merge streams with the same schema, in round-robin arrival order (see README)."""
         return Stream(Union(inputs=(self._step, *(o._step for o in others))), self._name)
 
-    def join(self, other: Stream, *, on: str | list[str], within: Duration, time: str,
-             lateness: Duration = 0) -> Stream:
+    def join(
+        self,
+        other: Stream,
+        *,
+        on: str | list[str],
+        within: Duration,
+        time: str,
+        lateness: Duration = 0,
+    ) -> Stream:
         """Keyed interval join: rows with equal ``on`` whose ``time`` differ by at most ``within``."""
-        return Stream(Join(inputs=(self._step, other._step), on=_cols(on), within=within, time=time,
-                           lateness=lateness), self._name)
+        return Stream(
+            Join(
+                inputs=(self._step, other._step),
+                on=_cols(on),
+                within=within,
+                time=time,
+                lateness=lateness,
+            ),
+            self._name,
+        )
 
     # sinks
-    def sink_table(self, name: str | None = None, *, mode: Literal["append", "upsert"] | None = None,
-                   key: list[str] | None = None) -> Sink:
+    def sink_table(
+        self,
+        name: str | None = None,
+        *,
+        mode: Literal["append", "upsert"] | None = None,
+        key: list[str] | None = None,
+    ) -> Sink:
         """A live table, queried with ``run.table(name)`` (mode defaults by the step: see README)."""
-        return Sink(inputs=(self._step,), target="table", name=name, mode=mode,
-                    key=None if key is None else _cols(key))
+        return Sink(
+            inputs=(self._step,),
+            target="table",
+            name=name,
+            mode=mode,
+            key=None if key is None else _cols(key),
+        )
 
     def sink_parquet(self, path: str) -> Sink:
         """Write Parquet part files into directory ``path``."""
@@ -483,15 +519,23 @@ class KeyedStream:
 
     def agg(self, *aggs: Any, **named: Any) -> Stream:
         """Aggregate per key; emits the updated row for the key after every input (upsert)."""
-        return self._wrap(Aggregate(inputs=(self._s._step,), keys=self._keys, window=None, aggs=_aggs(aggs, named)))
+        return self._wrap(
+            Aggregate(
+                inputs=(self._s._step,), keys=self._keys, window=None, aggs=_aggs(aggs, named)
+            )
+        )
 
     def running(self, *aggs: Any, **named: Any) -> Stream:
         """Per-event running aggregates: each row plus the aggregates so far for its key."""
-        return self._wrap(Running(inputs=(self._s._step,), keys=self._keys, aggs=_aggs(aggs, named)))
+        return self._wrap(
+            Running(inputs=(self._s._step,), keys=self._keys, aggs=_aggs(aggs, named))
+        )
 
     def top_k(self, k: int, *, by: str, descending: bool = True) -> Stream:
         """The k rows with the largest (or smallest) ``by`` per key, emitted when they change."""
-        return self._wrap(TopK(inputs=(self._s._step,), keys=self._keys, k=k, by=by, descending=descending))
+        return self._wrap(
+            TopK(inputs=(self._s._step,), keys=self._keys, k=k, by=by, descending=descending)
+        )
 
     def dedup(self) -> Stream:
         """Keep the first row of each key."""
@@ -500,7 +544,9 @@ class KeyedStream:
     def tumbling(self, size: Duration, *, time: str, lateness: Duration = 0) -> WindowedStream:
         return WindowedStream(self, Window("tumbling", time, size, None, lateness))
 
-    def sliding(self, size: Duration, *, every: Duration, time: str, lateness: Duration = 0) -> WindowedStream:
+    def sliding(
+        self, size: Duration, *, every: Duration, time: str, lateness: Duration = 0
+    ) -> WindowedStream:
         return WindowedStream(self, Window("sliding", time, size, every, lateness))
 
     def session(self, gap: Duration, *, time: str, lateness: Duration = 0) -> WindowedStream:
@@ -517,7 +563,9 @@ class WindowedStream:
     def agg(self, *aggs: Any, **named: Any) -> Stream:
         """Aggregate per key and window; one row per window when the watermark closes it."""
         k = self._k
-        return k._wrap(Aggregate(inputs=(k._s._step,), keys=k._keys, window=self._w, aggs=_aggs(aggs, named)))
+        return k._wrap(
+            Aggregate(inputs=(k._s._step,), keys=k._keys, window=self._w, aggs=_aggs(aggs, named))
+        )
 
 
 def source(what: Any, *, rate: float | None = None, name: str | None = None) -> Stream:
@@ -547,23 +595,39 @@ def _spec(kind: str, **args: Any) -> SourceSpec:
     return SourceSpec(kind, tuple((k, freeze(v)) for k, v in args.items() if v is not None))
 
 
-def clickstream(*, rows: int | None = None, users: int = 10_000, items: int = 1_000,
-                seed: int = 0, late_fraction: float = 0.01) -> SourceSpec:
+def clickstream(
+    *,
+    rows: int | None = None,
+    users: int = 10_000,
+    items: int = 1_000,
+    seed: int = 0,
+    late_fraction: float = 0.01,
+) -> SourceSpec:
     """Deterministic web clickstream (TPCx-BB web_clickstreams shape).
 
     Columns: ts (datetime), user_id (int, ~1% null), item_id, category (int), event
     ("view" | "cart" | "purchase"), price (float). ``rows=None`` is unbounded.
     """
-    return _spec("clickstream", rows=rows, users=users, items=items, seed=seed, late_fraction=late_fraction)
+    return _spec(
+        "clickstream", rows=rows, users=users, items=items, seed=seed, late_fraction=late_fraction
+    )
 
 
-def store_sales(*, rows: int | None = None, stores: int = 50, items: int = 1_000,
-                customers: int = 10_000, seed: int = 0) -> SourceSpec:
+def store_sales(
+    *,
+    rows: int | None = None,
+    stores: int = 50,
+    items: int = 1_000,
+    customers: int = 10_000,
+    seed: int = 0,
+) -> SourceSpec:
     """Deterministic store sales (TPCx-BB store_sales shape).
 
     Columns: ts, ticket, store_id, item_id, customer_id, category, quantity, price, net_paid.
     """
-    return _spec("store_sales", rows=rows, stores=stores, items=items, customers=customers, seed=seed)
+    return _spec(
+        "store_sales", rows=rows, stores=stores, items=items, customers=customers, seed=seed
+    )
 
 
 def parquet(path: str) -> SourceSpec:

@@ -50,7 +50,9 @@ class _Env:
         self._sample_at = 0.0
 
     def dead_letter(self, step: str, reason: str, raw: str, position: str | None = None) -> None:
-        self.run._dead.add({"step": step, "position": position or self.position, "reason": reason, "row": raw})
+        self.run._dead.add(
+            {"step": step, "position": position or self.position, "reason": reason, "row": raw}
+        )
 
     def late_row(self, step: str, row: dict[str, Any]) -> None:
         self.run._late.add(dict(row, _step=step, _position=self.position))
@@ -94,7 +96,9 @@ class Run:
     >>> run.wait().table("cheap").height  # doctest: +SKIP
     """
 
-    def __init__(self, name: str, compiled: Compiled, options: RunOptions, cell_id: str | None = None):
+    def __init__(
+        self, name: str, compiled: Compiled, options: RunOptions, cell_id: str | None = None
+    ):
         self.name = name
         self.plan = compiled.plan
         self.options = options
@@ -115,7 +119,9 @@ class Run:
         self._parquet: list[ParquetWriter] = []
         self._writers: dict[str, Callable[[list[dict[str, Any]]], None]] = {}
         self._make_writers()
-        self._thread = threading.Thread(target=self._main, name=f"streamcell-run-{name}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._main, name=f"streamcell-run-{name}", daemon=True
+        )
         self.finished_at: float | None = None
 
     # ---------------------------------------------------------------- lifecycle
@@ -140,7 +146,11 @@ class Run:
                 def call(rows: list[dict[str, Any]], fn: Any = fn, pschema: Any = pschema) -> None:
                     from .types import polars_schema
 
-                    fn(pl.DataFrame(rows, schema=polars_schema(tuple(pschema.items())), orient="row"))
+                    fn(
+                        pl.DataFrame(
+                            rows, schema=polars_schema(tuple(pschema.items())), orient="row"
+                        )
+                    )
 
                 self._writers[sink.step_id] = call
 
@@ -232,12 +242,24 @@ class Run:
                 raise KeyError(f"run {self.name!r} has no table sinks")
             name = next(iter(self._tables))
         if name not in self._tables:
-            raise KeyError(f"no table {name!r} in run {self.name!r}; tables: {', '.join(self._tables)}")
+            raise KeyError(
+                f"no table {name!r} in run {self.name!r}; tables: {', '.join(self._tables)}"
+            )
         return self._tables[name].snapshot()
 
     def late(self, step: str | None = None) -> pl.DataFrame:
         """Rows that arrived behind the watermark (the late side output), with ``_step``."""
-        return late_frame(self._late, self._compiled.schemas, step)
+        # late rows are the step's *input* rows: type them with the input schema(s)
+        # (a join's two sides merged), not the step's output schema
+        c = self._compiled
+        inputs: dict[str, Any] = {}
+        for s in self.plan.steps:
+            merged: dict[str, Any] = {}
+            for i in s.inputs:
+                for n, t in c.schemas[i.step_id]:
+                    merged.setdefault(n, t)
+            inputs[s.step_id] = tuple(merged.items())
+        return late_frame(self._late, inputs, step)
 
     def dead_letters(self) -> pl.DataFrame:
         """Rows that could not be processed: ``step``, ``position``, ``reason``, ``row``."""
@@ -248,8 +270,17 @@ class Run:
         rows = []
         for s in self.plan.steps:
             c = self._counters[s.step_id]
-            rows.append({"step": s.step_id, "rows_in": c.rows_in, "rows_out": c.rows_out,
-                         "consumed": c.consumed, "filtered": c.filtered, "late": c.late, "dead": c.dead})
+            rows.append(
+                {
+                    "step": s.step_id,
+                    "rows_in": c.rows_in,
+                    "rows_out": c.rows_out,
+                    "consumed": c.consumed,
+                    "filtered": c.filtered,
+                    "late": c.late,
+                    "dead": c.dead,
+                }
+            )
         return pl.DataFrame(rows)
 
     def progress(self) -> dict[str, Any]:
@@ -274,11 +305,19 @@ class Run:
 
     def _sample_metrics(self) -> None:
         p = self.progress()
-        self._metrics.append({
-            "timestamp": time.time(), "numInputRows": p["rows_in"], "numOutputRows": p["rows_out"],
-            "inputRowsPerSecond": p["rows_per_s"], "latencyP50Ms": p["p50_ms"], "latencyP99Ms": p["p99_ms"],
-            "lateRows": p["late"], "deadLetters": p["dead"], "elapsedSeconds": p["elapsed_s"],
-        })
+        self._metrics.append(
+            {
+                "timestamp": time.time(),
+                "numInputRows": p["rows_in"],
+                "numOutputRows": p["rows_out"],
+                "inputRowsPerSecond": p["rows_per_s"],
+                "latencyP50Ms": p["p50_ms"],
+                "latencyP99Ms": p["p99_ms"],
+                "lateRows": p["late"],
+                "deadLetters": p["dead"],
+                "elapsedSeconds": p["elapsed_s"],
+            }
+        )
 
     def metrics(self) -> pl.DataFrame:
         """Metrics history (about one row per second), names close to Spark's StreamingQueryProgress."""
@@ -297,9 +336,16 @@ class Run:
         return status_html(self)
 
 
-def start(plan: P.Plan, *, name: str | None = None, options: RunOptions | None = None,
-          compiled: Compiled | None = None, cell_id: str | None = None, display: bool = False,
-          **option_overrides: Any) -> Run:
+def start(
+    plan: P.Plan,
+    *,
+    name: str | None = None,
+    options: RunOptions | None = None,
+    compiled: Compiled | None = None,
+    cell_id: str | None = None,
+    display: bool = False,
+    **option_overrides: Any,
+) -> Run:
     """Compile and start ``plan`` in the background; return its :class:`Run` at once.
 
     Raises compile-time errors (bad columns, types, sources) immediately, in the caller.
@@ -311,7 +357,11 @@ def start(plan: P.Plan, *, name: str | None = None, options: RunOptions | None =
     from .backends import get_backend
 
     backend = get_backend(opts.engine)
-    c = compiled if compiled is not None and compiled.plan.name == name else compile_plan(plan, compiled.readers if compiled else None)
+    c = (
+        compiled
+        if compiled is not None and compiled.plan.name == name
+        else compile_plan(plan, compiled.readers if compiled else None)
+    )
     backend.check(c, opts)
     with _REGISTRY_LOCK:
         old = _REGISTRY.get(name)

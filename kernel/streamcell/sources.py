@@ -79,12 +79,22 @@ def _item_price(item: np.ndarray) -> np.ndarray:
     return np.round(1.0 + (item * 7919 % 10_000) / 100.0, 2)
 
 
-def _ts(rng: np.random.Generator, idx: np.ndarray, step_us: int, late_fraction: float) -> np.ndarray:
+def _ts(
+    rng: np.random.Generator, idx: np.ndarray, step_us: int, late_fraction: float
+) -> np.ndarray:
     ts = _START_US + idx * step_us + rng.integers(0, step_us, size=len(idx))
     if late_fraction > 0:
         late = rng.random(len(idx)) < late_fraction
         ts = np.where(late, ts - rng.integers(0, 600_000_000, size=len(idx)), ts)
     return ts
+
+
+def _active_users(rng: np.random.Generator, idx: np.ndarray, users: int) -> np.ndarray:
+    """Users visit in bursts: a window of users/8 active users slides through the id space,
+    so each user is active for ~20 minutes of event time, then away for hours."""
+    active = max(1, users // 8)
+    base = (idx * active) // 12_000  # 12,000 rows ≈ 20 minutes at 100 ms per row
+    return (base + rng.integers(0, active, size=len(idx))) % users
 
 
 def _with_nulls(values: np.ndarray, rng: np.random.Generator, fraction: float) -> pa.Array:
@@ -102,8 +112,11 @@ def clickstream_chunk(spec: SourceSpec, chunk: int, n: int) -> pa.RecordBatch:
     ev = _EVENTS[np.searchsorted([0.7, 0.9], rng.random(n), side="right")]
     return pa.RecordBatch.from_arrays(
         [
-            pa.array(_ts(rng, idx, 100_000, float(spec.arg("late_fraction", 0.01))), type=pa.timestamp("us")),
-            _with_nulls(rng.integers(0, users, size=n), rng, 0.01),
+            pa.array(
+                _ts(rng, idx, 100_000, float(spec.arg("late_fraction", 0.01))),
+                type=pa.timestamp("us"),
+            ),
+            _with_nulls(_active_users(rng, idx, users), rng, 0.01),
             pa.array(item, type=pa.int64()),
             pa.array(item % 20, type=pa.int64()),
             pa.array(ev.tolist(), type=pa.string()),
@@ -133,7 +146,17 @@ def store_sales_chunk(spec: SourceSpec, chunk: int, n: int) -> pa.RecordBatch:
             pa.array(price, type=pa.float64()),
             pa.array(np.round(qty * price * (1 - discount), 2), type=pa.float64()),
         ],
-        names=["ts", "ticket", "store_id", "item_id", "customer_id", "category", "quantity", "price", "net_paid"],
+        names=[
+            "ts",
+            "ticket",
+            "store_id",
+            "item_id",
+            "customer_id",
+            "category",
+            "quantity",
+            "price",
+            "net_paid",
+        ],
     )
 
 
@@ -152,7 +175,9 @@ class GeneratorReader(Reader):
         self.total: int | None = rows
 
     def arrow_batches(self) -> Iterator[pa.RecordBatch]:
-        chunks = itertools.count() if self.total is None else range((self.total + CHUNK - 1) // CHUNK)
+        chunks = (
+            itertools.count() if self.total is None else range((self.total + CHUNK - 1) // CHUNK)
+        )
         for c in chunks:
             n = CHUNK if self.total is None else min(CHUNK, self.total - c * CHUNK)
             yield self.fn(self.spec, c, n)
@@ -192,7 +217,9 @@ class ParquetReader(Reader):
             pf = pq.ParquetFile(f)
             fs = schema_from_arrow(pf.schema_arrow)
             if fs != self.schema:
-                yield BadRow(str(f), f"file schema differs from the first file's: {fs} vs {self.schema}", "")
+                yield BadRow(
+                    str(f), f"file schema differs from the first file's: {fs} vs {self.schema}", ""
+                )
                 continue
             for b in pf.iter_batches(batch_size=8192):
                 yield from b.to_pylist()
@@ -259,7 +286,9 @@ class CsvReader(Reader):
         if given is not None:
             missing = [n for n, _ in given if n not in names]
             if missing:
-                raise SourceError(f"{self.label}: schema names columns not in the header: {missing}")
+                raise SourceError(
+                    f"{self.label}: schema names columns not in the header: {missing}"
+                )
             self.schema = tuple((n, dict(given).get(n, STR)) for n in names)
         else:
             cols = list(zip(*[r for r in body if len(r) == len(names)])) or [()] * len(names)
@@ -277,14 +306,18 @@ class CsvReader(Reader):
                     if not rec:
                         continue
                     if len(rec) != len(names):
-                        yield BadRow(pos, f"expected {len(names)} fields, got {len(rec)}", ",".join(rec))
+                        yield BadRow(
+                            pos, f"expected {len(names)} fields, got {len(rec)}", ",".join(rec)
+                        )
                         continue
                     row: dict[str, Any] = {}
                     for (n, t), v in zip(self.schema, rec):
                         try:
                             row[n] = _parse_scalar(v, t)
                         except ValueError:
-                            yield BadRow(pos, f"column {n}: cannot parse {v!r} as {t}", ",".join(rec))
+                            yield BadRow(
+                                pos, f"column {n}: cannot parse {v!r} as {t}", ",".join(rec)
+                            )
                             break
                     else:
                         yield row
@@ -329,16 +362,22 @@ class NdjsonReader(Reader):
                     pos = f"{f.name}:{lineno}"
                     try:
                         obj = json.loads(line)
-                    except ValueError as e:
-                        yield BadRow(pos, f"invalid JSON: {e.msg} at column {e.colno}", line.rstrip("\n"))  # type: ignore[attr-defined]
+                    except json.JSONDecodeError as e:
+                        yield BadRow(
+                            pos, f"invalid JSON: {e.msg} at column {e.colno}", line.rstrip("\n")
+                        )  # type: ignore[attr-defined]
                         continue
                     if not isinstance(obj, dict):
                         yield BadRow(pos, "expected a JSON object", line.rstrip("\n"))
                         continue
-                    yield _conform_row(obj, self.schema, pos, line.rstrip("\n"), missing_is_null=True)
+                    yield _conform_row(
+                        obj, self.schema, pos, line.rstrip("\n"), missing_is_null=True
+                    )
 
 
-def _conform_row(obj: dict[str, Any], schema: Schema, pos: str, raw: str, missing_is_null: bool) -> dict[str, Any] | BadRow:
+def _conform_row(
+    obj: dict[str, Any], schema: Schema, pos: str, raw: str, missing_is_null: bool
+) -> dict[str, Any] | BadRow:
     row: dict[str, Any] = {}
     for n, t in schema:
         if n not in obj:
@@ -379,7 +418,10 @@ class ArrowReader(Reader):
             return o.to_reader()
         if type(o).__module__.startswith("polars"):
             # Arrow through the C stream interface; ask for plain strings (not string_view)
-            return pa.RecordBatchReader.from_stream(o.to_arrow(compat_level=0) if hasattr(o, "to_arrow") else o)
+            import polars as pl
+
+            if isinstance(o, pl.DataFrame):
+                return o.to_arrow(compat_level=pl.CompatLevel.oldest()).to_reader()
         return pa.RecordBatchReader.from_stream(o)
 
     def arrow_batches(self) -> Iterator[pa.RecordBatch]:
@@ -414,7 +456,9 @@ class IterableReader(Reader):
                     u = unify(types.get(k, NULL), t)
                     types[k] = u if u is not None else types.get(k, t)
             if not types:
-                raise SourceError(f"{label}: cannot infer a schema (no dict rows at the start); pass schema=")
+                raise SourceError(
+                    f"{label}: cannot infer a schema (no dict rows at the start); pass schema="
+                )
             schema = tuple((k, v if v != NULL else STR) for k, v in types.items())
         self.schema = schema
 
@@ -445,15 +489,29 @@ def open_source(spec: SourceSpec) -> Reader:
             return open_source(obj)
         if isinstance(obj, (str, os.PathLike)):
             ext = Path(obj).suffix.lower()
-            kinds = {".parquet": "parquet", ".csv": "csv", ".json": "ndjson", ".ndjson": "ndjson", ".jsonl": "ndjson"}
+            kinds = {
+                ".parquet": "parquet",
+                ".csv": "csv",
+                ".json": "ndjson",
+                ".ndjson": "ndjson",
+                ".jsonl": "ndjson",
+            }
             if ext in kinds:
                 return open_source(SourceSpec(kinds[ext], (("path", str(obj)),)))
-            raise SourceError(f"{label}: cannot tell the format of {obj!r}; use parquet()/csv()/ndjson()")
+            raise SourceError(
+                f"{label}: cannot tell the format of {obj!r}; use parquet()/csv()/ndjson()"
+            )
         if isinstance(obj, (pa.Table, pa.RecordBatchReader)) or hasattr(obj, "__arrow_c_stream__"):
             return ArrowReader(obj, label)
         if isinstance(obj, dict):
-            raise SourceError(f"{label}: a dict is not a stream; pass a list of dicts or a DataFrame")
+            raise SourceError(
+                f"{label}: a dict is not a stream; pass a list of dicts or a DataFrame"
+            )
         if isinstance(obj, Iterable):
-            return IterableReader(obj, label, None if schema is None else tuple((k, parse_dtype(v)) for k, v in schema))
+            return IterableReader(
+                obj,
+                label,
+                None if schema is None else tuple((k, parse_dtype(v)) for k, v in schema),
+            )
         raise SourceError(f"{label}: cannot read a {type(obj).__name__} as a stream")
     raise SourceError(f"unknown source kind {spec.kind!r}")

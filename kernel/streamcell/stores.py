@@ -77,7 +77,7 @@ class ParquetWriter:
         self._buf.extend(rows)
         while len(self._buf) >= self.PART_ROWS:
             self._flush(self._buf[: self.PART_ROWS])
-            self._buf = self._buf[self.PART_ROWS:]
+            self._buf = self._buf[self.PART_ROWS :]
 
     def close(self) -> None:
         if self._buf or not self.files:
@@ -111,16 +111,28 @@ class RowLog:
             return list(self._rows)
 
 
-DEAD_LETTER_SCHEMA = {"step": pl.String, "position": pl.String, "reason": pl.String, "row": pl.String}
+DEAD_LETTER_SCHEMA = {
+    "step": pl.String,
+    "position": pl.String,
+    "reason": pl.String,
+    "row": pl.String,
+}
 
 
 def dead_letter_frame(log: RowLog) -> pl.DataFrame:
     rows = log.rows()
-    return pl.DataFrame(rows, schema=DEAD_LETTER_SCHEMA, orient="row") if rows else pl.DataFrame(schema=DEAD_LETTER_SCHEMA)
+    return (
+        pl.DataFrame(rows, schema=DEAD_LETTER_SCHEMA, orient="row")
+        if rows
+        else pl.DataFrame(schema=DEAD_LETTER_SCHEMA)
+    )
 
 
 def late_frame(log: RowLog, schemas: dict[str, Schema], step: str | None) -> pl.DataFrame:
-    """Late rows as they arrived at their step, plus ``_step`` and ``_position``."""
+    """Late rows as they arrived at their step, plus ``_step`` and ``_position``.
+
+    ``schemas`` maps a step id to the schema of the rows *entering* that step.
+    """
     frames = []
     by_step: dict[str, list[dict[str, Any]]] = {}
     for r in log.rows():

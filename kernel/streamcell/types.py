@@ -61,19 +61,37 @@ def parse_dtype(text: str | type | DType) -> DType:
     if isinstance(text, DType):
         return text
     if isinstance(text, type):
-        by_type = {int: INT, float: FLOAT, str: STR, bool: BOOL, _dt.datetime: DATETIME, _dt.date: DATE}
+        by_type = {
+            int: INT,
+            float: FLOAT,
+            str: STR,
+            bool: BOOL,
+            _dt.datetime: DATETIME,
+            _dt.date: DATE,
+        }
         if text in by_type:
             return by_type[text]
         raise ValueError(f"no streamcell type for Python type {text.__name__}")
     t = text.strip()
-    aliases = {"i64": "int", "int64": "int", "f64": "float", "float64": "float", "double": "float",
-               "string": "str", "utf8": "str", "boolean": "bool", "timestamp": "datetime"}
+    aliases = {
+        "i64": "int",
+        "int64": "int",
+        "f64": "float",
+        "float64": "float",
+        "double": "float",
+        "string": "str",
+        "utf8": "str",
+        "boolean": "bool",
+        "timestamp": "datetime",
+    }
     t = aliases.get(t, t)
     if t in _SCALARS:
         return DType(t)
     if t.startswith("list[") and t.endswith("]"):
         return list_of(parse_dtype(t[5:-1]))
-    raise ValueError(f"unknown type {text!r}; known: int, float, str, bool, datetime, date, list[T]")
+    raise ValueError(
+        f"unknown type {text!r}; known: int, float, str, bool, datetime, date, list[T]"
+    )
 
 
 def unify(a: DType, b: DType) -> DType | None:
@@ -127,7 +145,11 @@ def conform(v: Any, t: DType) -> Any:
     if n == "bool" and isinstance(v, bool):
         return v
     if n == "datetime" and isinstance(v, _dt.datetime):
-        return v.replace(tzinfo=None) if v.tzinfo is None else v.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+        return (
+            v.replace(tzinfo=None)
+            if v.tzinfo is None
+            else v.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+        )
     if n == "date" and isinstance(v, _dt.date) and not isinstance(v, _dt.datetime):
         return v
     if n == "list" and isinstance(v, (list, tuple)):
@@ -143,8 +165,13 @@ def to_polars(t: DType) -> pl.DataType:
         assert t.inner is not None
         return pl.List(to_polars(t.inner))
     return {
-        "int": pl.Int64(), "float": pl.Float64(), "str": pl.String(), "bool": pl.Boolean(),
-        "datetime": pl.Datetime("us"), "date": pl.Date(), "null": pl.Null(),
+        "int": pl.Int64(),
+        "float": pl.Float64(),
+        "str": pl.String(),
+        "bool": pl.Boolean(),
+        "datetime": pl.Datetime("us"),
+        "date": pl.Date(),
+        "null": pl.Null(),
     }[t.name]
 
 
@@ -158,7 +185,9 @@ def from_arrow(t: pa.DataType) -> DType:
         return FLOAT
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
         return STR
-    if pa.types.is_dictionary(t) and (pa.types.is_string(t.value_type) or pa.types.is_large_string(t.value_type)):
+    if pa.types.is_dictionary(t) and (
+        pa.types.is_string(t.value_type) or pa.types.is_large_string(t.value_type)
+    ):
         return STR
     if pa.types.is_timestamp(t):
         return DATETIME
@@ -166,7 +195,12 @@ def from_arrow(t: pa.DataType) -> DType:
         return DATE
     if pa.types.is_null(t):
         return NULL
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t) or pa.types.is_large_list_view(t):
+    if (
+        pa.types.is_list(t)
+        or pa.types.is_large_list(t)
+        or pa.types.is_list_view(t)
+        or pa.types.is_large_list_view(t)
+    ):
         return list_of(from_arrow(t.value_type))
     raise ValueError(f"unsupported Arrow type {t}")
 

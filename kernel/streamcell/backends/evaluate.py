@@ -7,7 +7,8 @@ Semantics (Polars-compatible, and what every backend must reproduce):
   as false; ``and``/``or`` use three-valued (Kleene) logic;
 - ``/`` is float division (x/0 gives ±inf or nan); ``//`` and ``%`` floor like Python and
   give null when dividing by zero; int results wrap around at 64 bits;
-- a failed ``cast`` is a data error: the row goes to the dead-letter table.
+- a failed ``cast``, and ``int ** negative int``, are data errors: the row goes to the
+  dead-letter table.
 """
 
 from __future__ import annotations
@@ -68,7 +69,8 @@ def _floordiv(a: Any, b: Any) -> Any:
         return None
     if _is_int(a) and _is_int(b):
         return wrap64(a // b)
-    return math.floor(a / b) if not (math.isinf(a) or math.isnan(a)) else a / b
+    q = a / b  # a float result: floor(q) as a float; inf/nan (e.g. x // nan) pass through
+    return float(math.floor(q)) if math.isfinite(q) else q
 
 
 def _mod(a: Any, b: Any) -> Any:
@@ -80,9 +82,9 @@ def _mod(a: Any, b: Any) -> Any:
 
 def _pow(a: Any, b: Any) -> Any:
     if _is_int(a) and _is_int(b):
-        if b < 0:
-            return float(a) ** b if a != 0 else math.inf
-        return wrap64(a**b)
+        if b < 0:  # int ** int is typed int: a negative exponent has no int result (as in Polars)
+            raise RowError(f"integer {a} ** negative exponent {b}; cast to float first")
+        return wrap64(pow(a, b, 2**64))  # wraps at 64 bits without computing a huge a**b
     try:
         r = float(a) ** float(b)
     except ZeroDivisionError:
@@ -95,16 +97,25 @@ def _pow(a: Any, b: Any) -> Any:
 def _arith(op: str) -> Callable[[Any, Any], Any]:
     base = {"+": operator.add, "-": operator.sub, "*": operator.mul}.get(op)
     if base is not None:
+
         def f(a: Any, b: Any) -> Any:
             if isinstance(a, str):
                 return a + b
             r = base(a, b)
             return wrap64(r) if _is_int(r) else r
+
         return f
     return {"/": _div, "//": _floordiv, "%": _mod, "**": _pow}[op]
 
 
-_CMP = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+_CMP = {
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
 
 
 def _num_cmp(f: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
@@ -115,6 +126,7 @@ def _num_cmp(f: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
             kb = (1, 0.0) if isinstance(b, float) and math.isnan(b) else (0, b)
             return f(ka, kb)
         return f(a, b)
+
     return g
 
 
@@ -222,18 +234,22 @@ def compile_row_expr(e: IR) -> Fn:  # noqa: C901 - one dispatch over the IR
     if isinstance(e, Unary):
         f = compile_row_expr(e.operand)
         if e.op == "neg":
+
             def neg(r: Row) -> Any:
                 v = f(r)
                 return None if v is None else (wrap64(-v) if _is_int(v) else -v)
+
             return neg
 
         def not_(r: Row) -> Any:
             v = f(r)
             return None if v is None else not v
+
         return not_
     if isinstance(e, Binary):
         lf, rf = compile_row_expr(e.left), compile_row_expr(e.right)
         if e.op == "and":
+
             def and_(r: Row) -> Any:
                 a = lf(r)
                 if a is False:
@@ -242,8 +258,10 @@ def compile_row_expr(e: IR) -> Fn:  # noqa: C901 - one dispatch over the IR
                 if b is False:
                     return False
                 return None if a is None or b is None else True
+
             return and_
         if e.op == "or":
+
             def or_(r: Row) -> Any:
                 a = lf(r)
                 if a is True:
@@ -252,6 +270,7 @@ def compile_row_expr(e: IR) -> Fn:  # noqa: C901 - one dispatch over the IR
                 if b is True:
                     return True
                 return None if a is None or b is None else False
+
             return or_
         fn = _num_cmp(_CMP[e.op]) if e.op in _CMP else _arith(e.op)
 
@@ -263,6 +282,7 @@ def compile_row_expr(e: IR) -> Fn:  # noqa: C901 - one dispatch over the IR
             if b is None:
                 return None
             return fn(a, b)
+
         return binop
     if isinstance(e, When):
         branches = [(compile_row_expr(c), compile_row_expr(v)) for c, v in e.branches]
@@ -273,6 +293,7 @@ def compile_row_expr(e: IR) -> Fn:  # noqa: C901 - one dispatch over the IR
                 if c(r) is True:
                     return v(r)
             return other(r)
+
         return when
     if isinstance(e, Call):
         return _compile_call(e)
@@ -289,7 +310,7 @@ def _compile_call(e: Call) -> Fn:
         return lambda r: subject(r) is not None
     if fn == "fill_null":
         other = args[1]
-        return lambda r: (other(r) if (v := subject(r)) is None else v)
+        return lambda r: other(r) if (v := subject(r)) is None else v
     if fn == "cast":
         lit = e.args[1]
         assert isinstance(lit, Lit)
@@ -306,6 +327,7 @@ def _compile_call(e: Call) -> Fn:
             if v is None:
                 return has_null or None
             return v in values
+
         return is_in
     impl = _FUNCS[fn]
     rest = args[1:]
@@ -318,4 +340,5 @@ def _compile_call(e: Call) -> Fn:
         if any(x is None for x in extra):
             return None
         return impl(v, *extra)
+
     return call

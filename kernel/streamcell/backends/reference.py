@@ -13,7 +13,7 @@ import heapq
 import itertools
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import polars as pl
 
@@ -257,7 +257,9 @@ class _EventTime:
     """Event-time bookkeeping shared by windows and joins: converts the time column to
     integer ticks, tracks the watermark (max time seen - lateness), flags late rows."""
 
-    def __init__(self, op: Op, time_col: str, schema: Schema, lateness: P.Duration, extra: list[P.Duration]):
+    def __init__(
+        self, op: Op, time_col: str, schema: Schema, lateness: P.Duration, extra: list[P.Duration]
+    ):
         self.col = time_col
         self.ttype = dict(schema)[time_col]
         self.temporal = self.ttype in (DATETIME, DATE)
@@ -302,7 +304,14 @@ class _Win:
     __slots__ = ("key", "start", "last", "end", "seq", "state", "alive")
 
     def __init__(self, key: tuple[Any, ...], start: int, end: int, seq: int, state: list[_Acc]):
-        self.key, self.start, self.last, self.end, self.seq, self.state = key, start, start, end, seq, state
+        self.key, self.start, self.last, self.end, self.seq, self.state = (
+            key,
+            start,
+            start,
+            end,
+            seq,
+            state,
+        )
         self.alive = True
 
 
@@ -323,7 +332,9 @@ class WindowOp(Op):
         self.et = _EventTime(self, w.time, c.schemas[step.inputs[0].step_id], w.lateness, [])
         self.size = P.parse_duration(w.size)
         self.every = P.parse_duration(w.every) if w.every is not None else self.size
-        self.open: dict[tuple[Any, ...], Any] = {}  # (key, start) -> _Win, or key -> [_Win] for sessions
+        self.open: dict[
+            tuple[Any, ...], Any
+        ] = {}  # (key, start) -> _Win, or key -> [_Win] for sessions
         self.heap: list[tuple[int, int, int, int, _Win]] = []
         self.nwin = 0
         self.uid = itertools.count()
@@ -412,7 +423,9 @@ class WindowOp(Op):
         return self._close(None)
 
     def state_size(self) -> int:
-        return sum(len(v) for v in self.open.values()) if self.w.kind == "session" else len(self.open)
+        return (
+            sum(len(v) for v in self.open.values()) if self.w.kind == "session" else len(self.open)
+        )
 
 
 class TopKOp(Op):
@@ -443,7 +456,7 @@ class TopKOp(Op):
         if pos >= self.s.k:
             return []
         cur.insert(pos, (v, self.seq, row))
-        del cur[self.s.k:]
+        del cur[self.s.k :]
         return [dict(r, rank=i + 1) for i, (_, _, r) in enumerate(cur)]
 
     def state_size(self) -> int:
@@ -490,7 +503,9 @@ class JoinOp(Op):
         self.et = _EventTime(self, step.time, left, step.lateness, [])
         self.within = P.parse_duration(step.within)
         names = {n for n, _ in left}
-        self.rmap = [(n, n if n not in names else f"{n}_right") for n, _ in right if n not in step.on]
+        self.rmap = [
+            (n, n if n not in names else f"{n}_right") for n, _ in right if n not in step.on
+        ]
         self.store: list[dict[tuple[Any, ...], list[tuple[int, int, Row]]]] = [{}, {}]
         self.heap: list[tuple[int, int, int, tuple[Any, ...]]] = []
 
@@ -509,7 +524,7 @@ class JoinOp(Op):
         out: list[Row] = []
         if any(v is None for v in k):
             return out
-        for (ot, _, other) in self.store[1 - port].get(k, ()):
+        for ot, _, other in self.store[1 - port].get(k, ()):
             if abs(ot - t) <= self.within:
                 out.append(self._combine(row, other) if port == 0 else self._combine(other, row))
         self.store[port].setdefault(k, []).append((t, self.seq, row))
@@ -552,8 +567,15 @@ class SinkOp(Op):
 
 
 _OPS: dict[type, Callable[..., Op]] = {
-    P.Filter: FilterOp, P.Select: ProjectOp, P.WithColumns: ProjectOp, P.Explode: ExplodeOp,
-    P.Running: RunningOp, P.TopK: TopKOp, P.Dedup: DedupOp, P.Union: UnionOp, P.Join: JoinOp,
+    P.Filter: FilterOp,
+    P.Select: ProjectOp,
+    P.WithColumns: ProjectOp,
+    P.Explode: ExplodeOp,
+    P.Running: RunningOp,
+    P.TopK: TopKOp,
+    P.Dedup: DedupOp,
+    P.Union: UnionOp,
+    P.Join: JoinOp,
     P.Sink: SinkOp,
 }
 
@@ -567,18 +589,21 @@ def make_op(step: P.Step, c: Compiled, env: Env) -> Op:
 # ----------------------------------------------------------------------------- driver
 
 
-class Env:
+class Env(Protocol):
     """What the interpreter needs from its run: counters, stores, control, progress."""
 
     counters: dict[str, StepCounters]
 
-    def dead_letter(self, step: str, reason: str, raw: str, position: str | None = None) -> None: ...
+    def dead_letter(
+        self, step: str, reason: str, raw: str, position: str | None = None
+    ) -> None: ...
     def late_row(self, step: str, row: Row) -> None: ...
     def sink_writer(self, sink: P.Sink) -> Callable[[list[Row]], None]: ...
     def should_stop(self) -> bool: ...
     def wait_if_paused(self) -> bool: ...
     def on_source_row(self, n: int) -> None: ...
     def record_latency(self, ns: int) -> None: ...
+
     position: str
 
 
@@ -667,4 +692,3 @@ def run_to_frames(c: Compiled) -> dict[str, pl.DataFrame]:
     run = start(c.plan, name=c.plan.name or "reference", options=None, compiled=c, display=False)
     run.wait()
     return {name: run.table(name) for name in run.table_names()}
-

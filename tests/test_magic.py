@@ -1,0 +1,92 @@
+"""%%stream and %stream through a real IPython shell."""
+
+from __future__ import annotations
+
+import time
+
+import polars as pl
+import pytest
+from IPython.testing.globalipapp import start_ipython
+
+import streamcell as sc
+
+
+@pytest.fixture(scope="module")
+def ip():
+    shell = start_ipython()
+    shell.run_line_magic("load_ext", "streamcell")
+    yield shell
+
+
+def test_cell_returns_at_once_and_binds_a_handle(ip, capsys):
+    t0 = time.monotonic()
+    ip.run_cell_magic(
+        "stream",
+        "slow --no-display",
+        "source clickstream(rows=2000, seed=1), rate=2000\nfilter price > 10\n",
+    )
+    assert time.monotonic() - t0 < 0.5  # the cell did not wait for ~1 s of throttled input
+    run = ip.user_ns["slow"]
+    assert isinstance(run, sc.Run)
+    assert run.status in ("running", "finished")
+    run.wait(30)
+    assert run.status == "finished"
+    df = run.table()
+    assert isinstance(df, pl.DataFrame)
+    assert df.height > 0 and (df["price"] > 10).all()
+    assert "filter#2" in run.explain()
+
+
+def test_namespace_sources_and_callbacks(ip):
+    got = []
+    ip.user_ns["events"] = pl.DataFrame({"k": ["a", "b", "a"], "v": [1, 2, 3]})
+    ip.user_ns["collect"] = got.append
+    ip.run_cell_magic(
+        "stream",
+        "agg_run --no-display --wait",
+        "source events\nkey_by k\nagg total=sum(v)\nsink callback(collect)\n",
+    )
+    run = ip.user_ns["agg_run"]
+    assert run.status == "finished"
+    rows = pl.concat(got).rows()
+    assert rows == [("a", 1), ("b", 2), ("a", 4)]
+
+
+def test_bad_cell_prints_error_with_caret_and_binds_nothing(ip, capsys):
+    ip.user_ns.pop("broken", None)
+    ip.run_cell_magic(
+        "stream", "broken --no-display", "source clickstream(rows=5)\nfilter prize > 1\n"
+    )
+    out = capsys.readouterr().out
+    assert "unknown column 'prize'" in out and "line 2, column 8" in out and "^" in out
+    assert "broken" not in ip.user_ns
+
+
+def test_rerun_same_name_stops_and_replaces(ip):
+    ip.run_cell_magic("stream", "again --no-display", "source clickstream(seed=1), rate=500\n")
+    first = ip.user_ns["again"]
+    ip.run_cell_magic("stream", "again --no-display", "source clickstream(rows=10, seed=2)\n")
+    second = ip.user_ns["again"]
+    assert first is not second
+    assert first.status == "stopped"
+    assert second.wait(10).status == "finished"
+    assert sc.registry()["again"] is second
+
+
+def test_line_magics_list_status_stop(ip, capsys):
+    ip.run_cell_magic("stream", "forever --no-display", "source clickstream(seed=3), rate=1000\n")
+    listing = ip.run_line_magic("stream", "list")
+    assert "forever" in listing["name"].to_list()
+    ip.run_line_magic("stream", "pause forever")
+    time.sleep(0.3)
+    assert ip.user_ns["forever"].status == "paused"
+    ip.run_line_magic("stream", "resume forever")
+    ip.run_line_magic("stream", "stop forever")
+    assert ip.user_ns["forever"].status == "stopped"
+    ip.run_line_magic("stream", "stop nosuch")
+    assert "no run named 'nosuch'" in capsys.readouterr().out
+
+
+def test_engine_option_validated(ip, capsys):
+    ip.run_cell_magic("stream", "x --engine warp --no-display", "source clickstream(rows=1)\n")
+    assert "invalid choice: 'warp'" in capsys.readouterr().out
