@@ -7,7 +7,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 PIP := $(BIN)/python -m pip -q
 PYTEST_ARGS ?=
 
-.PHONY: venv build test test-quick demo lab lint format clean
+.PHONY: venv build test test-quick demo lab lint format clean sanitize bench-structures
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,16 @@ demo: build
 ## lab: JupyterLab on examples/
 lab: build
 	$(BIN)/jupyter lab --notebook-dir=examples $(LAB_ARGS)
+
+## sanitize: every native C test in debug, ASan+UBSan and TSan modes
+sanitize:
+	$(MAKE) -B -C native/tests debug asan tsan
+
+## bench-structures: reorder-buffer and keyed-queue ablation micro-benchmark (C)
+bench-structures:
+	mkdir -p native/build
+	$(CC) -O2 -pthread -Inative -Inative/common bench/bench_runtime_structures.c -o native/build/bench_rs -lm
+	native/build/bench_rs
 
 lint: venv
 	$(BIN)/ruff check kernel widgets tests examples hatch_build.py

@@ -1,0 +1,126 @@
+/* batch: small columnar batches (Arrow memory layout) with serial numbers, allocated from a
+ * bounded pool.
+ *
+ * Layout per column (Arrow-compatible buffers, so the lowering can export them through the
+ * Arrow C data interface without copying):
+ *   validity  bitmap, LSB-first, bit = 1 means valid (always allocated, capacity bits);
+ *   INT64     int64_t values[capacity];
+ *   DOUBLE    double values[capacity];
+ *   BOOL      bit-packed values bitmap (LSB-first);
+ *   UTF8      int32_t offsets[capacity + 1] (offsets[0] = 0) and a byte buffer of utf8_bytes.
+ *
+ * Contract
+ * - Progress: sc_batch_acquire / sc_batch_release are lock-free (a Vyukov MPMC ring of free
+ *   batches) and never wait: acquire reports SC_EFULL when every batch is in use.
+ * - Ordering: `serial` is the sequence number of the batch in arrival order at the stage that
+ *   owns it (stages renumber on hand-off); `first_row` is the serial of its first row, rows
+ *   of a batch being consecutive.
+ * - Memory: everything is allocated in sc_batch_pool_create (max_batches batches of the
+ *   schema's capacity); nothing is allocated afterwards; a batch is owned by exactly one
+ *   thread at a time (the pool never touches a batch that is out).
+ * - Thread safety: a batch itself is not synchronized; hand it over through a ring, the
+ *   reorder buffer or the hybrid queue (which publish with release/acquire).
+ */
+#ifndef SC_RUNTIME_BATCH_H
+#define SC_RUNTIME_BATCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../common/sc_status.h"
+
+typedef enum {
+    SC_COL_INT64 = 1,
+    SC_COL_DOUBLE = 2,
+    SC_COL_BOOL = 3,
+    SC_COL_UTF8 = 4
+} sc_col_type;
+
+typedef struct sc_column {
+    sc_col_type type;
+    int64_t null_count;
+    uint8_t *validity; /* capacity bits, LSB-first, 1 = valid */
+    void *values;      /* int64_t[] | double[] | bool bitmap; NULL for UTF8 */
+    int32_t *offsets;  /* UTF8 only: capacity + 1 entries */
+    char *data;        /* UTF8 only */
+    int64_t data_cap;  /* UTF8 only: bytes available in data */
+} sc_column;
+
+typedef struct sc_batch_pool sc_batch_pool;
+
+typedef struct sc_batch {
+    uint64_t serial;       /* sequence number of this batch in arrival order */
+    uint64_t first_row;    /* serial of the first row */
+    int64_t nrows;         /* rows in use */
+    int64_t capacity;      /* rows available */
+    int32_t ncols;
+    sc_column *cols;
+    uint64_t marker_ns;    /* latency marker: injection time (sc_now_ns), 0 = none */
+    struct sc_batch *next; /* chains the outputs of one input (one serial, several batches) */
+    sc_batch_pool *pool;
+    uint32_t index;        /* position in the pool */
+} sc_batch;
+
+/* Create a pool of max_batches batches, each with `ncols` columns of `types`, room for
+ * row_capacity rows, and utf8_bytes bytes per UTF8 column. */
+int sc_batch_pool_create(sc_batch_pool **out, const sc_col_type *types, int32_t ncols,
+                         int64_t row_capacity, int64_t utf8_bytes, uint32_t max_batches);
+/* Free the pool and all its batches. Returns SC_OK, or SC_EINTERNAL if batches were still
+ * out (they are freed anyway; the count is a leak report for the debug build). */
+int sc_batch_pool_destroy(sc_batch_pool *p);
+/* Take an empty batch (nrows = 0, all valid, serials 0, no marker, next NULL).
+ * SC_EFULL when all batches are in use. */
+int sc_batch_acquire(sc_batch_pool *p, sc_batch **out);
+/* Give a batch back to its pool (one batch; see sc_batch_release_chain). */
+void sc_batch_release(sc_batch *b);
+/* Release b and every batch chained after it through ->next. */
+void sc_batch_release_chain(sc_batch *b);
+/* Batches currently out of the pool. */
+uint32_t sc_batch_pool_in_use(const sc_batch_pool *p);
+uint32_t sc_batch_pool_size(const sc_batch_pool *p);
+/* Empty the batch for reuse (keeps schema and pool membership). */
+void sc_batch_reset(sc_batch *b);
+/* Append a string to a UTF8 column at row `row`, which must be the next row written in that
+ * column (offsets are cumulative). SC_EFULL if the bytes do not fit; SC_ETYPE, SC_EINVAL. */
+int sc_batch_set_utf8(sc_batch *b, int32_t col, int64_t row, const char *s, int32_t len);
+
+/* ---- inline accessors (no bounds checks beyond SC_DEBUG asserts in the callers) ---- */
+static inline bool sc_bit_get(const uint8_t *bm, int64_t i) { return (bm[i >> 3] >> (i & 7)) & 1; }
+static inline void sc_bit_set(uint8_t *bm, int64_t i, bool v) {
+    if (v) bm[i >> 3] |= (uint8_t)(1u << (i & 7));
+    else bm[i >> 3] &= (uint8_t)~(1u << (i & 7));
+}
+static inline bool sc_batch_is_valid(const sc_batch *b, int32_t col, int64_t row) {
+    return sc_bit_get(b->cols[col].validity, row);
+}
+static inline void sc_batch_set_null(sc_batch *b, int32_t col, int64_t row) {
+    sc_column *c = &b->cols[col];
+    if (sc_bit_get(c->validity, row)) { sc_bit_set(c->validity, row, false); c->null_count++; }
+    if (c->type == SC_COL_UTF8) c->offsets[row + 1] = c->offsets[row];
+}
+static inline void sc_batch_set_i64(sc_batch *b, int32_t col, int64_t row, int64_t v) {
+    ((int64_t *)b->cols[col].values)[row] = v;
+}
+static inline void sc_batch_set_f64(sc_batch *b, int32_t col, int64_t row, double v) {
+    ((double *)b->cols[col].values)[row] = v;
+}
+static inline void sc_batch_set_bool(sc_batch *b, int32_t col, int64_t row, bool v) {
+    sc_bit_set((uint8_t *)b->cols[col].values, row, v);
+}
+static inline int64_t sc_batch_get_i64(const sc_batch *b, int32_t col, int64_t row) {
+    return ((const int64_t *)b->cols[col].values)[row];
+}
+static inline double sc_batch_get_f64(const sc_batch *b, int32_t col, int64_t row) {
+    return ((const double *)b->cols[col].values)[row];
+}
+static inline bool sc_batch_get_bool(const sc_batch *b, int32_t col, int64_t row) {
+    return sc_bit_get((const uint8_t *)b->cols[col].values, row);
+}
+static inline const char *sc_batch_get_utf8(const sc_batch *b, int32_t col, int64_t row, int32_t *len) {
+    const sc_column *c = &b->cols[col];
+    *len = c->offsets[row + 1] - c->offsets[row];
+    return c->data + c->offsets[row];
+}
+
+#endif

@@ -1,0 +1,464 @@
+/* pool: see pool.h for the contract.
+ *
+ * Data path for operator j (inputs numbered by in_serial_j, outputs leaving through ro_j):
+ *   deliver(j)  : credit check in_serial_j - next(ro_j) < window, stamp serial, enqueue
+ *                 (ring or hybrid queue), in_serial_j++. Called only by the single producer
+ *                 of j: sc_pool_push for j = 0, else ro_{j-1}'s drainer, one at a time.
+ *   worker      : dequeue, run, sc_reorder_send(ro_j, serial, output); the credit makes the
+ *                 send always fit in the window, so a worker never spins on the reorder.
+ *   ro_j emit   : deliver(j + 1) batch by batch, or the sink; SC_EFULL leaves the head in
+ *                 ro_j, and any thread's help_drains() retries it later.
+ * Finished: input closed and next(ro_j) == in_serial_j for every j, read from first to last
+ * (a delivery into j+1 completes before next(ro_j) moves, so upstream-first reads are safe).
+ */
+#include "pool.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "atomic_ext.h"
+#include "ring.h"
+
+typedef struct sc_pool_op {
+    struct sc_pool *pool;
+    uint32_t index;
+    sc_op_desc d;
+    sc_ring *ring;  /* stateless (MPMC) or stateful (SPSC) worklist */
+    sc_hq *hq;      /* partitioned worklist */
+    sc_reorder *ro;
+    uint64_t mask;  /* window - 1 */
+    SC_ALIGNED sc_atomic_u64 in_serial;
+    uint64_t carry_marker; /* emitter-private: marker of inputs that produced no output */
+    uint64_t *skip_marker; /* [window]: marker of a serial whose output is `nothing` */
+    char nothing;          /* &nothing is the reorder item for "no output" */
+} sc_pool_op;
+
+typedef struct { struct sc_pool *p; uint32_t id; } sc_worker_arg;
+
+struct sc_pool {
+    sc_pool_config cfg;
+    uint32_t nops;
+    sc_pool_op *ops;
+    sc_sched *sched;
+    sc_metrics *metrics;
+    sc_sink_fn sink;
+    void *sink_state;
+    pthread_t *threads;
+    sc_worker_arg *wargs;
+    uint32_t nthreads;
+    uint64_t pushed; /* source side */
+    uint64_t sink_serial; /* touched only by the last reorder buffer's drainer */
+    SC_ALIGNED sc_atomic_i64 state;
+    sc_atomic_u64 stop;
+    sc_atomic_u64 input_closed;
+    sc_atomic_i64 error;
+    sc_atomic_u64 error_op;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+};
+
+static void notify(sc_pool *p) {
+    pthread_mutex_lock(&p->mu);
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void record_error(sc_pool *p, uint32_t op, int rc) {
+    int64_t zero = 0;
+    if (sc_i64_cas_acqrel(&p->error, &zero, rc)) sc_u64_store_release(&p->error_op, op);
+    sc_u64_store_release(&p->stop, 1);
+    notify(p);
+}
+
+static bool stopping(const sc_pool *p) {
+    return sc_u64_load_acquire(&p->stop) || sc_i64_load_acquire(&p->state) == SC_POOL_FINISHED;
+}
+
+/* Hand one batch to operator j (or the sink when j == nops). Single producer per j. */
+static int deliver(sc_pool *p, uint32_t j, sc_batch *b) {
+    if (j == p->nops) {
+        uint64_t marker = b->marker_ns;
+        b->serial = p->sink_serial;
+        int rc = p->sink(p->sink_state, b);
+        if (rc == SC_OK) p->sink_serial++;
+        if (rc == SC_OK && marker && p->metrics) {
+            uint64_t now = sc_now_ns();
+            sc_metrics_latency_record(p->metrics, now > marker ? now - marker : 0);
+        }
+        if (rc < 0 && rc != SC_EFULL) record_error(p, j, rc);
+        return rc;
+    }
+    sc_pool_op *op = &p->ops[j];
+    uint64_t t = sc_u64_load_relaxed(&op->in_serial);
+    if (t - sc_reorder_next(op->ro) > op->mask) return SC_EFULL; /* no credit */
+    b->serial = t;
+    int rc = op->hq ? sc_hq_add(op->hq, op->d.partition(op->d.state, b), b) : sc_ring_try_push(op->ring, b);
+    if (rc != SC_OK) {
+        if (rc != SC_EFULL) record_error(p, j, rc);
+        return rc;
+    }
+    sc_sched_queue_add(p->sched, j, 1);
+    sc_u64_store_release(&op->in_serial, t + 1);
+    return SC_OK;
+}
+
+/* reorder emit for operator op: forward the output(s) of one serial downstream */
+static int op_emit(void *ctx, uint64_t serial, void **item) {
+    sc_pool_op *op = ctx;
+    if (*item == &op->nothing) {
+        uint64_t m = op->skip_marker[serial & op->mask];
+        if (m && (!op->carry_marker || m < op->carry_marker)) op->carry_marker = m;
+        return SC_OK;
+    }
+    sc_batch *b = *item;
+    if (op->carry_marker) {
+        if (!b->marker_ns || op->carry_marker < b->marker_ns) b->marker_ns = op->carry_marker;
+        op->carry_marker = 0;
+    }
+    while (b) {
+        sc_batch *next = b->next;
+        b->next = NULL;
+        int rc = deliver(op->pool, op->index + 1, b);
+        if (rc != SC_OK) {
+            b->next = next;
+            *item = b;
+            return rc;
+        }
+        b = next;
+    }
+    return SC_OK;
+}
+
+/* Retry reorder heads held back by a full downstream, last operator first. */
+static void help_drains(sc_pool *p) {
+    for (uint32_t j = p->nops; j-- > 0;)
+        if (sc_reorder_has_ready(p->ops[j].ro)) sc_reorder_drain(p->ops[j].ro);
+}
+
+static bool check_finished(sc_pool *p) {
+    if (!sc_u64_load_acquire(&p->input_closed)) return false;
+    for (uint32_t j = 0; j < p->nops; j++) {
+        uint64_t in = sc_u64_load_acquire(&p->ops[j].in_serial);
+        if (sc_reorder_next(p->ops[j].ro) != in) return false;
+    }
+    return true;
+}
+
+typedef struct { uint64_t in, out; } sc_counts;
+
+static int send_output(sc_pool *p, sc_pool_op *op, uint64_t serial, void *item) {
+    sc_backoff bo;
+    sc_backoff_reset(&bo);
+    int rc;
+    /* the credit guarantees serial < next + window, so this loop runs once */
+    while ((rc = sc_reorder_send(op->ro, serial, item)) == SC_EFULL) {
+        SC_INVARIANT(0, "pool: output outside the reorder window despite the credit");
+        if (sc_u64_load_acquire(&p->stop)) {
+            if (item != &op->nothing) sc_batch_release_chain(item);
+            return SC_ECLOSED;
+        }
+        help_drains(p);
+        sc_backoff_wait(&bo, p->cfg.idle_sleep_ns);
+    }
+    return rc; /* errors from downstream were recorded by deliver */
+}
+
+static int process_one(sc_pool *p, sc_pool_op *op, sc_batch *b, sc_counts *c) {
+    uint64_t serial = b->serial, marker = b->marker_ns;
+    int64_t rows_in = b->nrows;
+    sc_batch *out = NULL;
+    int rc = op->d.run(op->d.state, b, &out);
+    if (rc < 0) {
+        record_error(p, op->index, rc);
+        return rc;
+    }
+    c->in++;
+    uint64_t rows_out = 0, nout = 0;
+    void *item = &op->nothing;
+    if (out) {
+        if (marker && !out->marker_ns) out->marker_ns = marker;
+        for (sc_batch *o = out; o; o = o->next) { rows_out += (uint64_t)o->nrows; nout++; }
+        item = out;
+        c->out++;
+    } else {
+        op->skip_marker[serial & op->mask] = marker;
+    }
+    if (p->metrics) sc_metrics_op_add(p->metrics, op->index, (uint64_t)rows_in, rows_out, 1, nout, 0);
+    rc = send_output(p, op, serial, item);
+    return rc == SC_EFULL ? SC_OK : rc;
+}
+
+typedef struct { sc_pool *p; sc_pool_op *op; sc_counts *c; } sc_hq_ctx;
+
+static int hq_process(void *vctx, uint32_t partition, void *item) {
+    sc_hq_ctx *x = vctx;
+    sc_sched_queue_add(x->p->sched, x->op->index, -1);
+    return process_one(x->p, x->op, item, x->c);
+}
+
+static int run_grant(sc_pool *p, uint32_t worker, const sc_sched_grant *g, sc_counts *c) {
+    sc_pool_op *op = &p->ops[g->op];
+    if (op->hq) {
+        sc_hq_ctx x = { p, op, c };
+        return sc_hq_consume(op->hq, worker, g->quota, hq_process, &x, NULL);
+    }
+    for (uint32_t k = 0; k < g->quota && !sc_u64_load_relaxed(&p->stop); k++) {
+        void *item;
+        if (sc_ring_try_pop(op->ring, &item) != SC_OK) break;
+        sc_sched_queue_add(p->sched, g->op, -1);
+        int rc = process_one(p, op, item, c);
+        if (rc < 0) return rc;
+    }
+    return SC_OK;
+}
+
+static void *worker_main(void *arg) {
+    sc_worker_arg *w = arg;
+    sc_pool *p = w->p;
+    sc_backoff bo;
+    sc_backoff_reset(&bo);
+    while (!stopping(p)) {
+        if (sc_i64_load_acquire(&p->state) == SC_POOL_PAUSED) {
+            pthread_mutex_lock(&p->mu);
+            while (sc_i64_load_acquire(&p->state) == SC_POOL_PAUSED && !sc_u64_load_acquire(&p->stop))
+                pthread_cond_wait(&p->cv, &p->mu);
+            pthread_mutex_unlock(&p->mu);
+            continue;
+        }
+        help_drains(p);
+        sc_sched_grant g;
+        if (sc_sched_acquire(p->sched, w->id, &g) != SC_OK) {
+            if (check_finished(p)) {
+                int64_t running = SC_POOL_RUNNING;
+                sc_i64_cas_acqrel(&p->state, &running, SC_POOL_FINISHED);
+                notify(p);
+                break;
+            }
+            sc_backoff_wait(&bo, p->cfg.idle_sleep_ns);
+            continue;
+        }
+        sc_counts c = {0, 0};
+        int rc = run_grant(p, w->id, &g, &c);
+        uint64_t ns = sc_now_ns() - g.t_start_ns;
+        sc_sched_release(p->sched, &g, c.in, c.out, ns);
+        if (p->metrics) {
+            sc_sched_op_stats st;
+            sc_sched_stats(p->sched, g.op, &st);
+            sc_metrics_op_add(p->metrics, g.op, 0, 0, 0, 0, ns);
+            sc_metrics_op_gauge(p->metrics, g.op, st.queued, st.workers);
+        }
+        if (rc < 0) break; /* recorded; the run stops */
+        if (c.in == 0) sc_backoff_wait(&bo, p->cfg.idle_sleep_ns);
+        else sc_backoff_reset(&bo);
+    }
+    return NULL;
+}
+
+static void drop_batch(void *ctx, void *item) {
+    sc_pool_op *op = ctx;
+    if (item != &op->nothing) sc_batch_release_chain(item);
+}
+
+static void free_ops(sc_pool *p) {
+    for (uint32_t j = 0; p->ops && j < p->nops; j++) {
+        sc_pool_op *op = &p->ops[j];
+        if (op->ring) {
+            void *item;
+            while (sc_ring_try_pop(op->ring, &item) == SC_OK) sc_batch_release_chain(item);
+            sc_ring_destroy(op->ring);
+        }
+        sc_hq_destroy(op->hq, drop_batch, op);
+        sc_reorder_destroy(op->ro, drop_batch, op);
+        free(op->skip_marker);
+    }
+    free(p->ops);
+}
+
+int sc_pool_create(sc_pool **out, const sc_pool_config *cfg_in, const sc_op_desc *ops, uint32_t nops,
+                   sc_sink_fn sink, void *sink_state, sc_metrics *metrics) {
+    if (!out || !cfg_in || !ops || nops == 0 || nops > SC_SCHED_MAX_OPS || !sink || cfg_in->workers == 0 ||
+        cfg_in->workers > 1024 || (metrics && sc_metrics_nops(metrics) < nops))
+        return SC_EINVAL;
+    sc_pool_config cfg = *cfg_in;
+    if (!cfg.partitions) cfg.partitions = 256;
+    if (!cfg.window) cfg.window = 256;
+    if (!cfg.idle_sleep_ns) cfg.idle_sleep_ns = 50000;
+    uint32_t window = 1;
+    while (window < cfg.window) window <<= 1;
+    cfg.window = window;
+    sc_op_kind kinds[SC_SCHED_MAX_OPS];
+    uint32_t maxw[SC_SCHED_MAX_OPS];
+    for (uint32_t j = 0; j < nops; j++) {
+        if (!ops[j].run || (ops[j].kind == SC_OP_PARTITIONED && !ops[j].partition)) return SC_EINVAL;
+        kinds[j] = ops[j].kind;
+        maxw[j] = ops[j].max_workers;
+        if (ops[j].kind == SC_OP_PARTITIONED) {
+            uint32_t par = cfg.keyed == SC_HQ_PARTITIONED ? cfg.workers : cfg.partitions;
+            if (!maxw[j] || maxw[j] > par) maxw[j] = par;
+        }
+    }
+    sc_pool *p = calloc(1, sizeof *p);
+    if (!p) return SC_ENOMEM;
+    p->cfg = cfg;
+    p->nops = nops;
+    p->sink = sink;
+    p->sink_state = sink_state;
+    p->metrics = metrics;
+    sc_i64_init(&p->state, SC_POOL_CREATED);
+    sc_u64_init(&p->stop, 0);
+    sc_u64_init(&p->input_closed, 0);
+    sc_i64_init(&p->error, 0);
+    sc_u64_init(&p->error_op, 0);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    int rc = sc_sched_create(&p->sched, &cfg.sched, nops, kinds, maxw, cfg.workers);
+    p->ops = sc_alloc_aligned(sizeof(sc_pool_op) * nops);
+    p->threads = calloc(cfg.workers, sizeof(pthread_t));
+    p->wargs = calloc(cfg.workers, sizeof(sc_worker_arg));
+    if (rc == SC_OK && (!p->ops || !p->threads || !p->wargs)) rc = SC_ENOMEM;
+    if (p->ops) memset(p->ops, 0, sizeof(sc_pool_op) * nops);
+    for (uint32_t j = 0; rc == SC_OK && j < nops; j++) {
+        sc_pool_op *op = &p->ops[j];
+        op->pool = p;
+        op->index = j;
+        op->d = ops[j];
+        op->mask = window - 1;
+        sc_u64_init(&op->in_serial, 0);
+        op->skip_marker = calloc(window, sizeof(uint64_t));
+        if (!op->skip_marker) { rc = SC_ENOMEM; break; }
+        rc = sc_reorder_create(&op->ro, cfg.reorder, window, 0, op_emit, op);
+        if (rc) break;
+        if (ops[j].kind == SC_OP_PARTITIONED) {
+            sc_hq_config hc = { .kind = cfg.keyed, .partitions = cfg.partitions, .lanes = cfg.workers,
+                                .capacity = window, .partition_capacity = cfg.partition_capacity };
+            rc = sc_hq_create(&op->hq, &hc);
+        } else {
+            rc = sc_ring_create(&op->ring, ops[j].kind == SC_OP_STATEFUL ? SC_RING_SPSC : SC_RING_MPMC, window);
+        }
+    }
+    if (rc != SC_OK) {
+        free_ops(p);
+        p->ops = NULL;
+        sc_pool_destroy(p);
+        return rc;
+    }
+    *out = p;
+    return SC_OK;
+}
+
+int sc_pool_start(sc_pool *p) {
+    int64_t created = SC_POOL_CREATED;
+    if (!sc_i64_cas_acqrel(&p->state, &created, SC_POOL_RUNNING)) return SC_EINVAL;
+    for (uint32_t i = 0; i < p->cfg.workers; i++) {
+        p->wargs[i] = (sc_worker_arg){ p, i };
+        if (pthread_create(&p->threads[i], NULL, worker_main, &p->wargs[i]) != 0) {
+            record_error(p, p->nops, SC_ENOMEM);
+            sc_pool_stop(p);
+            return SC_ENOMEM;
+        }
+        p->nthreads = i + 1;
+    }
+    return SC_OK;
+}
+
+int sc_pool_push(sc_pool *p, sc_batch *b, int64_t timeout_ns) {
+    if (!b || b->next) return SC_EINVAL;
+    if (sc_u64_load_acquire(&p->input_closed) || sc_u64_load_acquire(&p->stop)) return SC_ECLOSED;
+    if (p->cfg.marker_every && p->pushed % p->cfg.marker_every == 0 && !b->marker_ns) b->marker_ns = sc_now_ns();
+    uint64_t deadline = timeout_ns >= 0 ? sc_now_ns() + (uint64_t)timeout_ns : UINT64_MAX;
+    sc_backoff bo;
+    sc_backoff_reset(&bo);
+    for (;;) {
+        int rc = deliver(p, 0, b);
+        if (rc == SC_OK) {
+            p->pushed++;
+            return SC_OK;
+        }
+        if (rc != SC_EFULL) return rc;
+        if (sc_u64_load_acquire(&p->stop)) return SC_ECLOSED;
+        if (sc_now_ns() >= deadline) return SC_EFULL;
+        help_drains(p); /* wait and help: never drop */
+        sc_backoff_wait(&bo, p->cfg.idle_sleep_ns);
+    }
+}
+
+int sc_pool_close_input(sc_pool *p) {
+    sc_u64_store_release(&p->input_closed, 1);
+    return SC_OK;
+}
+
+int sc_pool_wait(sc_pool *p, int64_t timeout_ns, bool *done) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    if (timeout_ns >= 0) {
+        uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)timeout_ns;
+        ts.tv_sec += (time_t)(ns / 1000000000ull);
+        ts.tv_nsec = (long)(ns % 1000000000ull);
+    }
+    pthread_mutex_lock(&p->mu);
+    bool fin;
+    for (;;) {
+        int64_t st = sc_i64_load_acquire(&p->state);
+        fin = st == SC_POOL_FINISHED || st == SC_POOL_STOPPED || sc_i64_load_acquire(&p->error) != 0;
+        if (fin || st == SC_POOL_CREATED) break;
+        int w = timeout_ns >= 0 ? pthread_cond_timedwait(&p->cv, &p->mu, &ts) : pthread_cond_wait(&p->cv, &p->mu);
+        if (w != 0) {
+            st = sc_i64_load_acquire(&p->state);
+            fin = st == SC_POOL_FINISHED || st == SC_POOL_STOPPED || sc_i64_load_acquire(&p->error) != 0;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (done) *done = fin;
+    return (int)sc_i64_load_acquire(&p->error);
+}
+
+int sc_pool_pause(sc_pool *p) {
+    int64_t running = SC_POOL_RUNNING;
+    if (!sc_i64_cas_acqrel(&p->state, &running, SC_POOL_PAUSED)) return SC_EINVAL;
+    return SC_OK;
+}
+
+int sc_pool_resume(sc_pool *p) {
+    int64_t paused = SC_POOL_PAUSED;
+    if (!sc_i64_cas_acqrel(&p->state, &paused, SC_POOL_RUNNING)) return SC_EINVAL;
+    notify(p);
+    return SC_OK;
+}
+
+int sc_pool_stop(sc_pool *p) {
+    sc_u64_store_release(&p->stop, 1);
+    notify(p);
+    for (uint32_t i = 0; i < p->nthreads; i++) pthread_join(p->threads[i], NULL);
+    p->nthreads = 0;
+    int64_t st = sc_i64_load_acquire(&p->state);
+    if (st != SC_POOL_FINISHED) sc_i64_store_release(&p->state, SC_POOL_STOPPED);
+    notify(p);
+    return (int)sc_i64_load_acquire(&p->error);
+}
+
+void sc_pool_destroy(sc_pool *p) {
+    if (!p) return;
+    if (p->nthreads) sc_pool_stop(p);
+    free_ops(p);
+    sc_sched_destroy(p->sched);
+    free(p->threads);
+    free(p->wargs);
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+}
+
+sc_pool_state sc_pool_get_state(const sc_pool *p) { return (sc_pool_state)sc_i64_load_acquire(&p->state); }
+
+int sc_pool_error(const sc_pool *p, uint32_t *op) {
+    int rc = (int)sc_i64_load_acquire(&p->error);
+    if (op) *op = rc ? (uint32_t)sc_u64_load_acquire(&p->error_op) : 0;
+    return rc;
+}
+
+const sc_sched *sc_pool_scheduler(const sc_pool *p) { return p->sched; }

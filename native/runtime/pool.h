@@ -1,0 +1,114 @@
+/* pool: long-lived worker threads that run a linear pipeline of operators over batches
+ * (seed 003 §2.2, §5): workers ask the scheduler for work, run an operator on batches from
+ * its worklist, and hand outputs to a reorder buffer that restores arrival order before the
+ * next operator (or the sink). Worklists by operator kind:
+ *   stateless    MPMC ring, any number of workers;
+ *   partitioned  hybrid queue (or the partitioned-queue ablation), keyed by `partition`;
+ *   stateful     SPSC ring, one worker at a time (the scheduler caps it at 1).
+ *
+ * Contract
+ * - Ordering: for every operator, outputs leave in the arrival order of its inputs, so the
+ *   sink sees exactly the sequence a sequential one-batch-at-a-time run would produce
+ *   (given operators whose output depends only on their input, per-key state in arrival
+ *   order, or sequential state); the sink is called by one thread at a time, in order.
+ * - Memory / backpressure: each operator admits at most `window` serials that have not yet
+ *   left its reorder buffer (a credit covering its worklist, workers and reorder slots);
+ *   a full operator makes its upstream reorder buffer hold its head, which throttles the
+ *   upstream operator, and finally sc_pool_push, which waits (helping to drain) and never
+ *   drops. A sink may return SC_EFULL to push back the same way.
+ * - Progress: workers never block on each other's data structures (the NONBLOCKING reorder
+ *   buffer and hybrid queue); idle workers back off (spin, yield, sleep <= idle_sleep_ns);
+ *   pause parks them on a condition variable once their current slice ends; stop ends each
+ *   worker after its current item and joins every thread (no thread outlives the pool).
+ * - Errors: a negative status from an operator or from the sink stops the run; the first
+ *   one and its operator index (nops for the sink) are reported by sc_pool_wait/stop/error.
+ * - Ownership: sc_pool_push hands one batch (->next must be NULL) to the pool; `run` receives
+ *   ownership of `in` and gives ownership of *out (NULL: no output; a ->next chain: several
+ *   outputs of one input, kept together under one serial); the sink receives ownership on
+ *   SC_OK. On stop, batches still inside are released (sc_batch_release_chain).
+ * - Threads: the sink and operators run on worker threads, and the sink may also run on the
+ *   thread inside sc_pool_push (which helps drain while it waits); none of them may call
+ *   back into the pool. sc_pool_push and sc_pool_close_input from one thread at a time; the control
+ *   calls (start/pause/resume/stop/wait/destroy) from any one thread, never from a worker.
+ */
+#ifndef SC_RUNTIME_POOL_H
+#define SC_RUNTIME_POOL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../common/sc_status.h"
+#include "batch.h"
+#include "hybrid_queue.h"
+#include "metrics.h"
+#include "reorder.h"
+#include "scheduler.h"
+
+/* Operator body: 0 or a positive value on success (outputs in *out, may be NULL), negative
+ * sc_status on failure (the run stops; `run` must have released `in`). */
+typedef int (*sc_op_run_fn)(void *op_state, sc_batch *in, sc_batch **out);
+/* Partition of a batch for a partitioned operator (all its rows must share it). */
+typedef uint32_t (*sc_op_partition_fn)(void *op_state, const sc_batch *in);
+/* Sink: SC_OK (takes ownership), SC_EFULL (retry later, ownership stays), or an error.
+ * Called in order, one call at a time; b->serial numbers the batches the sink accepted. */
+typedef int (*sc_sink_fn)(void *sink_state, sc_batch *b);
+
+typedef struct sc_op_desc {
+    const char *name;
+    sc_op_kind kind;
+    sc_op_run_fn run;
+    void *state;
+    sc_op_partition_fn partition; /* required for SC_OP_PARTITIONED */
+    uint32_t max_workers;         /* 0: by kind */
+} sc_op_desc;
+
+typedef struct sc_pool_config {
+    uint32_t workers;          /* worker threads (>= 1) */
+    sc_sched_config sched;     /* policy (CT default), slice, ... */
+    sc_reorder_kind reorder;   /* NONBLOCKING default */
+    sc_hq_kind keyed;          /* HYBRID default; PARTITIONED uses `workers` lanes */
+    uint32_t partitions;       /* hybrid partitions (0: 256) */
+    uint32_t partition_capacity; /* hybrid per-partition queue (0: window) */
+    uint32_t window;           /* per-operator in-flight bound (0: 256; rounded to 2^k) */
+    uint32_t marker_every;     /* latency marker on every k-th pushed batch (0: none) */
+    uint64_t idle_sleep_ns;    /* longest idle back-off sleep (0: 50 us) */
+} sc_pool_config;
+
+typedef enum {
+    SC_POOL_CREATED = 0,
+    SC_POOL_RUNNING = 1,
+    SC_POOL_PAUSED = 2,
+    SC_POOL_FINISHED = 3,      /* input closed and everything delivered to the sink */
+    SC_POOL_STOPPED = 4        /* stopped by sc_pool_stop or by an error; threads joined */
+} sc_pool_state;
+
+typedef struct sc_pool sc_pool;
+
+/* ops[0..nops) are copied; metrics (may be NULL) must have >= nops operators and outlive
+ * the pool. Threads are not started yet. */
+int sc_pool_create(sc_pool **out, const sc_pool_config *cfg, const sc_op_desc *ops, uint32_t nops,
+                   sc_sink_fn sink, void *sink_state, sc_metrics *metrics);
+/* Start the worker threads. */
+int sc_pool_start(sc_pool *p);
+/* Feed one batch (serials are assigned here). Waits while the first operator is full,
+ * helping to drain; SC_OK, SC_EFULL (timeout_ns elapsed, batch NOT taken; timeout_ns < 0
+ * waits forever), SC_ECLOSED (input closed or run stopped; batch NOT taken). */
+int sc_pool_push(sc_pool *p, sc_batch *b, int64_t timeout_ns);
+/* End of input: the run finishes once everything pushed has reached the sink. */
+int sc_pool_close_input(sc_pool *p);
+/* Wait up to timeout_ns (< 0: forever) for the run to finish; *done tells whether it did.
+ * Returns SC_OK or the run's error. */
+int sc_pool_wait(sc_pool *p, int64_t timeout_ns, bool *done);
+int sc_pool_pause(sc_pool *p);
+int sc_pool_resume(sc_pool *p);
+/* Stop now (finished or not) and join every worker. Returns the run's error or SC_OK. */
+int sc_pool_stop(sc_pool *p);
+/* Stop if needed, release batches still inside, free everything. */
+void sc_pool_destroy(sc_pool *p);
+sc_pool_state sc_pool_get_state(const sc_pool *p);
+/* First error (0 if none) and the operator that raised it (nops = the sink). */
+int sc_pool_error(const sc_pool *p, uint32_t *op);
+/* The scheduler, for statistics (sc_sched_stats). */
+const sc_sched *sc_pool_scheduler(const sc_pool *p);
+
+#endif
