@@ -180,11 +180,16 @@ class GeneratorReader(Reader):
         )
         for c in chunks:
             n = CHUNK if self.total is None else min(CHUNK, self.total - c * CHUNK)
-            yield self.fn(self.spec, c, n)
+            # always draw a whole chunk, then cut: row i depends only on (seed, i), so
+            # rows=N is a prefix of rows=M > N and of the unbounded stream
+            yield self.fn(self.spec, c, CHUNK).slice(0, n)
 
     def rows(self) -> Iterator[dict[str, Any] | BadRow]:
+        # convert in small slices: a whole 64K chunk to dicts takes long enough to delay
+        # the first row and a stop/pause request noticeably
         for b in self.arrow_batches():
-            yield from b.to_pylist()
+            for off in range(0, b.num_rows, 1024):
+                yield from b.slice(off, 1024).to_pylist()
 
 
 # -------------------------------------------------------------------------------- files

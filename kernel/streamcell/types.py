@@ -104,6 +104,10 @@ def unify(a: DType, b: DType) -> DType | None:
         return a
     if {a.name, b.name} == {"int", "float"}:
         return FLOAT
+    if a.name == "list" and b.name == "list":  # e.g. list[null] (from []) with list[str]
+        assert a.inner is not None and b.inner is not None
+        inner = unify(a.inner, b.inner)
+        return None if inner is None else list_of(inner)
     return None
 
 
