@@ -7,7 +7,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 PIP := $(BIN)/python -m pip -q
 PYTEST_ARGS ?=
 
-.PHONY: venv build test test-quick demo lab lint format clean sanitize bench-structures
+.PHONY: venv build test test-quick demo lab lint format clean sanitize bench-structures bench-sketch
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,11 @@ lab: build
 ## sanitize: every native C test in debug, ASan+UBSan and TSan modes
 sanitize:
 	$(MAKE) -B -C native/tests debug asan tsan
+
+## bench-sketch: sketch ingest/query throughput vs DataSketches and Polars (same run)
+bench-sketch: build
+	$(BIN)/python bench/bench_sketch_theta.py
+	$(BIN)/python bench/bench_sketch_kll.py
 
 ## bench-structures: reorder-buffer and keyed-queue ablation micro-benchmark (C)
 bench-structures:

@@ -1,10 +1,45 @@
 """Sketches: standalone, mergeable, DataSketches-compatible, and concurrent (seed 004).
 
 Each sketch lives in a native module; this package is its public face.
+
+- Θ (distinct count): :class:`ThetaSketch`, :class:`CompactThetaSketch`, set operations
+  :func:`theta_union` / :func:`theta_intersection` / :func:`theta_a_not_b` /
+  :func:`theta_jaccard`, and :class:`ConcurrentThetaSketch` (N writers, queries while
+  ingesting, relaxation r = 2·N·b reported with every estimate).
+- HyperLogLog: :class:`HllSketch`, :func:`hll_union`.
+- Quantiles: :class:`KllDoublesSketch`, :class:`KllFloatsSketch`.
+- Heavy hitters: :class:`FrequentItemsSketch` (int64), :class:`FrequentStringsSketch`.
+
+Serialized bytes follow the Apache DataSketches formats (see each module's header).
 """
 
-# -- theta / hll / concurrent framework (native/_theta.pyx, native/_hll.pyx) --
-# (names re-exported here once those modules build)
+from streamcell._frequent import FrequentItemsSketch, FrequentStringsSketch
+from streamcell._hll import HllSketch, hll_union
+from streamcell._kll import KllDoublesSketch, KllFloatsSketch
+from streamcell._theta import (
+    CompactThetaSketch,
+    ConcurrentThetaEstimate,
+    ConcurrentThetaSketch,
+    ThetaSketch,
+    theta_a_not_b,
+    theta_intersection,
+    theta_jaccard,
+    theta_union,
+)
 
-# -- kll / frequent items (native/_kll.pyx, native/_frequent.pyx) --
-# (names re-exported here once those modules build)
+__all__ = [
+    "CompactThetaSketch",
+    "ConcurrentThetaEstimate",
+    "ConcurrentThetaSketch",
+    "FrequentItemsSketch",
+    "FrequentStringsSketch",
+    "HllSketch",
+    "KllDoublesSketch",
+    "KllFloatsSketch",
+    "ThetaSketch",
+    "hll_union",
+    "theta_a_not_b",
+    "theta_intersection",
+    "theta_jaccard",
+    "theta_union",
+]

@@ -1,0 +1,175 @@
+"""Θ sketch ingest benchmark (issue 4): measured vs target, ratios against baselines from this run.
+
+Usage: python bench/bench_sketch_theta.py [--rows 10_000_000] [--reps 3]
+
+Every figure is the best of ``--reps`` runs over the same Arrow int64 column of distinct values
+(estimation mode from the first few thousand rows on). Baselines are measured in the same
+process: DataSketches' per-item Python loop, Polars ``approx_n_unique``, and one sequential
+sketch behind a ``threading.Lock`` (seed 004 Fig. 6's lock-based curve) at 1 and 2 threads.
+Not a timed assertion: a report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import threading
+import time
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from streamcell.sketches import ConcurrentThetaSketch, ThetaSketch
+
+
+def best(fn, reps):
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def run_threads(targets):
+    threads = [threading.Thread(target=t) for t in targets]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - t0
+
+
+def concurrent_ingest(col, writers, chunk, reps):
+    """Seconds for `writers` Python threads each feeding its slice through its writer id."""
+    slices = [col.slice(i * len(col) // writers, len(col) // writers) for i in range(writers)]
+    times = []
+    for _ in range(reps):
+        cs = ConcurrentThetaSketch(12, writers=writers, buffer=256)
+
+        def feed(w, cs=cs):
+            s = slices[w]
+            for off in range(0, len(s), chunk):
+                cs.update_batch(w, s.slice(off, chunk))
+
+        times.append(run_threads([lambda w=w: feed(w) for w in range(writers)]))
+        cs.close()
+    return min(times)
+
+
+def locked_ingest(col, threads, chunk, reps):
+    slices = [col.slice(i * len(col) // threads, len(col) // threads) for i in range(threads)]
+    times = []
+    for _ in range(reps):
+        sk, lock = ThetaSketch(12), threading.Lock()
+
+        def feed(w, sk=sk, lock=lock):
+            s = slices[w]
+            for off in range(0, len(s), chunk):
+                piece = s.slice(off, chunk)
+                with lock:
+                    sk.update_batch(piece)
+
+        times.append(run_threads([lambda w=w: feed(w) for w in range(threads)]))
+    return min(times)
+
+
+def query_latency_us(col, writers, chunk):
+    """Median and p99 µs of estimate() from the main thread while writers ingest."""
+    cs = ConcurrentThetaSketch(12, writers=writers, buffer=256)
+    slices = [col.slice(i * len(col) // writers, len(col) // writers) for i in range(writers)]
+    done = threading.Event()
+
+    def feed(w):
+        s = slices[w]
+        for off in range(0, len(s), chunk):
+            cs.update_batch(w, s.slice(off, chunk))
+
+    threads = [threading.Thread(target=feed, args=(w,)) for w in range(writers)]
+    for t in threads:
+        t.start()
+    lat = []
+    while any(t.is_alive() for t in threads):
+        t0 = time.perf_counter_ns()
+        cs.estimate()
+        lat.append(time.perf_counter_ns() - t0)
+    for t in threads:
+        t.join()
+    done.set()
+    cs.close()
+    lat.sort()
+    return statistics.median(lat) / 1e3, lat[int(0.99 * (len(lat) - 1))] / 1e3, len(lat)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--rows", type=int, default=10_000_000)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--chunk", type=int, default=1 << 20, help="rows per update_batch call")
+    ap.add_argument("--ds-rows", type=int, default=1_000_000, help="rows for the per-item loop")
+    args = ap.parse_args()
+    n, reps, chunk = args.rows, args.reps, args.chunk
+
+    rng = np.random.default_rng(4)
+    values = rng.permutation(np.arange(n, dtype=np.int64) * 2654435761 + 12345)
+    col = pa.array(values)
+    series = pl.Series("x", values)
+
+    seq_s = best(lambda: ThetaSketch(12).update_batch(col), reps)
+    one_s = concurrent_ingest(col, 1, chunk, reps)
+    two_s = concurrent_ingest(col, 2, chunk, reps)
+    lock1_s = locked_ingest(col, 1, 1 << 16, reps)
+    lock2_s = locked_ingest(col, 2, 1 << 16, reps)
+    pol_s = best(lambda: series.approx_n_unique(), reps)
+
+    import datasketches as ds
+
+    m = min(args.ds_rows, n)
+    items = values[:m].tolist()
+
+    def ds_loop():
+        d = ds.update_theta_sketch(12)
+        upd = d.update
+        for x in items:
+            upd(x)
+
+    ds_rate = m / best(ds_loop, 1)
+    med_us, p99_us, nq = query_latency_us(col, 2, 1 << 16)
+
+    rate = lambda s: n / s / 1e6  # noqa: E731  (M updates/s)
+    seq, one, two = rate(seq_s), rate(one_s), rate(two_s)
+    lock1, lock2, pol = rate(lock1_s), rate(lock2_s), rate(pol_s)
+    ds_m = ds_rate / 1e6
+    rows = [
+        ("Θ ingest, sequential ThetaSketch (M upd/s)", f"{seq:.0f}", "≥ 150", seq >= 150),
+        ("Θ ingest, concurrent, 1 writer (M upd/s)", f"{one:.0f}", "≥ 150", one >= 150),
+        ("Θ ingest, concurrent, 2 writers (M upd/s total)", f"{two:.0f}", "", None),
+        ("2 writers / 1 writer", f"{two / one:.2f}×", "≥ 1.6×", two / one >= 1.6),
+        ("1 writer / datasketches per-item loop", f"{one / ds_m:.0f}×", "≥ 30×", one / ds_m >= 30),
+        ("1 writer / Polars approx_n_unique", f"{one / pol:.2f}×", "≥ 1.0×", one / pol >= 1.0),
+        (
+            "2 writers / lock-protected sketch, 2 threads",
+            f"{two / lock2:.2f}×",
+            "> 1×",
+            two / lock2 > 1,
+        ),
+        ("query during ingestion, median (µs)", f"{med_us:.2f}", "≤ 5", med_us <= 5),
+        ("query during ingestion, p99 (µs)", f"{p99_us:.2f}", "", None),
+    ]
+    print(f"rows={n:,} lg_k=12 buffer=256 chunk={chunk:,} reps={reps}  (best of reps)")
+    print(
+        f"baselines: datasketches loop {ds_m:.1f} M/s ({m:,} rows), Polars approx_n_unique "
+        f"{pol:.0f} M rows/s, lock-protected sketch 1 thread {lock1:.0f} / 2 threads "
+        f"{lock2:.0f} M/s (64K-row batches), queries sampled: {nq:,}"
+    )
+    w = max(len(r[0]) for r in rows)
+    print(f"{'figure':<{w}}  {'measured':>10}  {'target':>8}  met")
+    for name, meas, target, ok in rows:
+        met = "-" if ok is None else ("yes" if ok else "NO")
+        print(f"{name:<{w}}  {meas:>10}  {target:>8}  {met}")
+
+
+if __name__ == "__main__":
+    main()

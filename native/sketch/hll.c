@@ -1,0 +1,324 @@
+/* HLL_8: see hll.h for the algorithm, the error bound, the contract and the format. */
+#include "sketch/hll.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sc_status.h"
+#include "sketch/murmur3.h"
+
+#define KEY_BITS_26 26
+#define KEY_MASK_26 ((1u << KEY_BITS_26) - 1)
+#define HIP_RSE 0.8325546111576977   /* sqrt(ln 2) */
+#define NON_HIP_RSE 1.03896           /* sqrt(3 ln 2 - 1) */
+
+enum { MODE_LIST = 0, MODE_SET = 1, MODE_HLL = 2 };
+enum { TGT_HLL4 = 0, TGT_HLL6 = 1, TGT_HLL8 = 2 };
+enum { FLAG_EMPTY = 4, FLAG_COMPACT = 8, FLAG_OOO = 16 };
+#define HLL_PREINTS 10
+#define HLL_HEADER 40
+
+struct sc_hll {
+    double hip, kxq0, kxq1;
+    uint32_t num_zeros;
+    uint8_t lg_k;
+    bool ooo;
+    uint8_t *regs;
+};
+
+static inline double inv_pow2(unsigned v) { return ldexp(1.0, -(int)v); }
+
+static inline uint32_t coupon_of(sc_hash128 h) {
+    unsigned lz = h.h2 ? (unsigned)__builtin_clzll(h.h2) : 64u;
+    uint32_t value = (lz > 62 ? 62 : lz) + 1;
+    return (value << KEY_BITS_26) | (uint32_t)(h.h1 & KEY_MASK_26);
+}
+
+static inline void set_register(sc_hll *h, uint32_t slot, uint8_t v) {
+    uint8_t cur = h->regs[slot];
+    if (v <= cur) return;
+    h->regs[slot] = v;
+    /* HIP: accumulate before kxq changes (DataSketches' incremental update) */
+    h->hip += (double)(1u << h->lg_k) / (h->kxq0 + h->kxq1);
+    if (cur < 32) h->kxq0 -= inv_pow2(cur);
+    else h->kxq1 -= inv_pow2(cur);
+    if (v < 32) h->kxq0 += inv_pow2(v);
+    else h->kxq1 += inv_pow2(v);
+    if (cur == 0) h->num_zeros--;
+}
+
+void sc_hll_update_coupon(sc_hll *h, uint32_t coupon) {
+    set_register(h, coupon & ((1u << h->lg_k) - 1), (uint8_t)(coupon >> KEY_BITS_26));
+}
+
+static inline void update_hash(sc_hll *h, sc_hash128 hh) { sc_hll_update_coupon(h, coupon_of(hh)); }
+
+int sc_hll_create(sc_hll **out, uint8_t lg_k) {
+    *out = NULL;
+    if (lg_k < SC_HLL_MIN_LG_K || lg_k > SC_HLL_MAX_LG_K) return SC_EINVAL;
+    sc_hll *h = calloc(1, sizeof *h);
+    if (!h || !(h->regs = malloc(1u << lg_k))) {
+        free(h);
+        return SC_ENOMEM;
+    }
+    h->lg_k = lg_k;
+    sc_hll_reset(h);
+    *out = h;
+    return SC_OK;
+}
+
+void sc_hll_destroy(sc_hll *h) {
+    if (!h) return;
+    free(h->regs);
+    free(h);
+}
+
+void sc_hll_reset(sc_hll *h) {
+    memset(h->regs, 0, 1u << h->lg_k);
+    h->hip = 0.0;
+    h->kxq0 = (double)(1u << h->lg_k);
+    h->kxq1 = 0.0;
+    h->num_zeros = 1u << h->lg_k;
+    h->ooo = false;
+}
+
+int sc_hll_copy(sc_hll **out, const sc_hll *h) {
+    int rc = sc_hll_create(out, h->lg_k);
+    if (rc) return rc;
+    uint8_t *regs = (*out)->regs;
+    **out = *h;
+    (*out)->regs = regs;
+    memcpy(regs, h->regs, 1u << h->lg_k);
+    return SC_OK;
+}
+
+void sc_hll_update_i64(sc_hll *h, int64_t v) { update_hash(h, sc_murmur3_u64((uint64_t)v, SC_HLL_SEED)); }
+void sc_hll_update_f64(sc_hll *h, double v) {
+    update_hash(h, sc_murmur3_u64(sc_canonical_double_bits(v), SC_HLL_SEED));
+}
+void sc_hll_update_bytes(sc_hll *h, const void *data, size_t len) {
+    if (len) update_hash(h, sc_murmur3_128(data, len, SC_HLL_SEED));
+}
+
+static inline bool valid_at(const uint8_t *validity, int64_t i) {
+    return !validity || ((validity[i >> 3] >> (i & 7)) & 1);
+}
+
+#define HLL_LOOP(SKIP, ITEM_HASH)                        \
+    do {                                                 \
+        for (size_t i = 0; i < n; i++) {                 \
+            if (SKIP(i)) continue;                       \
+            update_hash(h, ITEM_HASH(i));                \
+        }                                                \
+        return SC_OK;                                    \
+    } while (0)
+#define NULL_SKIP(i) (!valid_at(validity, valid_off + (int64_t)(i)))
+#define STR_SKIP(i) (NULL_SKIP(i) || offsets[(i) + 1] == offsets[i])
+#define I64_HASH(i) sc_murmur3_u64((uint64_t)v[i], SC_HLL_SEED)
+#define F64_HASH(i) sc_murmur3_u64(sc_canonical_double_bits(v[i]), SC_HLL_SEED)
+#define STR_HASH(i) sc_murmur3_128(data + offsets[i], (size_t)(offsets[(i) + 1] - offsets[i]), SC_HLL_SEED)
+
+int sc_hll_update_i64_array(sc_hll *h, const int64_t *v, size_t n, const uint8_t *validity,
+                            int64_t valid_off) {
+    HLL_LOOP(NULL_SKIP, I64_HASH);
+}
+int sc_hll_update_f64_array(sc_hll *h, const double *v, size_t n, const uint8_t *validity,
+                            int64_t valid_off) {
+    HLL_LOOP(NULL_SKIP, F64_HASH);
+}
+int sc_hll_update_str32_array(sc_hll *h, const int32_t *offsets, const uint8_t *data, size_t n,
+                              const uint8_t *validity, int64_t valid_off) {
+    HLL_LOOP(STR_SKIP, STR_HASH);
+}
+int sc_hll_update_str64_array(sc_hll *h, const int64_t *offsets, const uint8_t *data, size_t n,
+                              const uint8_t *validity, int64_t valid_off) {
+    HLL_LOOP(STR_SKIP, STR_HASH);
+}
+
+/* ---- queries ---- */
+
+uint8_t sc_hll_lg_k(const sc_hll *h) { return h->lg_k; }
+bool sc_hll_is_empty(const sc_hll *h) { return h->num_zeros == (1u << h->lg_k); }
+bool sc_hll_is_out_of_order(const sc_hll *h) { return h->ooo; }
+const uint8_t *sc_hll_registers(const sc_hll *h) { return h->regs; }
+
+static double register_estimate(const sc_hll *h) {
+    const double m = (double)(1u << h->lg_k);
+    const double alpha = h->lg_k == 4 ? 0.673 : h->lg_k == 5 ? 0.697 : h->lg_k == 6 ? 0.709
+                                                                     : 0.7213 / (1.0 + 1.079 / m);
+    double raw = alpha * m * m / (h->kxq0 + h->kxq1);
+    if (raw <= 2.5 * m && h->num_zeros > 0) return m * log(m / (double)h->num_zeros);
+    return raw;
+}
+
+double sc_hll_estimate(const sc_hll *h) {
+    if (sc_hll_is_empty(h)) return 0.0;
+    return h->ooo ? register_estimate(h) : h->hip;
+}
+
+static double rel_err(const sc_hll *h, int z) {
+    z = z < 1 ? 1 : z > 3 ? 3 : z;
+    return z * (h->ooo ? NON_HIP_RSE : HIP_RSE) / sqrt((double)(1u << h->lg_k));
+}
+
+double sc_hll_lower_bound(const sc_hll *h, int z) {
+    if (sc_hll_is_empty(h)) return 0.0;
+    double lb = sc_hll_estimate(h) / (1.0 + rel_err(h, z));
+    double nonzero = (double)((1u << h->lg_k) - h->num_zeros);
+    return lb < nonzero ? nonzero : lb;
+}
+
+double sc_hll_upper_bound(const sc_hll *h, int z) {
+    if (sc_hll_is_empty(h)) return 0.0;
+    double e = rel_err(h, z);
+    return sc_hll_estimate(h) / (e < 1.0 ? 1.0 - e : 1e-9);
+}
+
+/* ---- union ---- */
+
+static void recompute_kxq(sc_hll *h) {
+    h->kxq0 = h->kxq1 = 0.0;
+    h->num_zeros = 0;
+    for (uint32_t i = 0; i < (1u << h->lg_k); i++) {
+        uint8_t v = h->regs[i];
+        if (v < 32) h->kxq0 += inv_pow2(v);
+        else h->kxq1 += inv_pow2(v);
+        h->num_zeros += v == 0;
+    }
+}
+
+int sc_hll_merge(sc_hll *dst, const sc_hll *src) {
+    if (dst->lg_k > src->lg_k) return SC_EINVAL;
+    if (sc_hll_is_empty(src)) return SC_OK;
+    if (sc_hll_is_empty(dst) && dst->lg_k == src->lg_k) {
+        memcpy(dst->regs, src->regs, 1u << dst->lg_k);
+        dst->hip = src->hip, dst->kxq0 = src->kxq0, dst->kxq1 = src->kxq1;
+        dst->num_zeros = src->num_zeros, dst->ooo = src->ooo;
+        return SC_OK;
+    }
+    const uint32_t mask = (1u << dst->lg_k) - 1;
+    for (uint32_t i = 0; i < (1u << src->lg_k); i++)
+        if (src->regs[i] > dst->regs[i & mask]) dst->regs[i & mask] = src->regs[i];
+    recompute_kxq(dst);
+    dst->ooo = true;
+    dst->hip = 0.0;
+    return SC_OK;
+}
+
+/* ---- serialization ---- */
+
+static void put_f64(uint8_t *p, double v) { memcpy(p, &v, 8); }
+static double get_f64(const uint8_t *p) {
+    double v;
+    memcpy(&v, p, 8);
+    return v;
+}
+static uint32_t get_u32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+size_t sc_hll_serialized_size(const sc_hll *h) {
+    return sc_hll_is_empty(h) ? 8 : HLL_HEADER + (1u << h->lg_k);
+}
+
+int sc_hll_serialize(const sc_hll *h, uint8_t *buf, size_t cap) {
+    size_t len = sc_hll_serialized_size(h);
+    if (cap < len) return SC_EINVAL;
+    memset(buf, 0, len);
+    buf[1] = 1;
+    buf[2] = 7;
+    buf[3] = h->lg_k;
+    if (sc_hll_is_empty(h)) { /* the empty LIST image DataSketches writes */
+        buf[0] = 2;
+        buf[4] = 3;
+        buf[5] = FLAG_EMPTY | FLAG_COMPACT;
+        buf[7] = (TGT_HLL8 << 2) | MODE_LIST;
+        return SC_OK;
+    }
+    buf[0] = HLL_PREINTS;
+    buf[5] = FLAG_COMPACT | (h->ooo ? FLAG_OOO : 0);
+    buf[7] = (TGT_HLL8 << 2) | MODE_HLL;
+    put_f64(buf + 8, h->hip);
+    put_f64(buf + 16, h->kxq0);
+    put_f64(buf + 24, h->kxq1);
+    memcpy(buf + 32, &h->num_zeros, 4);
+    memcpy(buf + HLL_HEADER, h->regs, 1u << h->lg_k);
+    return SC_OK;
+}
+
+static uint8_t get_hll6(const uint8_t *a, uint32_t slot) {
+    uint32_t bit = slot * 6, byte = bit >> 3;
+    uint32_t two = a[byte] | ((uint32_t)a[byte + 1] << 8);
+    return (uint8_t)((two >> (bit & 7)) & 0x3f);
+}
+
+/* HLL-mode image of any target type into h (already created with the image's lg_k) */
+static int read_hll_mode(sc_hll *h, const uint8_t *buf, size_t len, int tgt, bool compact) {
+    const uint32_t k = 1u << h->lg_k;
+    const size_t arr = tgt == TGT_HLL8 ? k : tgt == TGT_HLL6 ? (size_t)k * 3 / 4 + 1 : k / 2;
+    if (len < HLL_HEADER + arr) return SC_EFORMAT;
+    const uint8_t *a = buf + HLL_HEADER, cur_min = buf[6];
+    for (uint32_t i = 0; i < k; i++) {
+        if (tgt == TGT_HLL8) h->regs[i] = a[i];
+        else if (tgt == TGT_HLL6) h->regs[i] = get_hll6(a, i);
+        else {
+            uint8_t nib = (a[i >> 1] >> ((i & 1) * 4)) & 0xf;
+            h->regs[i] = nib == 15 ? 0 : (uint8_t)(cur_min + nib); /* 15: value in the aux map */
+        }
+    }
+    if (tgt == TGT_HLL4) {
+        uint32_t aux_count = get_u32(buf + 32 + 4);
+        size_t slots = compact ? aux_count : (buf[4] ? (1u << buf[4]) : 0);
+        if (len < HLL_HEADER + arr + 4 * slots) return SC_EFORMAT;
+        for (size_t j = 0; j < slots; j++) {
+            uint32_t pair = get_u32(a + arr + 4 * j);
+            if (pair) h->regs[(pair & KEY_MASK_26) & (k - 1)] = (uint8_t)(pair >> KEY_BITS_26);
+        }
+    }
+    h->hip = get_f64(buf + 8);
+    h->kxq0 = get_f64(buf + 16);
+    h->kxq1 = get_f64(buf + 24);
+    h->ooo = (buf[5] & FLAG_OOO) != 0;
+    h->num_zeros = 0;
+    for (uint32_t i = 0; i < k; i++) h->num_zeros += h->regs[i] == 0;
+    return SC_OK;
+}
+
+int sc_hll_deserialize(sc_hll **out, const uint8_t *buf, size_t len) {
+    *out = NULL;
+    if (len < 8) return SC_EFORMAT;
+    uint8_t pre = buf[0], lg_k = buf[3], flags = buf[5];
+    int mode = buf[7] & 3, tgt = (buf[7] >> 2) & 3;
+    if (buf[1] != 1 || buf[2] != 7 || mode > MODE_HLL || tgt > TGT_HLL8) return SC_EFORMAT;
+    if (lg_k < SC_HLL_MIN_LG_K || lg_k > SC_HLL_MAX_LG_K) return SC_EFORMAT;
+    sc_hll *h;
+    int rc = sc_hll_create(&h, lg_k);
+    if (rc) return rc;
+    bool compact = (flags & FLAG_COMPACT) != 0;
+    if (flags & FLAG_EMPTY) {
+        rc = SC_OK;
+    } else if (mode == MODE_HLL) {
+        rc = pre == HLL_PREINTS ? read_hll_mode(h, buf, len, tgt, compact) : SC_EFORMAT;
+    } else { /* LIST (pre 2, count in byte 6) or SET (pre 3, count in bytes 8-11): replay */
+        size_t start = mode == MODE_LIST ? 8 : 12;
+        size_t count = mode == MODE_LIST ? buf[6] : (len >= 12 ? get_u32(buf + 8) : 0);
+        size_t slots = compact ? count : (size_t)1 << buf[4];
+        if (pre != (mode == MODE_LIST ? 2 : 3) || buf[4] > 26 || len < start + 4 * slots) {
+            rc = SC_EFORMAT;
+        } else {
+            for (size_t j = 0; j < slots; j++) {
+                uint32_t c = get_u32(buf + start + 4 * j);
+                if (c) sc_hll_update_coupon(h, c);
+            }
+        }
+    }
+    if (rc) {
+        sc_hll_destroy(h);
+        return rc;
+    }
+    *out = h;
+    return SC_OK;
+}
