@@ -42,7 +42,8 @@ Kernel → frontend:
          "elapsed_s": float | None, "cell_id": str | None}
 
     ``rows_done`` is the run's ``rows_in`` (rows read from its sources). A number the run
-    cannot report (or that is not finite) is ``None``.
+    cannot report (or that is not finite) is ``None``. A run still ``starting`` is reported
+    as ``running``; any other status outside the five is reported as ``failed``.
 
 Anything else (a non-object, a missing or unknown ``type``) is ignored. A documented
 ``type`` with malformed fields gets an ``error`` reply. Nothing a frontend sends can raise
@@ -81,6 +82,8 @@ MAX_INTERVAL_MS = 10_000
 
 ACTIVE = frozenset({"running", "paused"})
 STATUSES = frozenset({"running", "paused", "finished", "stopped", "failed"})
+# registry statuses outside the protocol's five, and what the frontend is told instead
+_STATUS_ALIASES = {"starting": "running"}
 # action -> statuses in which the action is allowed
 _ALLOWED = {
     "pause": frozenset({"running"}),
@@ -131,6 +134,7 @@ def run_info(name: str, run: Any) -> Message:
         status = str(run.status)
     except Exception:
         status = "failed"
+    status = _STATUS_ALIASES.get(status, status)
     info: Message = {
         "name": name,
         "status": status if status in STATUSES else "failed",
@@ -232,8 +236,14 @@ class StreamsChannel:
     registry each time it is needed. Pushes start at once, at ``interval_ms``.
     """
 
-    def __init__(self, comm: Any, registry: RegistryGetter,
-                 interval_ms: int = DEFAULT_INTERVAL_MS, *, start: bool = True):
+    def __init__(
+        self,
+        comm: Any,
+        registry: RegistryGetter,
+        interval_ms: int = DEFAULT_INTERVAL_MS,
+        *,
+        start: bool = True,
+    ):
         self.comm = comm
         self._registry = registry
         self._interval_ms = clamp_interval(interval_ms) or 0
