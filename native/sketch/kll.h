@@ -25,6 +25,7 @@
  *
  * NaN inputs are ignored (as in DataSketches); nulls in Arrow columns are skipped. A float
  * sketch rounds every input to float32 (stored internally as exactly-representable doubles).
+ * int64 columns are converted to double (exact up to 2^53 in magnitude).
  *
  * SERIALIZATION: Apache DataSketches KLL compact format, little-endian, family id 15, m = 8.
  *   empty  (8 bytes):  u8 preamble_ints=2, u8 serial_version=1, u8 family=15,
