@@ -6,16 +6,20 @@ export PATH := $(BIN):$(PATH)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 PIP := $(BIN)/python -m pip -q
 PYTEST_ARGS ?=
+EXT_OUT := kernel/streamcell/labextension
+EXT_SRC := package.json tsconfig.json $(wildcard ext/src/*.ts ext/style/*.css ext/schema/*.json)
+EXT_LINK := $(VENV)/share/jupyter/labextensions/streamcell
 
-.PHONY: venv build test test-quick demo lab lint format clean sanitize bench-structures bench-sketch
+.PHONY: venv build node_modules ext test test-quick demo lab lint format clean sanitize bench bench-memory bench-structures bench-sketch
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.deps-stamp: pyproject.toml | $(BIN)/python
+	test ! -L $(EXT_LINK) || rm $(EXT_LINK)  # else pip would reinstall into the link's target
 	$(PIP) install --upgrade pip 2>&1 | grep -v "is ignored" || true
-	$(PIP) install hatchling editables "cython>=3" "setuptools>=65" 2>&1 | grep -v "is ignored" || true
-	$(PIP) install --no-build-isolation -e '.[dev]' 2>&1 | grep -v "is ignored" || true
+	$(PIP) install hatchling editables "cython>=3" "setuptools>=65" "hatch-jupyter-builder>=0.9" "jupyterlab>=4.6,<5" 2>&1 | grep -v "is ignored" || true
+	SKIP_JUPYTER_BUILDER=1 $(PIP) install --no-build-isolation -e '.[dev]' 2>&1 | grep -v "is ignored" || true
 	$(BIN)/python -c "import streamcell, polars, pytest"
 	touch $@
 
@@ -25,8 +29,25 @@ venv: $(VENV)/.deps-stamp
 build: venv
 	$(BIN)/python hatch_build.py
 
-## test: the whole suite (what CI runs)
-test: build
+## node_modules: the extension's Node dependencies, from yarn.lock (jlpm ships with JupyterLab)
+node_modules: node_modules/.install-stamp
+
+node_modules/.install-stamp: package.json yarn.lock | $(VENV)/.deps-stamp
+	$(BIN)/jlpm install
+	touch $@
+
+## ext: build the JupyterLab extension (dev build) and link it into the venv's JupyterLab
+# (the editable install copies the labextension as it was; the link follows every rebuild)
+ext: $(EXT_OUT)/static/style.js
+	test -L $(EXT_LINK) || $(BIN)/jupyter-builder develop --overwrite .
+
+$(EXT_OUT)/static/style.js: node_modules/.install-stamp $(EXT_SRC)
+	$(BIN)/jlpm build
+	touch $@
+
+## test: the whole suite (what CI runs): jest, then pytest with the browser tests (tests/ui)
+test: build ext
+	$(BIN)/jlpm test
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 ## test-quick: everything except the slow tier
@@ -38,12 +59,20 @@ demo: build
 	$(BIN)/python -m streamcell.demo
 
 ## lab: JupyterLab on examples/
-lab: build
+lab: build ext
 	$(BIN)/jupyter lab --notebook-dir=examples $(LAB_ARGS)
 
 ## sanitize: every native C test in debug, ASan+UBSan and TSan modes
 sanitize:
 	$(MAKE) -B -C native/tests debug asan tsan
+
+## bench: native runtime figures (issue 3) as ratios against baselines measured in the same run
+bench: build
+	$(BIN)/python bench/bench_runtime.py $(BENCH_ARGS)
+
+## bench-memory: RSS over 10^9 generated rows (stateless chain and keyed aggregation); long
+bench-memory: build
+	$(BIN)/python bench/bench_runtime.py --memory-rows $${ROWS:-1000000000}
 
 ## bench-sketch: sketch ingest/query throughput vs DataSketches and Polars (same run)
 bench-sketch: build
@@ -56,14 +85,17 @@ bench-structures:
 	$(CC) -O2 -pthread -Inative -Inative/common bench/bench_runtime_structures.c -o native/build/bench_rs -lm
 	native/build/bench_rs
 
-lint: venv
+lint: venv node_modules
 	$(BIN)/ruff check kernel widgets tests examples hatch_build.py
 	$(BIN)/ruff format --check kernel widgets tests examples hatch_build.py
 	$(BIN)/mypy
+	$(BIN)/jlpm lint:check
 
-format: venv
+format: venv node_modules
 	$(BIN)/ruff format kernel widgets tests examples hatch_build.py
 	$(BIN)/ruff check --fix kernel widgets tests examples hatch_build.py
+	$(BIN)/jlpm lint
 
 clean:
 	rm -rf native/build build dist kernel/streamcell/*.so native/_*.c
+	rm -rf lib tsconfig.tsbuildinfo $(EXT_OUT)

@@ -40,6 +40,11 @@ def unload_ipython_extension(ipython):  # type: ignore[no-untyped-def]
     stop_all()
 
 
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    """Where JupyterLab finds the built extension (``jupyter labextension develop``)."""
+    return [{"src": "labextension", "dest": "streamcell"}]
+
+
 __all__ = [
     "DSLSyntaxError",
     "Expr",
