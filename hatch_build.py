@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent
 PKG = ROOT / "kernel" / "streamcell"
 
 # Extension modules built into the package, as streamcell.<name>.
-EXTENSIONS = ["_native", "_theta", "_hll", "_kll", "_frequent"]
+EXTENSIONS = ["_native", "_theta", "_hll", "_kll", "_frequent", "_runtime"]
 
 
 def _compile_args() -> list[str]:

@@ -24,6 +24,27 @@ class EngineConfig:
 
 ENGINE_CONFIGS: list[EngineConfig] = [EngineConfig("reference", RunOptions(engine="reference"))]
 
+try:
+    import streamcell._runtime  # noqa: F401
+
+    ENGINE_CONFIGS += [
+        EngineConfig("native-w1", RunOptions(engine="native", workers=1)),
+        EngineConfig("native-w2-b7", RunOptions(engine="native", workers=2, batch_size=7)),
+        EngineConfig(
+            "native-w4-b1-lp", RunOptions(engine="native", workers=4, batch_size=1, scheduler="LP")
+        ),
+        EngineConfig(
+            "native-w2-b3-qst",
+            RunOptions(engine="native", workers=2, batch_size=3, scheduler="QST"),
+        ),
+        EngineConfig(
+            "native-w4-b64-et",
+            RunOptions(engine="native", workers=4, batch_size=64, scheduler="ET"),
+        ),
+    ]
+except ImportError:  # a build without the native runtime
+    pass
+
 
 def _selected() -> list[EngineConfig]:
     wanted = os.environ.get("STREAMCELL_TEST_ENGINES")

@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 Engine = Literal["reference", "native", "spark"]
 Scheduler = Literal["CT", "QST", "LP", "ET"]
+Reorder = Literal["nonblocking", "locked"]
+KeyedQueue = Literal["hybrid", "partitioned"]
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,12 @@ class RunOptions:
         Native scheduling heuristic (seed 003 section 6).
     display
         Whether a ``%%stream`` cell shows its plan and live status.
+    reorder
+        Native reorder buffer: ``"nonblocking"`` (seed 003 Fig. 4, the default) or
+        ``"locked"`` (for the ablation benchmark).
+    keyed_queue
+        Native keyed worklist: ``"hybrid"`` (seed 003 hybrid queue, the default) or
+        ``"partitioned"`` (one queue per worker, for the ablation benchmark).
     """
 
     engine: Engine = "reference"
@@ -33,6 +41,8 @@ class RunOptions:
     batch_size: int = 1024
     scheduler: Scheduler = "CT"
     display: bool = True
+    reorder: Reorder = "nonblocking"
+    keyed_queue: KeyedQueue = "hybrid"
 
     def __post_init__(self) -> None:
         if self.engine not in ("reference", "native", "spark"):
@@ -43,6 +53,12 @@ class RunOptions:
             raise ValueError("batch_size must be >= 1")
         if self.scheduler not in ("CT", "QST", "LP", "ET"):
             raise ValueError(f"unknown scheduler {self.scheduler!r}; schedulers: CT, QST, LP, ET")
+        if self.reorder not in ("nonblocking", "locked"):
+            raise ValueError(f"unknown reorder {self.reorder!r}; choices: nonblocking, locked")
+        if self.keyed_queue not in ("hybrid", "partitioned"):
+            raise ValueError(
+                f"unknown keyed_queue {self.keyed_queue!r}; choices: hybrid, partitioned"
+            )
 
     def with_(self, **changes: Any) -> RunOptions:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})

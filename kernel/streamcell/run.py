@@ -123,6 +123,8 @@ class Run:
             target=self._main, name=f"streamcell-run-{name}", daemon=True
         )
         self.finished_at: float | None = None
+        self.native_metrics: dict[str, Any] | None = None
+        """Native engine only: per-operator metrics and end-to-end latency (latest snapshot)."""
 
     # ---------------------------------------------------------------- lifecycle
     def _make_writers(self) -> None:

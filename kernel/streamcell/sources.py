@@ -213,11 +213,8 @@ class ParquetReader(Reader):
             raise SourceError(f"{self.label}: no .parquet files")
         self.schema = schema_from_arrow(pq.ParquetFile(self.files[0]).schema_arrow)
 
-    def arrow_batches(self) -> Iterator[pa.RecordBatch]:
-        for f in self.files:
-            yield from pq.ParquetFile(f).iter_batches(batch_size=8192)
-
-    def rows(self) -> Iterator[dict[str, Any] | BadRow]:
+    def arrow_batches(self) -> Iterator[pa.RecordBatch | BadRow]:  # type: ignore[override]
+        """Record batches; a file whose schema differs from the first file's is one BadRow."""
         for f in self.files:
             pf = pq.ParquetFile(f)
             fs = schema_from_arrow(pf.schema_arrow)
@@ -226,7 +223,13 @@ class ParquetReader(Reader):
                     str(f), f"file schema differs from the first file's: {fs} vs {self.schema}", ""
                 )
                 continue
-            for b in pf.iter_batches(batch_size=8192):
+            yield from pf.iter_batches(batch_size=8192)
+
+    def rows(self) -> Iterator[dict[str, Any] | BadRow]:
+        for b in self.arrow_batches():
+            if isinstance(b, BadRow):
+                yield b
+            else:
                 yield from b.to_pylist()
 
 

@@ -28,7 +28,10 @@ def _pl_frame(rows: list[dict[str, Any]], schema: Schema) -> pl.DataFrame:
 
 class TableStore:
     """A live table: append-only, or upsert by key (a row replaces the row with its key,
-    keeping the key's first position)."""
+    keeping the key's first position).
+
+    Written either row by row (``write``: the reference backend) or in columnar chunks
+    (``write_frame``: the native backend), not both in one run."""
 
     def __init__(self, name: str, schema: Schema, key: tuple[str, ...] | None):
         self.name = name
@@ -37,6 +40,34 @@ class TableStore:
         self._lock = threading.Lock()
         self._rows: list[dict[str, Any]] = []
         self._by_key: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self._frames: list[pl.DataFrame] = []
+        self._frame_rows = 0
+        self._compacted_rows = 0
+
+    def write_frame(self, df: pl.DataFrame) -> None:
+        with self._lock:
+            self._frames.append(df)
+            self._frame_rows += df.height
+            if len(self._frames) > 256 or (
+                self.key is not None and self._frame_rows > 2 * self._compacted_rows + 65_536
+            ):
+                self._compact()
+
+    def _compact(self) -> None:
+        """Merge the chunks (under the lock); for upsert tables keep each key's last row at
+        the key's first position."""
+        if not self._frames:
+            return
+        df = pl.concat(self._frames, how="vertical") if len(self._frames) > 1 else self._frames[0]
+        if self.key is not None and len(self._frames) > 0:
+            cols = df.columns
+            df = (
+                df.group_by(list(self.key), maintain_order=True)
+                .agg(pl.all().exclude(list(self.key)).last())
+                .select(cols)
+            )
+        self._frames = [df]
+        self._frame_rows = self._compacted_rows = df.height
 
     def write(self, rows: list[dict[str, Any]]) -> None:
         with self._lock:
@@ -48,10 +79,17 @@ class TableStore:
                     self._by_key[tuple(_hashable(r[c]) for c in k)] = r
 
     def __len__(self) -> int:
+        if self._frames:
+            with self._lock:
+                self._compact()
+                return self._frames[0].height
         return len(self._rows) if self.key is None else len(self._by_key)
 
     def snapshot(self) -> pl.DataFrame:
         with self._lock:
+            if self._frames:
+                self._compact()
+                return self._frames[0]
             rows = list(self._rows) if self.key is None else list(self._by_key.values())
         return _pl_frame(rows, self.schema)
 
@@ -78,6 +116,9 @@ class ParquetWriter:
         while len(self._buf) >= self.PART_ROWS:
             self._flush(self._buf[: self.PART_ROWS])
             self._buf = self._buf[self.PART_ROWS :]
+
+    def write_frame(self, df: pl.DataFrame) -> None:
+        self.write(df.to_dicts())
 
     def close(self) -> None:
         if self._buf or not self.files:

@@ -55,6 +55,9 @@ void sc_batch_reset(sc_batch *b) {
     b->nrows = 0;
     b->marker_ns = 0;
     b->next = NULL;
+    b->part = 0;
+    b->group_n = 0;
+    b->eos = 0;
     for (int32_t i = 0; i < b->ncols; i++) {
         sc_column *c = &b->cols[i];
         memset(c->validity, 0xFF, (size_t)bitmap_bytes(b->capacity));
@@ -145,9 +148,20 @@ int sc_batch_acquire(sc_batch_pool *p, sc_batch **out) {
     return SC_OK;
 }
 
+/* A standalone batch (exec/sc_batch_new: pool == NULL) owns its columns and itself. */
+void sc_batch_free_standalone(sc_batch *b) {
+    for (int32_t c = 0; c < b->ncols; c++) free_column(&b->cols[c]);
+    free(b->cols);
+    free(b);
+}
+
 void sc_batch_release(sc_batch *b) {
     if (!b) return;
     sc_batch_pool *p = b->pool;
+    if (!p) {
+        sc_batch_free_standalone(b);
+        return;
+    }
 #ifdef SC_DEBUG
     uint64_t was = 1;
     SC_INVARIANT(sc_u64_cas_acqrel(&p->out_flags[b->index], &was, 0), "batch released twice");

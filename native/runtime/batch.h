@@ -58,7 +58,10 @@ typedef struct sc_batch {
     sc_column *cols;
     uint64_t marker_ns;    /* latency marker: injection time (sc_now_ns), 0 = none */
     struct sc_batch *next; /* chains the outputs of one input (one serial, several batches) */
-    sc_batch_pool *pool;
+    uint32_t part;         /* partition of a keyed sub-batch (exec split) */
+    uint32_t group_n;      /* sub-batches cut from one input by the keyed split (0: none) */
+    uint8_t eos;           /* end-of-stream marker batch (exec) */
+    sc_batch_pool *pool;   /* NULL: a standalone batch (exec/sc_batch_new), freed on release */
     uint32_t index;        /* position in the pool */
 } sc_batch;
 
@@ -74,6 +77,8 @@ int sc_batch_pool_destroy(sc_batch_pool *p);
 int sc_batch_acquire(sc_batch_pool *p, sc_batch **out);
 /* Give a batch back to its pool (one batch; see sc_batch_release_chain). */
 void sc_batch_release(sc_batch *b);
+/* Free a standalone batch (pool == NULL); sc_batch_release calls it. */
+void sc_batch_free_standalone(sc_batch *b);
 /* Release b and every batch chained after it through ->next. */
 void sc_batch_release_chain(sc_batch *b);
 /* Batches currently out of the pool. */

@@ -1,6 +1,8 @@
 """Backends: the engines a plan can run on. Each provides ``check`` and ``execute``.
 
 - ``reference``: sequential pure-Python interpreter, the oracle for every other backend.
+- ``native``: the plan compiled to C operators on the ordered multicore runtime
+  (present when the ``streamcell._runtime`` extension is built).
 """
 
 from __future__ import annotations
@@ -35,6 +37,19 @@ class ReferenceBackend:
 
 
 _BACKENDS: dict[str, Backend] = {"reference": ReferenceBackend()}
+
+
+def _register_native() -> None:
+    try:
+        from .. import _runtime  # noqa: F401
+    except ImportError:  # a build without the native runtime: reference only
+        return
+    from .native import NativeBackend
+
+    _BACKENDS["native"] = NativeBackend()
+
+
+_register_native()
 
 
 def get_backend(engine: str) -> Backend:

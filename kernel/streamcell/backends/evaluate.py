@@ -203,7 +203,7 @@ def _round(v: Any, d: int = 0) -> Any:
 _WEEKDAY = lambda d: d.isoweekday()  # noqa: E731
 
 _FUNCS: dict[str, Callable[..., Any]] = {
-    "abs": abs,
+    "abs": lambda v: wrap64(abs(v)) if _is_int(v) else abs(v),  # abs(-2**63) wraps
     "round": _round,
     "str.contains": lambda s, p: p in s,
     "str.starts_with": lambda s, p: s.startswith(p),

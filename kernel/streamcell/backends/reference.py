@@ -21,7 +21,7 @@ from .. import plan as P
 from ..compiler import Compiled
 from ..sources import BadRow
 from ..stores import StepCounters
-from ..types import DATE, DATETIME, Schema
+from ..types import DATE, DATETIME, FLOAT, Schema
 from .evaluate import RowError, compile_row_expr, epoch_us, from_epoch_us, wrap64
 
 Row = dict[str, Any]
@@ -38,12 +38,12 @@ class _Acc:
         self.v: Any = set() if fn == "count_distinct" else None
         self.n = 0
 
-    def update(self, row: Row, seq: int) -> None:
+    def update(self, x: Any, seq: int) -> None:
+        """Fold in one row's argument value ``x`` (``count()`` ignores it)."""
         fn = self.fn
         if self.arg is None:  # count()
             self.n += 1
             return
-        x = self.arg(row)
         if fn == "first":
             if self.v is None:
                 self.v = (seq, x)
@@ -52,7 +52,7 @@ class _Acc:
             self.v = (seq, x)
             return
         if fn == "count_distinct":
-            self.v.add(tuple(x) if isinstance(x, list) else x)
+            self.v.add(_key_part(x))  # one NaN value, as for keys
             return
         if x is None:
             return
@@ -124,10 +124,15 @@ class _AggSpec:
     def new(self) -> list[_Acc]:
         return [_Acc(fn, arg) for fn, arg in self.parts]
 
+    def values(self, row: Row) -> list[Any]:
+        """Every aggregate's argument for ``row``, evaluated before any state changes: a row
+        whose argument fails (RowError) is dead-lettered without touching the state."""
+        return [None if arg is None else arg(row) for _, arg in self.parts]
+
     @staticmethod
-    def update(state: list[_Acc], row: Row, seq: int) -> None:
-        for a in state:
-            a.update(row, seq)
+    def update(state: list[_Acc], vals: list[Any], seq: int) -> None:
+        for a, x in zip(state, vals):
+            a.update(x, seq)
 
     def results(self, state: list[_Acc]) -> Row:
         return {n: a.result() for n, a in zip(self.names, state)}
@@ -176,9 +181,16 @@ class ProjectOp(Op):
         self.exprs = [(n, compile_row_expr(e)) for n, e in step.exprs]
         self.keep = isinstance(step, P.WithColumns)
         self.order = [n for n, _ in c.schemas[step.step_id]]
+        # a float column holds floats: an int from a when/fill_null branch becomes float here
+        types = dict(c.schemas[step.step_id])
+        self.floats = {n for n, _ in step.exprs if types[n] == FLOAT}
 
     def push(self, row: Row, port: int) -> list[Row]:
         new = {n: f(row) for n, f in self.exprs}
+        for n in self.floats:
+            v = new[n]
+            if v is not None and not isinstance(v, float):
+                new[n] = float(v)
         if self.keep:
             out = dict(row)
             out.update(new)
@@ -212,8 +224,19 @@ class ExplodeOp(Op):
         return rows
 
 
+_NAN = float("nan")
+
+
+def _key_part(v: Any) -> Any:
+    if isinstance(v, list):
+        return tuple(v)
+    if isinstance(v, float) and v != v:
+        return _NAN  # one NaN object: all NaN keys are one group (as in Polars)
+    return v
+
+
 def _key(row: Row, keys: tuple[str, ...]) -> tuple[Any, ...]:
-    return tuple(tuple(row[k]) if isinstance(row[k], list) else row[k] for k in keys)
+    return tuple(_key_part(row[k]) for k in keys)
 
 
 class AggregateOp(Op):
@@ -226,15 +249,20 @@ class AggregateOp(Op):
         self.state: dict[tuple[Any, ...], list[_Acc]] = {}
 
     def push(self, row: Row, port: int) -> list[Row]:
+        results = self._fold(row)
+        out = {n: row[n] for n in self.keys}
+        out.update(results)
+        return [out]
+
+    def _fold(self, row: Row) -> Row:
+        vals = self.spec.values(row)
         self.seq += 1
         k = _key(row, self.keys)
         st = self.state.get(k)
         if st is None:
             st = self.state[k] = self.spec.new()
-        self.spec.update(st, row, self.seq)
-        out = {n: row[n] for n in self.keys}
-        out.update(self.spec.results(st))
-        return [out]
+        self.spec.update(st, vals, self.seq)
+        return self.spec.results(st)
 
     def state_size(self) -> int:
         return len(self.state)
@@ -242,14 +270,8 @@ class AggregateOp(Op):
 
 class RunningOp(AggregateOp):
     def push(self, row: Row, port: int) -> list[Row]:
-        self.seq += 1
-        k = _key(row, self.keys)
-        st = self.state.get(k)
-        if st is None:
-            st = self.state[k] = self.spec.new()
-        self.spec.update(st, row, self.seq)
         out = dict(row)
-        out.update(self.spec.results(st))
+        out.update(self._fold(row))
         return [out]
 
 
@@ -346,13 +368,14 @@ class WindowOp(Op):
         return win
 
     def push(self, row: Row, port: int) -> list[Row]:
+        vals = self.spec.values(row)  # a failing argument dead-letters the row first
         t = self.et.admit(row)
         if t is None:
             return []
         self.seq += 1
         k = _key(row, self.keys)
         if self.w.kind == "session":
-            self._session(k, t, row)
+            self._session(k, t, vals)
         else:
             first = (t - self.size) // self.every * self.every + self.every
             for start in range(first, t + 1, self.every):
@@ -360,17 +383,17 @@ class WindowOp(Op):
                     win = self.open.get((k, start))
                     if win is None:
                         win = self.open[(k, start)] = self._new(k, start, start + self.size)
-                    self.spec.update(win.state, row, self.seq)
+                    self.spec.update(win.state, vals, self.seq)
         return self._close(self.et.advance(t))
 
-    def _session(self, k: tuple[Any, ...], t: int, row: Row) -> None:
+    def _session(self, k: tuple[Any, ...], t: int, vals: list[Any]) -> None:
         gap = self.size
         sessions: list[_Win] = self.open.setdefault(k, [])
         hit = [s for s in sessions if s.start - gap < t < s.last + gap]
         if not hit:
             win = self._new(k, t, t + gap)
             sessions.append(win)
-            self.spec.update(win.state, row, self.seq)
+            self.spec.update(win.state, vals, self.seq)
             return
         hit.sort(key=lambda s: s.seq)
         keep = hit[0]
@@ -381,7 +404,7 @@ class WindowOp(Op):
             keep.seq = min(keep.seq, other.seq)
             other.alive = False
             sessions.remove(other)
-        self.spec.update(keep.state, row, self.seq)
+        self.spec.update(keep.state, vals, self.seq)
         keep.start, keep.last = min(keep.start, t), max(keep.last, t)
         keep.end = keep.last + gap
         heapq.heappush(self.heap, (keep.end, keep.start, keep.seq, next(self.uid), keep))

@@ -1,0 +1,339 @@
+"""Native runtime benchmarks (issue: the ordered multicore runtime). ``make bench``.
+
+Every figure is a ratio against a baseline measured in the same run (medians of
+``--repeat`` runs). Prints one table: figure, measured value, target, met.
+
+    python bench/bench_runtime.py [--rows N] [--repeat R] [--memory-rows N]
+
+The memory figure (8) runs only with ``--memory-rows`` (``make bench-memory``): at 10^9 rows
+it takes a long time on a small machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+import streamcell as sc
+from streamcell.options import RunOptions
+from streamcell.sources import open_source
+
+col = sc.col
+
+
+def _spec(x: Any) -> Any:
+    return getattr(x, "spec", x)
+
+
+def _all(reader: Any) -> pl.DataFrame:
+    import pyarrow as pa
+
+    return pl.from_arrow(pa.Table.from_batches(list(reader.arrow_batches())))  # type: ignore[return-value]
+
+
+def timed_run(stream: sc.Stream, opts: RunOptions, name: str = "bench") -> tuple[float, sc.Run]:
+    t0 = time.perf_counter()
+    run = stream.start(name, options=opts)
+    run.wait()
+    return time.perf_counter() - t0, run
+
+
+def median_time(fn: Callable[[], float], repeat: int) -> float:
+    return statistics.median(fn() for _ in range(repeat))
+
+
+def native(workers: int = 2, **kw: Any) -> RunOptions:
+    return RunOptions(engine="native", workers=workers, display=False, **kw)
+
+
+ROWS_OUT: list[tuple[str, str, str, str]] = []
+
+
+def report(fig: str, value: str, target: str, met: bool | None) -> None:
+    ok = "n/a" if met is None else ("yes" if met else "NO")
+    ROWS_OUT.append((fig, value, target, ok))
+    print(f"  {fig:<58} {value:>22}  target {target:<22} met: {ok}", flush=True)
+
+
+# ------------------------------------------------------------------------ pipelines
+
+
+def stateless(src: Any) -> sc.Stream:
+    return (
+        sc.source(src)
+        .filter(col("price") > 20.0)
+        .with_columns(total=col("price") * 1.1 + (col("item_id") % 7), cheap=col("price") < 50.0)
+    )
+
+
+def heavy(src: Any) -> sc.Stream:
+    e = col("price")
+    for k in range(12):
+        e = (e * 1.0001 + k) % 97.3 + (e / (k + 1.5)) ** 0.5
+    return sc.source(src).with_columns(h=e)
+
+
+def keyed(src: Any) -> sc.Stream:
+    return sc.source(src).key_by("user_id").agg(n=sc.count(), s=col("price").sum())
+
+
+def tpcx(name: str, src: Any) -> sc.Stream:
+    """TPCx-BB streaming queries (seed 003 Table 1) in streamcell's operator vocabulary."""
+    s = sc.source(src)
+    if name == "Q1":  # SS: items sold most per hour, top 100
+        return (
+            s.filter(col("quantity") > 0)
+            .key_by("item_id")
+            .tumbling("1h", time="ts")
+            .agg(n=sc.count(), qty=col("quantity").sum())
+            .top_k(100, by="n")
+        )
+    if name == "Q2":  # WC: per-user 60-minute view sessions, the top 30 busiest
+        return (
+            s.filter(col("event") == "view")
+            .key_by("user_id")
+            .session("60m", time="ts")
+            .agg(views=sc.count(), items=col("item_id").n_unique())
+            .filter(col("views") > 1)
+            .top_k(30, by="views")
+        )
+    if name == "Q3":  # WC: last viewed item before purchases, counted per item
+        return (
+            s.filter(col("event").is_in(["view", "purchase"]))
+            .key_by("user_id")
+            .running(last_item=col("item_id").last(), seen=sc.count())
+            .filter(col("event") == "purchase")
+            .key_by("last_item")
+            .agg(n=sc.count())
+        )
+    if name == "Q4":  # WC: cart abandonment: sessions with carts and no purchase
+        return (
+            s.with_columns(
+                cart=(col("event") == "cart").cast("int"),
+                buy=(col("event") == "purchase").cast("int"),
+            )
+            .key_by("user_id")
+            .session("60m", time="ts")
+            .agg(pages=sc.count(), carts=col("cart").sum(), buys=col("buy").sum())
+            .filter((col("carts") > 0) & (col("buys") == 0))
+        )
+    if name == "Q15":  # SS: sales per category and month
+        return (
+            s.with_columns(month=col("ts").dt.month())
+            .filter(col("quantity") > 0)
+            .key_by("category", "month")
+            .agg(sales=col("net_paid").sum())
+        )
+    raise ValueError(name)
+
+
+# ------------------------------------------------------------------------- figures
+
+
+def fig1_2(clicks: pl.DataFrame, repeat: int) -> float:
+    def polars_batch() -> float:
+        t0 = time.perf_counter()
+        clicks.filter(pl.col("price") > 20.0).with_columns(
+            total=pl.col("price") * 1.1 + (pl.col("item_id") % 7), cheap=pl.col("price") < 50.0
+        )
+        return time.perf_counter() - t0
+
+    tp = median_time(polars_batch, repeat)
+    tn = median_time(lambda: timed_run(stateless(clicks), native(2))[0], repeat)
+    n = clicks.height
+    report(
+        "1 stateless chain, 2 workers, ordered vs Polars batch",
+        f"{tp / tn:.2f}x ({n / tn / 1e6:.1f} M rows/s)",
+        ">= 0.5x",
+        tp / tn >= 0.5,
+    )
+    report(
+        "2 ordering cost (ordered / unordered)",
+        "not measured",
+        "<= 1.15x",
+        None,
+    )
+    return n / tn
+
+
+def fig3(rows: int, repeat: int) -> None:
+    rng = np.random.default_rng(7)
+    uniform = pl.DataFrame(
+        {"user_id": rng.integers(0, 100_000, rows), "price": rng.random(rows) * 100}
+    )
+    z = rng.zipf(1.2, rows) % 100_000
+    zipf = pl.DataFrame({"user_id": z.astype(np.int64), "price": rng.random(rows) * 100})
+
+    def polars_group() -> float:
+        t0 = time.perf_counter()
+        uniform.group_by("user_id").agg(n=pl.len(), s=pl.col("price").sum())
+        return time.perf_counter() - t0
+
+    tp = median_time(polars_group, repeat)
+    tu = median_time(lambda: timed_run(keyed(uniform), native(2))[0], repeat)
+    tz = median_time(lambda: timed_run(keyed(zipf), native(2))[0], repeat)
+    report(
+        "3a keyed aggregation, 2 workers vs Polars group_by",
+        f"{tp / tu:.2f}x ({rows / tu / 1e6:.2f} M rows/s)",
+        ">= 1.0x",
+        tp / tu >= 1.0,
+    )
+    report("3b Zipf-1.2 / uniform throughput", f"{tu / tz:.2f}", ">= 0.70", tu / tz >= 0.7)
+    th = median_time(
+        lambda: timed_run(keyed(uniform), native(2, keyed_queue="partitioned"))[0], repeat
+    )
+    report("6b ablation: hybrid vs partitioned queue (speedup)", f"{th / tu:.2f}x", "report", None)
+
+
+def fig4(clicks: pl.DataFrame, repeat: int) -> None:
+    t1 = median_time(lambda: timed_run(heavy(clicks), native(1))[0], repeat)
+    t2 = median_time(lambda: timed_run(heavy(clicks), native(2))[0], repeat)
+    report(
+        "4 compute-heavy stateless, 1 -> 2 workers", f"{t1 / t2:.2f}x", ">= 1.8x", t1 / t2 >= 1.8
+    )
+
+
+def fig5(clicks: pl.DataFrame, peak: float) -> None:
+    rate = 0.7 * peak
+    seconds = 3.0
+    rows = int(rate * seconds)
+    src = clicks.head(min(rows, clicks.height))
+    stream = stateless(src)
+    plan = stream.plan()
+    src_step = plan.steps[0]
+    object.__setattr__(src_step, "rate", rate)
+    run = sc.start(plan, name="lat", options=native(2))
+    run.wait()
+    lat = (run.native_metrics or {}).get("latency") or {}
+    p50, p99 = lat.get("p50_ns", 0) / 1e3, lat.get("p99_ns", 0) / 1e3
+    report(
+        f"5 latency at 70% of peak ({rate / 1e6:.2f} M rows/s): p50",
+        f"{p50:.0f} us",
+        "<= 100 us",
+        p50 <= 100,
+    )
+    report("5 latency at 70% of peak: p99", f"{p99:.0f} us", "<= 2000 us", p99 <= 2000)
+
+
+def fig6(clicks: pl.DataFrame, repeat: int) -> None:
+    tn = median_time(lambda: timed_run(stateless(clicks), native(2))[0], repeat)
+    tl = median_time(lambda: timed_run(stateless(clicks), native(2, reorder="locked"))[0], repeat)
+    report(
+        "6a ablation: non-blocking vs lock-based reorder (speedup)",
+        f"{tl / tn:.2f}x",
+        "report",
+        None,
+    )
+    q = tpcx("Q3", clicks)
+    times = {
+        h: median_time(lambda h=h: timed_run(q, native(2, scheduler=h))[0], repeat)
+        for h in ("CT", "QST", "LP", "ET")
+    }
+    best = min(times.values())
+    report(
+        "6c heuristics on Q3, rows/s relative to best",
+        " ".join(f"{h}={best / t:.2f}" for h, t in times.items()),
+        "report",
+        None,
+    )
+
+
+def fig7(clicks: pl.DataFrame, sales: pl.DataFrame, repeat: int) -> None:
+    from tests.helpers import assert_same_outputs, outputs  # exactness first
+
+    for q in ("Q1", "Q2", "Q3", "Q4", "Q15"):
+        src = sales if q in ("Q1", "Q15") else clicks
+        small = src.head(5000)
+        want = outputs(sc.start(tpcx(q, small).plan(), name=f"{q}r", options=RunOptions()).wait())
+        got = outputs(sc.start(tpcx(q, small).plan(), name=f"{q}n", options=native(2)).wait())
+        assert_same_outputs(got, want)
+        runs = [timed_run(tpcx(q, src), native(2), name=q) for _ in range(repeat)]
+        t = statistics.median(r[0] for r in runs)
+        lat = (runs[-1][1].native_metrics or {}).get("latency") or {}
+        report(
+            f"7 TPCx-BB {q} (== reference on 5k rows), 2 workers",
+            f"{src.height / t / 1e6:.2f} M rows/s",
+            "report",
+            None,
+        )
+        report(
+            f"7 TPCx-BB {q} latency p50 / p99",
+            f"{lat.get('p50_ns', 0) / 1e3:.0f} / {lat.get('p99_ns', 0) / 1e3:.0f} us",
+            "report",
+            None,
+        )
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def fig8(rows: int) -> None:
+    for label, mk in (
+        ("stateless chain", lambda s: stateless(s).filter(col("price") > 1e9)),
+        ("keyed aggregation", lambda s: keyed(s).filter(col("n") < 0)),
+    ):
+        stream = mk(sc.clickstream(rows=rows, seed=3))
+        samples: list[tuple[int, float]] = []
+        run = stream.start("mem", options=native(2))
+        stop = threading.Event()
+
+        def sample(run: Any = run, stop: Any = stop, samples: Any = samples) -> None:
+            while not stop.wait(1.0):
+                samples.append((run.progress()["rows_in"], rss_mb()))
+
+        th = threading.Thread(target=sample, daemon=True)
+        th.start()
+        run.wait()
+        stop.set()
+        th.join()
+        base = next(
+            (m for n, m in samples if n >= rows // 10), samples[-1][1] if samples else rss_mb()
+        )
+        peak = max((m for _, m in samples), default=rss_mb())
+        report(
+            f"8 memory, {label}, {rows:.0e} rows: peak / RSS at 10%",
+            f"{peak / base:.2f} ({peak:.0f} MiB)",
+            "<= 1.2",
+            peak / base <= 1.2,
+        )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=2_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--memory-rows", type=int, default=0)
+    a = ap.parse_args()
+    print(
+        f"streamcell native runtime benchmark: {a.rows:,} rows, median of {a.repeat}, {os.cpu_count()} cpus"
+    )
+    if a.memory_rows:
+        fig8(a.memory_rows)
+        return 0
+    clicks = _all(open_source(_spec(sc.clickstream(rows=a.rows, seed=1))))
+    sales = _all(open_source(_spec(sc.store_sales(rows=a.rows, seed=1))))
+    peak = fig1_2(clicks, a.repeat)
+    fig3(a.rows, a.repeat)
+    fig4(clicks.head(a.rows // 4), a.repeat)
+    fig5(clicks, peak)
+    fig6(clicks, a.repeat)
+    fig7(clicks, sales, a.repeat)
+    print("\nsummary:")
+    for r in ROWS_OUT:
+        print(" | ".join(r))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,877 @@
+"""The native backend: the plan lowered to C operators on the ordered multicore runtime.
+
+Lowering (``lower``) turns each step of a linear plan into native operators:
+
+- ``filter`` -> a filter with the predicate as a vectorized expression;
+- ``select`` / ``with_columns`` -> a project;
+- ``agg`` / ``running`` (unwindowed), ``top_k``, ``dedup`` -> a keyed operator, run
+  partitioned on the hybrid queue between a split and an order-restoring merge; aggregate
+  arguments that are expressions are computed by a project in front (counted as the same
+  step);
+- windowed ``agg`` -> one stateful window operator (the watermark is global);
+- the sink is the driver: it drains ordered output batches into the run's stores.
+
+The driver (``execute``) runs on the run's thread: it reads the source as Arrow record
+batches, pushes them in ``batch_size`` slices (copied into runtime batches without the GIL;
+a full pipeline makes it wait, never drop), and drains outputs, dead letters and late rows.
+Dead letters and late rows are put in the reference's order (source row, then step) and their
+reasons are re-derived with the reference's expression evaluator, so every output equals
+the reference's exactly.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+
+from .. import plan as P
+from ..compiler import Compiled, _Typer
+from ..errors import NotSupportedError
+from ..expr import IR, Binary, Call, Col, Lit, Unary, When
+from ..options import RunOptions
+from ..sources import BadRow
+from ..types import DATE, DATETIME, NULL, DType, Schema, parse_dtype, polars_schema
+from .evaluate import RowError, compile_row_expr, epoch_us
+
+NAME = "native"
+
+LT = {"null": 0, "int": 1, "float": 2, "bool": 3, "str": 4, "datetime": 5, "date": 6}
+_HIDDEN = b"\x01\x01"  # seq, pos
+
+_E_NAMES = [
+    "col",
+    "lit",
+    "neg",
+    "not",
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "floordiv",
+    "mod",
+    "pow",
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "and",
+    "or",
+    "when",
+    "is_null",
+    "is_not_null",
+    "fill_null",
+    "cast",
+    "is_in",
+    "abs",
+    "round",
+    "str.contains",
+    "str.starts_with",
+    "str.ends_with",
+    "str.to_lowercase",
+    "str.to_uppercase",
+    "str.len_chars",
+    "dt.year",
+    "dt.month",
+    "dt.day",
+    "dt.hour",
+    "dt.minute",
+    "dt.second",
+    "dt.weekday",
+    "dt.date",
+    "dt.epoch_us",
+]
+E = {n: i + 1 for i, n in enumerate(_E_NAMES)}
+_BINARY = {
+    "+": "add",
+    "-": "sub",
+    "*": "mul",
+    "/": "div",
+    "//": "floordiv",
+    "%": "mod",
+    "**": "pow",
+    "==": "eq",
+    "!=": "ne",
+    "<": "lt",
+    "<=": "le",
+    ">": "gt",
+    ">=": "ge",
+    "and": "and",
+    "or": "or",
+}
+AGG = {
+    "count": 1,
+    "sum": 2,
+    "mean": 3,
+    "min": 4,
+    "max": 5,
+    "first": 6,
+    "last": 7,
+    "count_distinct": 8,
+}
+OUT_INPUT, OUT_AGG, OUT_WSTART, OUT_WEND, OUT_RANK = 1, 2, 3, 4, 5
+WINDOW_KIND = {"tumbling": 1, "sliding": 2, "session": 3}
+PARTITIONS = 32
+
+
+def _lts(schema: Schema) -> bytes:
+    return _HIDDEN + bytes(LT[t.name] for _, t in schema)
+
+
+# --------------------------------------------------------------------------- checking
+
+
+def _chain(c: Compiled) -> list[P.Step]:
+    """The plan as one source-to-sink chain, or NotSupportedError naming the step."""
+    steps = c.plan.steps
+    consumers: dict[str, int] = {}
+    for s in steps:
+        for i in s.inputs:
+            consumers[i.step_id] = consumers.get(i.step_id, 0) + 1
+    sources = [s for s in steps if isinstance(s, P.Source)]
+    for s in steps:
+        if isinstance(s, (P.Union, P.Join)):
+            raise NotSupportedError(
+                s.step_id,
+                NAME,
+                "fan-in (union/join) runs natively with DAG support; use engine='reference'",
+            )
+        if consumers.get(s.step_id, 0) > 1:
+            raise NotSupportedError(
+                s.step_id, NAME, "fan-out to several branches runs natively with DAG support"
+            )
+        if isinstance(s, P.Explode):
+            raise NotSupportedError(s.step_id, NAME, "list columns (explode) are not native yet")
+        for _, t in c.schemas[s.step_id]:
+            if t.name == "list":
+                raise NotSupportedError(s.step_id, NAME, "list columns are not native yet")
+    if len(sources) != 1:
+        raise NotSupportedError(sources[1].step_id, NAME, "several sources need DAG support")
+    return list(steps)
+
+
+class NativeBackend:
+    name = NAME
+
+    def check(self, c: Compiled, options: RunOptions) -> None:
+        _chain(c)
+        for s in c.plan.steps:
+            if isinstance(s, P.Sink) and s.target not in ("table", "parquet", "callback"):
+                raise NotSupportedError(s.step_id, NAME, f"sink {s.target}")
+        lower(c, options)  # expression support is checked by lowering
+
+    def execute(self, c: Compiled, env: Any, options: RunOptions) -> bool:
+        return Driver(c, env, options).run()
+
+
+# --------------------------------------------------------------------------- lowering
+
+
+def _lit_node(v: Any, t: DType) -> dict[str, Any]:
+    n: dict[str, Any] = {"op": E["lit"], "lt": LT[t.name]}
+    if v is None:
+        n["is_null"] = True
+    elif t.name == "bool":
+        n["i"] = int(v)
+    elif t.name == "int":
+        n["i"] = v
+    elif t.name == "float":
+        n["f"] = float(v)
+    elif t.name == "str":
+        n["s"] = v.encode()
+    elif t.name == "datetime":
+        n["i"] = epoch_us(v)
+    elif t.name == "date":
+        n["i"] = (v - _dt.date(1970, 1, 1)).days
+    else:
+        raise ValueError(f"literal of type {t}")
+    return n
+
+
+def _in_list(values: tuple[Any, ...], t: DType) -> tuple[str, list[Any]]:
+    """The literal list of ``is_in`` as values of the subject's type (others can never match)."""
+    out: list[Any] = []
+    if t.name in ("int", "bool"):
+        for v in values:
+            if isinstance(v, (bool, int)) or isinstance(v, float) and v.is_integer():
+                out.append(int(v))
+        return "i", out
+    if t.name == "float":
+        return "f", [float(v) for v in values if isinstance(v, (int, float)) and v is not None]
+    if t.name == "str":
+        return "s", [v.encode() for v in values if isinstance(v, str)]
+    if t.name == "datetime":
+        return "i", [epoch_us(v) for v in values if isinstance(v, _dt.datetime)]
+    if t.name == "date":
+        return "i", [
+            (v - _dt.date(1970, 1, 1)).days
+            for v in values
+            if isinstance(v, _dt.date) and not isinstance(v, _dt.datetime)
+        ]
+    return "i", []
+
+
+def lower_expr(e: IR, schema: Schema, step: P.Step) -> list[dict[str, Any]]:
+    """An expression as post-order sc_enode dicts over ``schema`` (user columns from 2)."""
+    typer = _Typer(schema, step)
+    index = {n: i + 2 for i, (n, _) in enumerate(schema)}
+    nodes: list[dict[str, Any]] = []
+
+    def add(n: dict[str, Any]) -> int:
+        nodes.append(n)
+        return len(nodes) - 1
+
+    def go(e: IR) -> int:  # noqa: C901 - one dispatch over the IR
+        t = typer.type(e)
+        lt = LT[t.name]
+        if isinstance(e, Col):
+            return add({"op": E["col"], "lt": lt, "a": index[e.name]})
+        if isinstance(e, Lit):
+            return add(_lit_node(e.value, t))
+        if isinstance(e, Unary):
+            return add({"op": E[e.op], "lt": lt, "a": go(e.operand)})
+        if isinstance(e, Binary):
+            return add({"op": E[_BINARY[e.op]], "lt": lt, "a": go(e.left), "b": go(e.right)})
+        if isinstance(e, When):
+            other = go(e.otherwise)
+            for cond, val in reversed(e.branches):
+                other = add({"op": E["when"], "lt": lt, "a": go(cond), "b": go(val), "c": other})
+            return other
+        if isinstance(e, Call):
+            fn = e.fn
+            if fn == "cast":
+                return add({"op": E["cast"], "lt": lt, "a": go(e.args[0])})
+            if fn == "is_in":
+                lit = e.args[1]
+                assert isinstance(lit, Lit)
+                st = typer.type(e.args[0])
+                kind, values = _in_list(tuple(lit.value), st)
+                return add(
+                    {
+                        "op": E["is_in"],
+                        "lt": lt,
+                        "a": go(e.args[0]),
+                        "list": values,
+                        "list_kind": kind,
+                        "list_has_null": None in lit.value,
+                    }
+                )
+            if fn not in E:
+                raise NotSupportedError(step.step_id, NAME, f"function {fn}")
+            args = [go(a) for a in e.args]
+            n = {"op": E[fn], "lt": lt, "a": args[0]}
+            if len(args) > 1:
+                n["b"] = args[1]
+            return add(n)
+        raise NotSupportedError(step.step_id, NAME, f"expression {e!r}")
+
+    go(e)
+    return nodes
+
+
+@dataclass
+class Lowered:
+    """The operator chain of a plan, ready to build into a Program."""
+
+    nsteps: int
+    source: P.Source
+    sink: P.Sink
+    in_schema: Schema
+    ops: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    step_index: dict[str, int] = field(default_factory=dict)
+
+
+def _agg_args(
+    s: P.Aggregate | P.Running, schema: Schema, idx: int, low: Lowered, cap: int
+) -> tuple[Schema, list[tuple[int, int, int]], bool]:
+    """Aggregate specs (fn, arg column, result lt); puts a project in front when an argument
+    is an expression. Returns the keyed operator's input schema and whether it counts rows_in."""
+    typer = _Typer(schema, s)
+    extra: list[tuple[str, IR]] = []
+    specs: list[tuple[int, int, int]] = []
+    names = {n: i + 2 for i, (n, _) in enumerate(schema)}
+    for j, (_, a) in enumerate(s.aggs):
+        rt = LT[typer.agg(a).name]
+        if a.arg is None:
+            specs.append((AGG[a.fn], -1, rt))
+        elif isinstance(a.arg, Col):
+            specs.append((AGG[a.fn], names[a.arg.name], rt))
+        else:
+            extra.append((f"\x00arg{j}", a.arg))
+            specs.append((AGG[a.fn], 2 + len(schema) + len(extra) - 1, rt))
+    if not extra:
+        return schema, specs, True
+    out = tuple(schema) + tuple((n, typer.type(e)) for n, e in extra)
+    src = list(range(2, 2 + len(schema))) + [-(k + 1) for k in range(len(extra))]
+    low.ops.append(
+        (
+            "project",
+            dict(
+                step=idx,
+                cin=True,
+                cout=False,
+                in_lts=_lts(schema),
+                out_lts=_lts(out),
+                src=[0, 1] + src,
+                exprs=[lower_expr(e, schema, s) for _, e in extra],
+                capacity=cap,
+            ),
+        )
+    )
+    return out, specs, False
+
+
+def lower(c: Compiled, options: RunOptions) -> Lowered:  # noqa: C901 - one dispatch per step
+    steps = _chain(c)
+    cap = options.batch_size
+    source = next(s for s in steps if isinstance(s, P.Source))
+    sink = next(s for s in steps if isinstance(s, P.Sink))
+    low = Lowered(len(steps), source, sink, c.schemas[source.step_id])
+    low.step_index = {s.step_id: i for i, s in enumerate(steps)}
+    for idx, s in enumerate(steps):
+        if isinstance(s, (P.Source, P.Sink)):
+            continue
+        schema = c.schemas[s.inputs[0].step_id]
+        out = c.schemas[s.step_id]
+        pos = {n: i + 2 for i, (n, _) in enumerate(schema)}
+        if isinstance(s, P.Filter):
+            low.ops.append(
+                (
+                    "filter",
+                    dict(
+                        step=idx,
+                        cin=True,
+                        cout=True,
+                        lts=_lts(schema),
+                        pred=lower_expr(s.predicate, schema, s),
+                        capacity=cap,
+                    ),
+                )
+            )
+        elif isinstance(s, (P.Select, P.WithColumns)):
+            computed = {n: k for k, (n, _) in enumerate(s.exprs)}
+            src = [0, 1]
+            for n, _ in out:
+                src.append(-(computed[n] + 1) if n in computed else pos[n])
+            low.ops.append(
+                (
+                    "project",
+                    dict(
+                        step=idx,
+                        cin=True,
+                        cout=True,
+                        in_lts=_lts(schema),
+                        out_lts=_lts(out),
+                        src=src,
+                        exprs=[lower_expr(e, schema, s) for _, e in s.exprs],
+                        capacity=cap,
+                    ),
+                )
+            )
+        elif isinstance(s, (P.Aggregate, P.Running)):
+            kin, specs, cin = _agg_args(s, schema, idx, low, cap)
+            keys = [pos[k] for k in s.keys]
+            outs: list[tuple[int, int]]
+            if isinstance(s, P.Running):
+                outs = [(OUT_INPUT, pos[n]) for n, _ in schema]
+            else:
+                outs = [(OUT_INPUT, pos[k]) for k in s.keys]
+            w = s.window if isinstance(s, P.Aggregate) else None
+            if w is not None:
+                outs += [(OUT_WSTART, 0), (OUT_WEND, 0)]
+            outs += [(OUT_AGG, j) for j in range(len(specs))]
+            if w is None:
+                low.ops.append(
+                    (
+                        "keyed",
+                        dict(
+                            kind="aggregate",
+                            step=idx,
+                            cin=cin,
+                            cout=True,
+                            in_lts=_lts(kin),
+                            out_lts=_lts(out),
+                            keys=keys,
+                            aggs=specs,
+                            outs=outs,
+                            capacity=cap,
+                        ),
+                    )
+                )
+            else:
+                size = P.parse_duration(w.size)
+                low.ops.append(
+                    (
+                        "window",
+                        dict(
+                            step=idx,
+                            cin=cin,
+                            cout=True,
+                            in_lts=_lts(kin),
+                            out_lts=_lts(out),
+                            keys=keys,
+                            aggs=specs,
+                            outs=outs,
+                            kind=WINDOW_KIND[w.kind],
+                            time_col=pos[w.time],
+                            size=size,
+                            every=P.parse_duration(w.every) if w.every is not None else size,
+                            lateness=P.parse_duration(w.lateness),
+                            capacity=cap,
+                        ),
+                    )
+                )
+        elif isinstance(s, P.TopK):
+            low.ops.append(
+                (
+                    "keyed",
+                    dict(
+                        kind="topk",
+                        step=idx,
+                        cin=True,
+                        cout=True,
+                        in_lts=_lts(schema),
+                        out_lts=_lts(out),
+                        keys=[pos[k] for k in s.keys],
+                        by=pos[s.by],
+                        k=s.k,
+                        descending=s.descending,
+                        outs=[(OUT_INPUT, pos[n]) for n, _ in schema] + [(OUT_RANK, 0)],
+                        capacity=cap,
+                    ),
+                )
+            )
+        elif isinstance(s, P.Dedup):
+            dkeys = s.keys or tuple(n for n, _ in schema)
+            low.ops.append(
+                (
+                    "keyed",
+                    dict(
+                        kind="dedup",
+                        step=idx,
+                        cin=True,
+                        cout=True,
+                        in_lts=_lts(schema),
+                        out_lts=_lts(out),
+                        keys=[pos[k] for k in dkeys],
+                        capacity=cap,
+                    ),
+                )
+            )
+        else:
+            raise NotSupportedError(s.step_id, NAME, type(s).__name__)
+    if not low.ops:  # source -> sink: one pass-through (the pool needs an operator)
+        sch = low.in_schema
+        low.ops.append(
+            (
+                "project",
+                dict(
+                    step=low.step_index[sink.step_id],
+                    cin=False,
+                    cout=False,
+                    in_lts=_lts(sch),
+                    out_lts=_lts(sch),
+                    src=list(range(2 + len(sch))),
+                    exprs=[],
+                    capacity=cap,
+                ),
+            )
+        )
+    return low
+
+
+def build(low: Lowered, c: Compiled) -> Any:
+    """A Program (not started) for a lowered plan."""
+    from .. import _runtime as R
+
+    prog = R.Program(low.nsteps, 64)
+    prog.set_input(_lts(low.in_schema))
+    for kind, a in low.ops:
+        if kind == "filter":
+            prog.add_filter(a["step"], a["cin"], a["cout"], a["lts"], a["pred"], a["capacity"])
+        elif kind == "project":
+            prog.add_project(
+                a["step"],
+                a["cin"],
+                a["cout"],
+                a["in_lts"],
+                a["out_lts"],
+                a["src"],
+                a["exprs"],
+                a["capacity"],
+            )
+        elif kind == "keyed":
+            prog.add_keyed(
+                a["kind"],
+                a["step"],
+                a["cin"],
+                a["cout"],
+                a["in_lts"],
+                a["out_lts"],
+                a["keys"],
+                PARTITIONS,
+                a["capacity"],
+                aggs=a.get("aggs"),
+                outs=a.get("outs"),
+                by=a.get("by", -1),
+                k=a.get("k", 0),
+                descending=a.get("descending", False),
+            )
+        elif kind == "window":
+            prog.add_window(
+                a["step"],
+                a["cin"],
+                a["cout"],
+                a["in_lts"],
+                a["out_lts"],
+                a["keys"],
+                a["aggs"],
+                a["outs"],
+                a["kind"],
+                a["time_col"],
+                a["size"],
+                a["every"],
+                a["lateness"],
+                a["capacity"],
+            )
+    prog.set_output(_lts(c.schemas[low.sink.inputs[0].step_id]))
+    return prog
+
+
+# ----------------------------------------------------------------------------- driver
+
+
+def _arrow_target(schema: Schema) -> pa.Schema:
+    fields = []
+    for n, t in schema:
+        fields.append(
+            pa.field(
+                n,
+                {
+                    "int": pa.int64(),
+                    "float": pa.float64(),
+                    "bool": pa.bool_(),
+                    "str": pa.large_string(),
+                    "datetime": pa.timestamp("us"),
+                    "date": pa.date32(),
+                    "null": pa.null(),
+                }[t.name],
+            )
+        )
+    return pa.schema(fields)
+
+
+def to_frame(rb: pa.RecordBatch, schema: Schema) -> pl.DataFrame:
+    """An exported runtime batch (hidden columns first) as a frame of ``schema``."""
+    cols = []
+    for k, (_, t) in enumerate(schema):
+        a = rb.column(k + 2)
+        if t == DATE:
+            a = a.cast(pa.int32()).view(pa.date32())
+        elif t == NULL:
+            a = pa.nulls(len(a))
+        cols.append(a)
+    tbl = pa.Table.from_arrays(cols, names=[n for n, _ in schema]) if schema else None
+    if tbl is None:
+        return pl.DataFrame(schema=polars_schema(schema))
+    return pl.from_arrow(tbl, schema_overrides=polars_schema(schema))  # type: ignore[return-value]
+
+
+def _reason_fn(s: P.Step, c: Compiled) -> Callable[[dict[str, Any]], str | None]:
+    """The reference's dead-letter reason for a row at step ``s``."""
+    fns: list[Callable[[dict[str, Any]], Any]] = []
+    if isinstance(s, P.Filter):
+        fns = [compile_row_expr(s.predicate)]
+    elif isinstance(s, (P.Select, P.WithColumns)):
+        fns = [compile_row_expr(e) for _, e in s.exprs]
+    elif isinstance(s, (P.Aggregate, P.Running)):
+        fns = [compile_row_expr(a.arg) for _, a in s.aggs if a.arg is not None]
+    time_col = s.window.time if isinstance(s, P.Aggregate) and s.window is not None else None
+
+    def reason(row: dict[str, Any]) -> str | None:
+        for f in fns:
+            try:
+                f(row)
+            except RowError as e:
+                return str(e)
+        if time_col is not None and row.get(time_col) is None:
+            return f"null event time in column {time_col!r}"
+        return None
+
+    return reason
+
+
+class Driver:
+    """Feeds the source in, drains outputs and side logs, mirrors counters into the run."""
+
+    def __init__(self, c: Compiled, env: Any, options: RunOptions):
+        self.c, self.env, self.options = c, env, options
+        self.low = lower(c, options)
+        self.steps = list(c.plan.steps)
+        self.source = self.low.source
+        self.sink = self.low.sink
+        self.sink_schema = c.schemas[self.sink.inputs[0].step_id]
+        self.writer = env.sink_writer(self.sink)
+        self.frame_writer = getattr(self.writer, "__self__", None)
+        self.side: list[tuple[tuple[int, int, int, int], str, dict[str, Any]]] = []
+        self.reasons: dict[int, Callable[[dict[str, Any]], str | None]] = {}
+        self.last_position = ""
+        self.bad_rows: list[tuple[int, BadRow]] = []
+        self.callback_buf: list[dict[str, Any]] = []
+
+    # ---------------------------------------------------------------- source
+    def _batches(self) -> Iterator[pa.RecordBatch | BadRow]:
+        reader = self.c.readers[self.source.step_id]
+        target = _arrow_target(self.low.in_schema)
+        batches = reader.arrow_batches()
+        if batches is not None:
+            for b in batches:
+                yield b if isinstance(b, BadRow) else _conform_batch(b, target)
+            return
+        buf: list[dict[str, Any]] = []
+        for item in reader.rows():
+            if isinstance(item, BadRow):
+                if buf:
+                    yield pa.RecordBatch.from_pylist(buf, schema=target)
+                    buf = []
+                yield item
+                continue
+            buf.append(item)
+            if len(buf) >= 4096:
+                yield pa.RecordBatch.from_pylist(buf, schema=target)
+                buf = []
+        if buf:
+            yield pa.RecordBatch.from_pylist(buf, schema=target)
+
+    def run(self) -> bool:
+
+        prog = build(self.low, self.c)
+        self.prog = prog
+        try:
+            o = self.options
+            prog.start(
+                workers=o.workers, scheduler=o.scheduler, reorder=o.reorder, keyed=o.keyed_queue
+            )
+            ok = self._feed(prog)
+            if ok:
+                ok = self._finish(prog)
+            return ok
+        finally:
+            prog.stop()
+            self._drain_sides(prog)
+            self._sync_counters(prog)
+            self._flush_side()
+            self.env.run.native_metrics = prog.metrics()
+            err = prog.error()
+            prog.close()
+            if err is not None and not self.env.should_stop():
+                raise RuntimeError(f"native runtime error in {err[1]}: {err[2]} (status {err[0]})")
+
+    def _feed(self, prog: Any) -> bool:
+        from .. import _runtime as R
+
+        env, sid = self.env, self.source.step_id
+        cnt = env.counters[sid]
+        bs = self.options.batch_size
+        seq = 0
+        rate = self.source.rate
+        t0 = time.monotonic()
+        for item in self._batches():
+            if isinstance(item, BadRow):
+                cnt.rows_in += 1
+                cnt.dead += 1
+                self.side.append(
+                    (
+                        (seq, 0, 0, 0),
+                        "dead",
+                        {
+                            "step": sid,
+                            "position": f"{sid} {item.position}",
+                            "reason": item.reason,
+                            "row": item.raw,
+                        },
+                    )
+                )
+                env.dead_letter(sid, item.reason, item.raw, f"{sid} {item.position}")
+                seq += 1
+                continue
+            n = item.num_rows
+            off = 0
+            while off < n:
+                m = min(bs, n - off)
+                if rate:
+                    delay = t0 + seq / rate - time.monotonic()
+                    if delay > 0:
+                        time.sleep(min(delay, 0.05))
+                        if env.should_stop():
+                            return False
+                        continue
+                    m = min(m, max(1, int(rate * 0.002)))
+                while True:
+                    if env.should_stop() or not env.wait_if_paused():
+                        return False
+                    rc = prog.push(item, off, m, seq, 2_000_000)
+                    if rc == R.OK:
+                        break
+                    if rc == R.CLOSED:
+                        return False
+                    self._drain(prog)
+                off += m
+                seq += m
+                cnt.rows_in += m
+                cnt.rows_out += m
+                env.on_source_row(seq)
+                self.last_position = f"{sid} row {seq - 1}"
+                self._drain(prog)
+        return True
+
+    def _finish(self, prog: Any) -> bool:
+        from .. import _runtime as R
+
+        while True:
+            if self.env.should_stop():
+                return False
+            rc = prog.finish(2_000_000)
+            if rc == R.OK:
+                break
+            if rc == R.CLOSED:
+                return False
+            self._drain(prog)
+        while True:
+            if self.env.should_stop():
+                return False
+            rc, eos, rb = prog.take(20_000_000)
+            if rc == R.CLOSED:
+                return False
+            if rb is not None:
+                self._write(rb)
+            if eos:
+                self._flush_callback()
+                return True
+            self._periodic(prog)
+
+    _next_sync = 0.0
+
+    def _periodic(self, prog: Any) -> None:
+        now = time.monotonic()
+        if now >= self._next_sync:
+            self._next_sync = now + 0.1
+            self.env.run.native_metrics = prog.metrics()
+            self._drain_sides(prog)
+            self._sync_counters(prog)
+
+    def _drain(self, prog: Any) -> None:
+        from .. import _runtime as R
+
+        while True:
+            rc, eos, rb = prog.take(0)
+            if rc != R.OK:
+                break
+            if rb is not None:
+                self._write(rb)
+        self._periodic(prog)
+
+    # ---------------------------------------------------------------- outputs
+    def _write(self, rb: pa.RecordBatch) -> None:
+        df = to_frame(rb, self.sink_schema)
+        cnt = self.env.counters[self.sink.step_id]
+        cnt.rows_in += df.height
+        store = self.frame_writer
+        if store is not None and hasattr(store, "write_frame"):
+            store.write_frame(df)
+            return
+        # callbacks see batches of up to 1024 rows, as on the reference
+        self.callback_buf.extend(df.to_dicts())
+        while len(self.callback_buf) >= 1024:
+            rows, self.callback_buf = self.callback_buf[:1024], self.callback_buf[1024:]
+            self.writer(rows)
+
+    def _flush_callback(self) -> None:
+        if self.callback_buf:
+            rows, self.callback_buf = self.callback_buf, []
+            self.writer(rows)
+
+    def _sync_counters(self, prog: Any) -> None:
+        for k, (rin, rout, filt, dead, late) in enumerate(prog.counters()):
+            s = self.steps[k]
+            if isinstance(s, (P.Source, P.Sink)):
+                continue
+            cnt = self.env.counters[s.step_id]
+            cnt.rows_in, cnt.rows_out, cnt.filtered, cnt.dead, cnt.late = (
+                rin,
+                rout,
+                filt,
+                dead,
+                late,
+            )
+
+    def _drain_sides(self, prog: Any) -> None:
+        sid = self.source.step_id
+        for step, kinds, serials, rows, reasons, rb in prog.sides():
+            s = self.steps[step]
+            in_schema = self.c.schemas[s.inputs[0].step_id]
+            seqs = rb.column(0).to_pylist()
+            df = to_frame(rb.select(list(range(2 + len(in_schema)))), in_schema)
+            dicts = df.to_dicts()
+            if step not in self.reasons:
+                self.reasons[step] = _reason_fn(s, self.c)
+            for j, row in enumerate(dicts):
+                seq = seqs[j]
+                position = f"{sid} row {seq}" if seq < (1 << 62) else self.last_position
+                key = (seq, step, serials[j], rows[j])
+                if kinds[j] == 1:
+                    reason = self.reasons[step](row) or reasons[j] or "row could not be processed"
+                    rec = {
+                        "step": s.step_id,
+                        "position": position,
+                        "reason": reason,
+                        "row": repr(row)[:500],
+                    }
+                    self.side.append((key, "dead", rec))
+                    self.env.dead_letter(s.step_id, reason, rec["row"], position)
+                else:
+                    rec = dict(row, _step=s.step_id, _position=position)
+                    self.side.append((key, "late", rec))
+                    self.env.run._late.add(rec)
+
+    def _flush_side(self) -> None:
+        """Put dead letters and late rows in the reference's order (by source row, then
+        step), replacing the live (drain-order) logs."""
+        from ..stores import RowLog
+
+        self.side.sort(key=lambda x: x[0])
+        run = self.env.run
+        dead, late = RowLog(), RowLog()
+        for _, kind, rec in self.side:
+            (dead if kind == "dead" else late).add(rec)
+        run._dead, run._late = dead, late
+
+
+def _conform_batch(b: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+    if b.schema.equals(target):
+        return b
+    arrays = []
+    for k, f in enumerate(target):
+        a = b.column(k)
+        if f.type == pa.large_string() and a.type in (pa.string(), pa.string_view()):
+            arrays.append(a)  # read as is (u / vu)
+            continue
+        if pa.types.is_timestamp(a.type) and pa.types.is_timestamp(f.type) and a.type.unit == "us":
+            arrays.append(a)
+            continue
+        arrays.append(a.cast(f.type))
+    return pa.RecordBatch.from_arrays(arrays, names=target.names)
+
+
+def parse_target(t: str) -> DType:
+    return parse_dtype(t)
+
+
+__all__ = ["NativeBackend", "lower", "build", "DATETIME"]

@@ -1,0 +1,659 @@
+# distutils: language = c
+# distutils: sources = native/exec/common.c native/exec/expr.c native/exec/ops_state.c native/exec/ops_keyed.c native/exec/ops_window.c native/exec/keyhash.c native/exec/rowstore.c native/exec/program.c native/exec/arrow_bridge.c native/runtime/pool.c native/runtime/scheduler.c native/runtime/reorder.c native/runtime/hybrid_queue.c native/runtime/ring.c native/runtime/batch.c native/runtime/metrics.c
+# distutils: include_dirs = native native/common native/exec native/runtime
+"""streamcell._runtime: the Python face of the native runtime (native/exec, native/runtime).
+
+A :class:`Program` is a compiled plan's operator chain on the worker pool. The driver
+(streamcell.backends.native) builds it from the lowered plan, pushes Arrow record batches
+in (copied into runtime batches without the GIL), and takes ordered output batches out as
+zero-copy Arrow record batches. Everything between runs on C threads without the GIL.
+"""
+
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, uintptr_t
+from libc.stdlib cimport free, malloc, calloc
+from libc.string cimport memset
+from cpython.pycapsule cimport PyCapsule_GetPointer
+
+include "common/status.pxi"
+
+cdef extern from "runtime/batch.h":
+    ctypedef struct sc_batch:
+        uint64_t serial
+        int64_t nrows
+        int64_t capacity
+        int32_t ncols
+        uint8_t eos
+        sc_batch *next
+    void sc_batch_release(sc_batch *b) nogil
+    void sc_batch_release_chain(sc_batch *b) nogil
+
+cdef extern from "runtime/scheduler.h":
+    ctypedef enum sc_op_kind:
+        SC_OP_STATELESS, SC_OP_PARTITIONED, SC_OP_STATEFUL
+    ctypedef struct sc_sched_config:
+        int policy
+        uint64_t slice_ns
+    ctypedef struct sc_sched:
+        pass
+    ctypedef struct sc_sched_op_stats:
+        double cost_ns, selectivity
+        int64_t queued
+        uint32_t workers, max_workers
+        uint64_t items_in, items_out, ns_total, grants
+    int sc_sched_stats(const sc_sched *s, uint32_t op, sc_sched_op_stats *out) nogil
+
+cdef extern from "runtime/metrics.h":
+    ctypedef struct sc_metrics:
+        pass
+    ctypedef struct sc_latency_summary:
+        uint64_t count, p50_ns, p99_ns, max_ns
+        double mean_ns
+    ctypedef struct sc_op_counters:
+        uint64_t rows_in, rows_out, batches_in, batches_out, ns
+        int64_t queue_depth
+        uint32_t workers
+    int sc_metrics_snapshot(const sc_metrics *m, sc_op_counters *ops, uint32_t nops, sc_latency_summary *lat) nogil
+
+cdef extern from "runtime/pool.h":
+    ctypedef int (*sc_op_run_fn)(void *op_state, sc_batch *inp, sc_batch **out) nogil
+    ctypedef struct sc_pool_config:
+        uint32_t workers
+        sc_sched_config sched
+        int reorder
+        int keyed
+        uint32_t partitions
+        uint32_t partition_capacity
+        uint32_t window
+        uint32_t marker_every
+        uint64_t idle_sleep_ns
+
+cdef extern from "exec/exec.h":
+    ctypedef struct sc_schema:
+        int32_t ncols
+        uint8_t *lt
+    int sc_schema_init(sc_schema *s, int32_t ncols, const uint8_t *lt) nogil
+    void sc_schema_free(sc_schema *s) nogil
+    ctypedef struct sc_atomic_u64:
+        pass
+    uint64_t sc_u64_load_relaxed(const sc_atomic_u64 *a) nogil
+    ctypedef struct sc_step_counters:
+        sc_atomic_u64 rows_in, rows_out, filtered, dead, late
+    ctypedef struct sc_side:
+        pass
+    ctypedef struct sc_side_meta:
+        uint8_t kind
+        uint64_t serial
+        int64_t row
+        char *reason
+    int sc_side_take(sc_side *s, sc_batch **rows, sc_side_meta **meta, int64_t *n) nogil
+    void sc_side_meta_free(sc_side_meta *meta, int64_t n) nogil
+    uint32_t sc_side_step(const sc_side *s) nogil
+    const sc_schema *sc_side_schema(const sc_side *s) nogil
+    ctypedef struct sc_op_base:
+        sc_side *side
+    int sc_op_base_init(sc_op_base *b, uint32_t step, bint count_in, bint count_out,
+                        sc_step_counters *counters, const sc_schema *inp, const sc_schema *out,
+                        int64_t capacity, bint with_side) nogil
+    void sc_op_base_free(sc_op_base *b) nogil
+    int sc_batch_new(sc_batch **out, const sc_schema *s, int64_t capacity) nogil
+
+cdef extern from "exec/expr.h":
+    ctypedef struct sc_enode:
+        int32_t op
+        uint8_t lt
+        int32_t a, b, c
+        bint is_null
+        int64_t i
+        double f
+        const char *s
+        int32_t slen
+        int32_t nlist
+        const int64_t *ilist
+        const double *flist
+        const char *const *slist
+        const int32_t *slens
+        bint list_has_null
+    int sc_op_filter_create(void **st, const sc_op_base *base, const sc_enode *pred, int32_t npred) nogil
+    int sc_op_project_create(void **st, const sc_op_base *base, const int32_t *src, int32_t nout,
+                             const sc_enode *const *exprs, const int32_t *nnodes, int32_t nexprs) nogil
+    int sc_op_filter_run(void *st, sc_batch *inp, sc_batch **out) nogil
+    int sc_op_project_run(void *st, sc_batch *inp, sc_batch **out) nogil
+    void sc_op_filter_destroy(void *st) nogil
+    void sc_op_project_destroy(void *st) nogil
+
+cdef extern from "exec/ops_state.h":
+    ctypedef struct sc_agg_spec:
+        int32_t fn
+        int32_t arg
+        uint8_t lt
+    ctypedef struct sc_out_col:
+        int32_t kind
+        int32_t arg
+    ctypedef struct sc_keyed_spec:
+        const int32_t *keys
+        int32_t nkeys
+        const sc_agg_spec *aggs
+        int32_t naggs
+        const sc_out_col *outs
+    ctypedef struct sc_window_spec:
+        sc_keyed_spec keyed
+        int32_t kind
+        int32_t time_col
+        int64_t size, every, lateness
+    int sc_op_aggregate_create(void **st, const sc_op_base *base, const sc_keyed_spec *spec) nogil
+    int sc_op_aggregate_run(void *st, sc_batch *inp, sc_batch **out) nogil
+    void sc_op_aggregate_destroy(void *st) nogil
+    int sc_op_topk_create(void **st, const sc_op_base *base, const int32_t *keys, int32_t nkeys, int32_t by,
+                          int32_t k, bint descending, const sc_out_col *outs) nogil
+    int sc_op_topk_run(void *st, sc_batch *inp, sc_batch **out) nogil
+    void sc_op_topk_destroy(void *st) nogil
+    int sc_op_dedup_create(void **st, const sc_op_base *base, const int32_t *keys, int32_t nkeys) nogil
+    int sc_op_dedup_run(void *st, sc_batch *inp, sc_batch **out) nogil
+    void sc_op_dedup_destroy(void *st) nogil
+    int sc_op_window_create(void **st, const sc_op_base *base, const sc_window_spec *spec) nogil
+    int sc_op_window_run(void *st, sc_batch *inp, sc_batch **out) nogil
+    void sc_op_window_destroy(void *st) nogil
+
+cdef extern from "exec/program.h":
+    ctypedef struct sc_prog:
+        pass
+    ctypedef void (*sc_op_destroy_fn)(void *state) nogil
+    int sc_prog_create(sc_prog **out, uint32_t nsteps, uint32_t max_out) nogil
+    void sc_prog_destroy(sc_prog *p) nogil
+    sc_step_counters *sc_prog_counters(sc_prog *p, uint32_t step) nogil
+    int sc_prog_add(sc_prog *p, const char *name, sc_op_kind kind, sc_op_run_fn run, sc_op_destroy_fn destroy,
+                    void *state, sc_op_base *base) nogil
+    int sc_prog_add_keyed(sc_prog *p, const char *name, sc_op_run_fn run, sc_op_destroy_fn destroy,
+                          void **states, sc_op_base **bases, uint32_t partitions, const int32_t *keys,
+                          int32_t nkeys, const sc_schema *inp, const sc_schema *out) nogil
+    uint32_t sc_prog_nops(const sc_prog *p) nogil
+    const char *sc_prog_op_name(const sc_prog *p, uint32_t op) nogil
+    int64_t sc_prog_state_size(const sc_prog *p, uint32_t op) nogil
+    int sc_prog_start(sc_prog *p, const sc_pool_config *cfg) nogil
+    int sc_prog_push(sc_prog *p, sc_batch *b, int64_t timeout_ns) nogil
+    int sc_prog_finish(sc_prog *p, int64_t timeout_ns) nogil
+    int sc_prog_take(sc_prog *p, int64_t timeout_ns, sc_batch **b) nogil
+    int sc_prog_pause(sc_prog *p) nogil
+    int sc_prog_resume(sc_prog *p) nogil
+    int sc_prog_stop(sc_prog *p) nogil
+    int sc_prog_error(const sc_prog *p, uint32_t *op) nogil
+    sc_metrics *sc_prog_metrics(sc_prog *p) nogil
+    const sc_sched *sc_prog_sched(const sc_prog *p) nogil
+    int sc_prog_sides(sc_prog *p, sc_side ***sides, uint32_t *n) nogil
+
+cdef extern from "exec/arrow_bridge.h":
+    struct ArrowSchema:
+        void (*release)(ArrowSchema *) nogil
+    struct ArrowArray:
+        int64_t length
+        void (*release)(ArrowArray *) nogil
+    int sc_arrow_import(const ArrowSchema *schema, const ArrowArray *array, int64_t offset, int64_t n,
+                        const sc_schema *target, sc_batch *out, int64_t seq0) nogil
+    int sc_arrow_export(sc_batch *b, const sc_schema *s, ArrowSchema *schema, ArrowArray *array) nogil
+
+
+# status codes the driver branches on
+OK = SC_OK
+FULL = SC_EFULL
+EMPTY = SC_EEMPTY
+CLOSED = SC_ECLOSED
+
+SCHEDULERS = {"CT": 0, "QST": 1, "LP": 2, "ET": 3}
+REORDERS = {"nonblocking": 0, "locked": 1}
+KEYED_QUEUES = {"hybrid": 0, "partitioned": 1}
+
+
+cdef class _Schema:
+    """An owned sc_schema built from a bytes of logical types."""
+    cdef sc_schema s
+
+    def __cinit__(self, bytes lts):
+        check_status(sc_schema_init(&self.s, <int32_t>len(lts), <const uint8_t *><char *>lts), "schema")
+
+    def __dealloc__(self):
+        sc_schema_free(&self.s)
+
+
+cdef class _Nodes:
+    """An expression's sc_enode array; keeps the Python literals it points into alive."""
+    cdef sc_enode *nodes
+    cdef int32_t n
+    cdef list keep
+
+    def __cinit__(self, list nodes):
+        self.n = len(nodes)
+        self.keep = []
+        self.nodes = <sc_enode *>calloc(max(self.n, 1), sizeof(sc_enode))
+        if self.nodes == NULL:
+            raise MemoryError()
+        cdef int k
+        cdef sc_enode *e
+        cdef int64_t *il
+        cdef double *fl
+        cdef const char **sl
+        cdef int32_t *ln
+        for k, node in enumerate(nodes):
+            e = &self.nodes[k]
+            e.op, e.lt, e.a, e.b, e.c = node["op"], node["lt"], node.get("a", -1), node.get("b", -1), node.get("c", -1)
+            e.is_null = node.get("is_null", False)
+            e.i = node.get("i", 0)
+            e.f = node.get("f", 0.0)
+            s = node.get("s")
+            if s is not None:
+                self.keep.append(s)
+                e.s = <const char *>s
+                e.slen = <int32_t>len(s)
+            lst = node.get("list")
+            if lst is not None:
+                e.nlist = len(lst)
+                e.list_has_null = node.get("list_has_null", False)
+                kind = node["list_kind"]
+                if kind == "i":
+                    il = <int64_t *>malloc(max(len(lst), 1) * sizeof(int64_t))
+                    for j, v in enumerate(lst):
+                        il[j] = v
+                    self.keep.append(_Ptr.wrap(il))
+                    e.ilist = il
+                elif kind == "f":
+                    fl = <double *>malloc(max(len(lst), 1) * sizeof(double))
+                    for j, v in enumerate(lst):
+                        fl[j] = v
+                    self.keep.append(_Ptr.wrap(fl))
+                    e.flist = fl
+                else:
+                    sl = <const char **>malloc(max(len(lst), 1) * sizeof(char *))
+                    ln = <int32_t *>malloc(max(len(lst), 1) * sizeof(int32_t))
+                    for j, v in enumerate(lst):
+                        self.keep.append(v)
+                        sl[j] = <const char *>v
+                        ln[j] = <int32_t>len(v)
+                    self.keep.append(_Ptr.wrap(sl))
+                    self.keep.append(_Ptr.wrap(ln))
+                    e.slist = sl
+                    e.slens = ln
+
+    def __dealloc__(self):
+        free(self.nodes)
+
+
+cdef class _Ptr:
+    cdef void *p
+
+    @staticmethod
+    cdef _Ptr wrap(void *p):
+        cdef _Ptr o = _Ptr.__new__(_Ptr)
+        o.p = p
+        return o
+
+    def __dealloc__(self):
+        free(self.p)
+
+
+cdef int32_t *_ints(list xs) except NULL:
+    cdef int32_t *a = <int32_t *>malloc(max(len(xs), 1) * sizeof(int32_t))
+    if a == NULL:
+        raise MemoryError()
+    for k, x in enumerate(xs):
+        a[k] = x
+    return a
+
+
+cdef sc_out_col *_outs(list outs) except NULL:
+    cdef sc_out_col *o = <sc_out_col *>malloc(max(len(outs), 1) * sizeof(sc_out_col))
+    if o == NULL:
+        raise MemoryError()
+    for k, (kind, arg) in enumerate(outs):
+        o[k].kind = kind
+        o[k].arg = arg
+    return o
+
+
+cdef sc_agg_spec *_aggs(list aggs) except NULL:
+    cdef sc_agg_spec *a = <sc_agg_spec *>malloc(max(len(aggs), 1) * sizeof(sc_agg_spec))
+    if a == NULL:
+        raise MemoryError()
+    for k, (fn, arg, lt) in enumerate(aggs):
+        a[k].fn = fn
+        a[k].arg = arg
+        a[k].lt = lt
+    return a
+
+
+cdef class Program:
+    """A native operator chain (see module doc). Build with the ``add_*`` methods, then
+    ``start``; feed with ``push``; drain with ``take``; always ``close``."""
+    cdef sc_prog *p
+    cdef uint32_t nsteps
+    cdef list schemas       # _Schema of each operator's output, in order
+    cdef list op_steps
+    cdef _Schema out_schema
+    cdef _Schema in_schema
+    cdef bint started
+
+    def __cinit__(self, int nsteps, int max_out=64):
+        check_status(sc_prog_create(&self.p, nsteps, max_out), "program")
+        self.nsteps = nsteps
+        self.schemas = []
+        self.op_steps = []
+
+    def __dealloc__(self):
+        if self.p != NULL:
+            with nogil:
+                sc_prog_destroy(self.p)
+            self.p = NULL
+
+    def close(self):
+        """Stop the workers and free everything (idempotent)."""
+        if self.p != NULL:
+            with nogil:
+                sc_prog_destroy(self.p)
+            self.p = NULL
+
+    cdef int _base(self, sc_op_base *b, int step, bint cin, bint cout, _Schema i, _Schema o, int64_t capacity,
+                   bint side) except -1:
+        return check_status(sc_op_base_init(b, step, cin, cout, sc_prog_counters(self.p, step), &i.s, &o.s,
+                                            capacity, side), "operator")
+
+    def set_input(self, bytes lts):
+        self.in_schema = _Schema(lts)
+
+    def add_filter(self, int step, bint cin, bint cout, bytes lts, list pred, int64_t capacity):
+        cdef _Schema s = _Schema(lts)
+        cdef _Nodes n = _Nodes(pred)
+        cdef sc_op_base b
+        cdef void *st = NULL
+        self._base(&b, step, cin, cout, s, s, capacity, True)
+        rc = sc_op_filter_create(&st, &b, n.nodes, n.n)
+        sc_op_base_free(&b)
+        check_status(rc, f"filter step {step}")
+        check_status(sc_prog_add(self.p, b"filter", SC_OP_STATELESS, sc_op_filter_run, sc_op_filter_destroy,
+                                 st, <sc_op_base *>st), "filter")
+        self.schemas.append(s)
+
+    def add_project(self, int step, bint cin, bint cout, bytes in_lts, bytes out_lts, list src, list exprs,
+                    int64_t capacity):
+        cdef _Schema si = _Schema(in_lts)
+        cdef _Schema so = _Schema(out_lts)
+        cdef list nodes = [_Nodes(e) for e in exprs]
+        cdef int nex = len(nodes)
+        cdef const sc_enode **ptrs = <const sc_enode **>malloc(max(nex, 1) * sizeof(sc_enode *))
+        cdef int32_t *lens = <int32_t *>malloc(max(nex, 1) * sizeof(int32_t))
+        cdef int32_t *srcs = _ints(src)
+        cdef _Nodes n
+        for k in range(nex):
+            n = nodes[k]
+            ptrs[k] = n.nodes
+            lens[k] = n.n
+        cdef sc_op_base b
+        cdef void *st = NULL
+        try:
+            self._base(&b, step, cin, cout, si, so, capacity, True)
+            rc = sc_op_project_create(&st, &b, srcs, <int32_t>len(src), ptrs, lens, nex)
+            sc_op_base_free(&b)
+            check_status(rc, f"project step {step}")
+        finally:
+            free(ptrs)
+            free(lens)
+            free(srcs)
+        check_status(sc_prog_add(self.p, b"project", SC_OP_STATELESS, sc_op_project_run, sc_op_project_destroy,
+                                 st, <sc_op_base *>st), "project")
+        self.schemas.append(so)
+
+    def add_keyed(self, str kind, int step, bint cin, bint cout, bytes in_lts, bytes out_lts, list keys,
+                  int partitions, int64_t capacity, list aggs=None, list outs=None, int by=-1, int k=0,
+                  bint descending=False):
+        """kind: aggregate (also running), topk or dedup."""
+        cdef _Schema si = _Schema(in_lts)
+        cdef _Schema so = _Schema(out_lts)
+        cdef int32_t *ks = _ints(keys)
+        cdef sc_agg_spec *ag = _aggs(aggs or [])
+        cdef sc_out_col *oc = _outs(outs or [])
+        cdef sc_keyed_spec spec
+        cdef void **states = <void **>calloc(partitions, sizeof(void *))
+        cdef sc_op_base **bases = <sc_op_base **>calloc(partitions, sizeof(sc_op_base *))
+        cdef sc_op_base b
+        cdef sc_op_run_fn run
+        cdef sc_op_destroy_fn destroy
+        cdef int rc = 0
+        cdef int i
+        spec.keys = ks
+        spec.nkeys = <int32_t>len(keys)
+        spec.aggs = ag
+        spec.naggs = <int32_t>len(aggs or [])
+        spec.outs = oc
+        if kind == "aggregate":
+            run, destroy = sc_op_aggregate_run, sc_op_aggregate_destroy
+        elif kind == "topk":
+            run, destroy = sc_op_topk_run, sc_op_topk_destroy
+        elif kind == "dedup":
+            run, destroy = sc_op_dedup_run, sc_op_dedup_destroy
+        else:
+            raise ValueError(kind)
+        try:
+            for i in range(partitions):
+                self._base(&b, step, cin, cout, si, so, capacity, False)
+                if kind == "aggregate":
+                    rc = sc_op_aggregate_create(&states[i], &b, &spec)
+                elif kind == "topk":
+                    rc = sc_op_topk_create(&states[i], &b, ks, spec.nkeys, by, k, descending, oc)
+                else:
+                    rc = sc_op_dedup_create(&states[i], &b, ks, spec.nkeys)
+                sc_op_base_free(&b)
+                if rc < 0:
+                    for j in range(i):
+                        destroy(states[j])
+                    check_status(rc, f"{kind} step {step}")
+                bases[i] = <sc_op_base *>states[i]
+            check_status(sc_prog_add_keyed(self.p, kind.encode(), run, destroy, states, bases, partitions, ks,
+                                           spec.nkeys, &si.s, &so.s), kind)
+        finally:
+            free(ks)
+            free(ag)
+            free(oc)
+            free(states)
+            free(bases)
+        self.schemas.extend([si, so, so])
+
+    def add_window(self, int step, bint cin, bint cout, bytes in_lts, bytes out_lts, list keys, list aggs,
+                   list outs, int kind, int time_col, int64_t size, int64_t every, int64_t lateness,
+                   int64_t capacity):
+        cdef _Schema si = _Schema(in_lts)
+        cdef _Schema so = _Schema(out_lts)
+        cdef sc_window_spec spec
+        cdef sc_op_base b
+        cdef void *st = NULL
+        memset(&spec, 0, sizeof(spec))
+        spec.keyed.keys = _ints(keys)
+        spec.keyed.nkeys = <int32_t>len(keys)
+        spec.keyed.aggs = _aggs(aggs)
+        spec.keyed.naggs = <int32_t>len(aggs)
+        spec.keyed.outs = _outs(outs)
+        spec.kind = kind
+        spec.time_col = time_col
+        spec.size = size
+        spec.every = every
+        spec.lateness = lateness
+        try:
+            self._base(&b, step, cin, cout, si, so, capacity, True)
+            rc = sc_op_window_create(&st, &b, &spec)
+            sc_op_base_free(&b)
+            check_status(rc, f"window step {step}")
+        finally:
+            free(<void *>spec.keyed.keys)
+            free(<void *>spec.keyed.aggs)
+            free(<void *>spec.keyed.outs)
+        check_status(sc_prog_add(self.p, b"window", SC_OP_STATEFUL, sc_op_window_run, sc_op_window_destroy,
+                                 st, <sc_op_base *>st), "window")
+        self.schemas.append(so)
+
+    def set_output(self, bytes lts):
+        self.out_schema = _Schema(lts)
+
+    def op_names(self):
+        return [sc_prog_op_name(self.p, j).decode() for j in range(sc_prog_nops(self.p))]
+
+    def start(self, int workers=1, str scheduler="CT", str reorder="nonblocking", str keyed="hybrid",
+              int partitions=0, int window=0, int marker_every=16, uint64_t idle_sleep_ns=0):
+        cdef sc_pool_config cfg
+        memset(&cfg, 0, sizeof(cfg))
+        cfg.workers = workers
+        cfg.sched.policy = SCHEDULERS[scheduler]
+        cfg.reorder = REORDERS[reorder]
+        cfg.keyed = KEYED_QUEUES[keyed]
+        cfg.partitions = partitions
+        cfg.window = window
+        cfg.marker_every = marker_every
+        cfg.idle_sleep_ns = idle_sleep_ns
+        with nogil:
+            rc = sc_prog_start(self.p, &cfg)
+        check_status(rc, "start")
+        self.started = True
+
+    def push(self, batch, int64_t offset, int64_t n, int64_t seq0, int64_t timeout_ns=-1):
+        """Copy rows [offset, offset+n) of an Arrow record batch in (``__arrow_c_array__``).
+        Returns OK, FULL (timed out; nothing taken) or CLOSED."""
+        schema_capsule, array_capsule = batch.__arrow_c_array__()
+        cdef ArrowSchema *sch = <ArrowSchema *>PyCapsule_GetPointer(schema_capsule, "arrow_schema")
+        cdef ArrowArray *arr = <ArrowArray *>PyCapsule_GetPointer(array_capsule, "arrow_array")
+        cdef sc_batch *b = NULL
+        cdef int rc
+        with nogil:
+            rc = sc_batch_new(&b, &self.in_schema.s, n if n > 0 else 1)
+            if rc == 0:
+                rc = sc_arrow_import(sch, arr, offset, n, &self.in_schema.s, b, seq0)
+            if rc == 0:
+                rc = sc_prog_push(self.p, b, timeout_ns)
+                if rc == SC_OK:
+                    b = NULL
+            if b != NULL:
+                sc_batch_release(b)
+        if rc == SC_EFULL or rc == SC_ECLOSED:
+            return rc
+        check_status(rc, "push")
+        return rc
+
+    def finish(self, int64_t timeout_ns=-1):
+        with nogil:
+            rc = sc_prog_finish(self.p, timeout_ns)
+        if rc == SC_EFULL or rc == SC_ECLOSED:
+            return rc
+        check_status(rc, "finish")
+        return rc
+
+    def take(self, int64_t timeout_ns=0):
+        """(status, eos, pyarrow.RecordBatch | None): the next output batch in order."""
+        import pyarrow as pa
+        cdef sc_batch *b = NULL
+        cdef int rc
+        cdef ArrowSchema *sch
+        cdef ArrowArray *arr
+        with nogil:
+            rc = sc_prog_take(self.p, timeout_ns, &b)
+        if rc != SC_OK:
+            return rc, False, None
+        eos = bool(b.eos)
+        if eos:
+            sc_batch_release(b)
+            return rc, True, None
+        return rc, False, _export(b, &self.out_schema.s)
+
+    def sides(self):
+        """Dead and late rows recorded since the last call: a list of
+        (step, kinds, serials, rows, reasons, pyarrow.RecordBatch)."""
+        cdef sc_side **sides = NULL
+        cdef uint32_t n = 0
+        cdef sc_batch *rows
+        cdef sc_side_meta *meta
+        cdef int64_t m
+        cdef list out = []
+        check_status(sc_prog_sides(self.p, &sides, &n), "sides")
+        cdef _Schema sch
+        try:
+            for i in range(n):
+                sc_side_take(sides[i], &rows, &meta, &m)
+                if m == 0:
+                    if rows != NULL:
+                        sc_batch_release(rows)
+                    sc_side_meta_free(meta, m)
+                    continue
+                kinds = [meta[j].kind for j in range(m)]
+                serials = [meta[j].serial for j in range(m)]
+                rws = [meta[j].row for j in range(m)]
+                reasons = [None if meta[j].reason == NULL else meta[j].reason.decode("utf-8", "replace")
+                           for j in range(m)]
+                sc_side_meta_free(meta, m)
+                step = sc_side_step(sides[i])
+                out.append((step, kinds, serials, rws, reasons, _export(rows, sc_side_schema(sides[i]))))
+        finally:
+            free(sides)
+        return out
+
+    def counters(self):
+        """Per step: (rows_in, rows_out, filtered, dead, late)."""
+        cdef sc_step_counters *c
+        out = []
+        for s in range(self.nsteps):
+            c = sc_prog_counters(self.p, s)
+            out.append((sc_u64_load_relaxed(&c.rows_in), sc_u64_load_relaxed(&c.rows_out),
+                        sc_u64_load_relaxed(&c.filtered), sc_u64_load_relaxed(&c.dead),
+                        sc_u64_load_relaxed(&c.late)))
+        return out
+
+    def metrics(self):
+        """Per operator counters and scheduler statistics, and the end-to-end latency."""
+        cdef uint32_t nops = sc_prog_nops(self.p)
+        cdef sc_op_counters *oc = <sc_op_counters *>calloc(max(nops, 1), sizeof(sc_op_counters))
+        cdef sc_latency_summary lat
+        cdef sc_sched_op_stats st
+        cdef const sc_sched *sched = sc_prog_sched(self.p)
+        if sc_prog_metrics(self.p) == NULL:
+            free(oc)
+            return {"ops": [], "latency": None}
+        sc_metrics_snapshot(sc_prog_metrics(self.p), oc, nops, &lat)
+        ops = []
+        for j in range(nops):
+            d = {"op": sc_prog_op_name(self.p, j).decode(), "rows_in": oc[j].rows_in, "rows_out": oc[j].rows_out,
+                 "batches_in": oc[j].batches_in, "ns": oc[j].ns, "queue_depth": oc[j].queue_depth,
+                 "workers": oc[j].workers, "state_size": sc_prog_state_size(self.p, j)}
+            if sched != NULL and sc_sched_stats(sched, j, &st) == 0:
+                d.update(cost_ns=st.cost_ns, selectivity=st.selectivity, queued=st.queued,
+                         workers_now=st.workers, max_workers=st.max_workers, grants=st.grants)
+            ops.append(d)
+        free(oc)
+        return {"ops": ops, "latency": {"count": lat.count, "p50_ns": lat.p50_ns, "p99_ns": lat.p99_ns,
+                                        "max_ns": lat.max_ns, "mean_ns": lat.mean_ns}}
+
+    def pause(self):
+        return sc_prog_pause(self.p)
+
+    def resume(self):
+        return sc_prog_resume(self.p)
+
+    def stop(self):
+        cdef int rc
+        with nogil:
+            rc = sc_prog_stop(self.p)
+        return rc
+
+    def error(self):
+        cdef uint32_t op = 0
+        rc = sc_prog_error(self.p, &op)
+        if rc == 0:
+            return None
+        name = sc_prog_op_name(self.p, op)
+        return rc, (name.decode() if name != NULL else "output"), sc_status_name(rc).decode()
+
+
+cdef object _export(sc_batch *b, const sc_schema *s):
+    import pyarrow as pa
+    cdef ArrowSchema *sch = <ArrowSchema *>calloc(1, sizeof(ArrowSchema))
+    cdef ArrowArray *arr = <ArrowArray *>calloc(1, sizeof(ArrowArray))
+    try:
+        rc = sc_arrow_export(b, s, sch, arr)
+        if rc != 0:
+            sc_batch_release(b)
+            check_status(rc, "export")
+        return pa.RecordBatch._import_from_c(<uintptr_t>arr, <uintptr_t>sch)
+    finally:
+        free(sch)
+        free(arr)

@@ -1,0 +1,286 @@
+/* arrow_bridge: see arrow_bridge.h. */
+#include "arrow_bridge.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool bit(const uint8_t *bm, int64_t i) { return !bm || ((bm[i >> 3] >> (i & 7)) & 1); }
+
+static void copy_bits(uint8_t *dst, const uint8_t *src, int64_t src_off, int64_t n) {
+    if ((src_off & 7) == 0) {
+        memcpy(dst, src + (src_off >> 3), (size_t)((n + 7) / 8));
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) sc_bit_set(dst, i, bit(src, src_off + i));
+}
+
+static int import_strings(sc_batch *out, int32_t col, const struct ArrowArray *a, int64_t off, int64_t n,
+                          int width) {
+    const uint8_t *valid = a->buffers[0];
+    const char *data = a->buffers[2];
+    for (int64_t r = 0; r < n; r++) {
+        int64_t i = a->offset + off + r;
+        if (!bit(valid, i)) {
+            sc_batch_set_null(out, col, r);
+            continue;
+        }
+        int64_t s, e;
+        if (width == 4) {
+            const int32_t *o = a->buffers[1];
+            s = o[i];
+            e = o[i + 1];
+        } else {
+            const int64_t *o = a->buffers[1];
+            s = o[i];
+            e = o[i + 1];
+        }
+        int rc = sc_batch_put_utf8(out, col, r, data + s, (int32_t)(e - s));
+        if (rc) return rc;
+    }
+    return SC_OK;
+}
+
+/* string_view: 16-byte views; <= 12 bytes inline, else (len, prefix, buffer index, offset) */
+static int import_views(sc_batch *out, int32_t col, const struct ArrowArray *a, int64_t off, int64_t n) {
+    const uint8_t *valid = a->buffers[0];
+    const uint8_t *views = a->buffers[1];
+    for (int64_t r = 0; r < n; r++) {
+        int64_t i = a->offset + off + r;
+        if (!bit(valid, i)) {
+            sc_batch_set_null(out, col, r);
+            continue;
+        }
+        const uint8_t *v = views + 16 * i;
+        int32_t len;
+        memcpy(&len, v, 4);
+        const char *p;
+        if (len <= 12) {
+            p = (const char *)v + 4;
+        } else {
+            int32_t buf, boff;
+            memcpy(&buf, v + 8, 4);
+            memcpy(&boff, v + 12, 4);
+            p = (const char *)a->buffers[2 + buf] + boff;
+        }
+        int rc = sc_batch_put_utf8(out, col, r, p, len);
+        if (rc) return rc;
+    }
+    return SC_OK;
+}
+
+static int import_column(sc_batch *out, int32_t col, sc_ltype lt, const char *fmt, const struct ArrowArray *a,
+                         int64_t off, int64_t n) {
+    sc_column *c = &out->cols[col];
+    const uint8_t *valid = a->n_buffers > 0 ? a->buffers[0] : NULL;
+    int64_t start = a->offset + off;
+    if (strcmp(fmt, "n") == 0) {
+        for (int64_t r = 0; r < n; r++) sc_batch_set_null(out, col, r);
+        return SC_OK;
+    }
+    switch (lt) {
+    case SC_LT_INT:
+        if (strcmp(fmt, "l")) return SC_ETYPE;
+        memcpy(c->values, (const int64_t *)a->buffers[1] + start, (size_t)n * 8);
+        break;
+    case SC_LT_FLOAT:
+        if (strcmp(fmt, "g")) return SC_ETYPE;
+        memcpy(c->values, (const double *)a->buffers[1] + start, (size_t)n * 8);
+        break;
+    case SC_LT_DATETIME:
+        if (strncmp(fmt, "tsu:", 4)) return SC_ETYPE;
+        memcpy(c->values, (const int64_t *)a->buffers[1] + start, (size_t)n * 8);
+        break;
+    case SC_LT_DATE: {
+        if (strcmp(fmt, "tdD")) return SC_ETYPE;
+        const int32_t *d = (const int32_t *)a->buffers[1] + start;
+        int64_t *v = c->values;
+        for (int64_t r = 0; r < n; r++) v[r] = d[r];
+        break;
+    }
+    case SC_LT_BOOL:
+        if (strcmp(fmt, "b")) return SC_ETYPE;
+        copy_bits(c->values, a->buffers[1], start, n);
+        break;
+    case SC_LT_STR: {
+        int rc;
+        if (strcmp(fmt, "u") == 0) rc = import_strings(out, col, a, off, n, 4);
+        else if (strcmp(fmt, "U") == 0) rc = import_strings(out, col, a, off, n, 8);
+        else if (strcmp(fmt, "vu") == 0) rc = import_views(out, col, a, off, n);
+        else return SC_ETYPE;
+        c->null_count = 0;
+        for (int64_t r = 0; r < n; r++) c->null_count += !sc_bit_get(c->validity, r);
+        return rc;
+    }
+    case SC_LT_NULL:
+        for (int64_t r = 0; r < n; r++) sc_batch_set_null(out, col, r);
+        return SC_OK;
+    default: return SC_ETYPE;
+    }
+    if (valid) {
+        copy_bits(c->validity, valid, start, n);
+        int64_t nulls = 0;
+        for (int64_t r = 0; r < n; r++) nulls += !sc_bit_get(c->validity, r);
+        c->null_count = nulls;
+    }
+    return SC_OK;
+}
+
+int sc_arrow_import(const struct ArrowSchema *schema, const struct ArrowArray *array, int64_t offset,
+                    int64_t n, const sc_schema *target, sc_batch *out, int64_t seq0) {
+    if (!schema || !array || strcmp(schema->format, "+s") || schema->n_children != target->ncols - SC_NHIDDEN ||
+        array->n_children != schema->n_children || offset < 0 || n < 0 || offset + n > array->length)
+        return SC_EINVAL;
+    if (n > out->capacity) {
+        int rc = sc_batch_reserve(out, n);
+        if (rc) return rc;
+    }
+    int64_t *seq = out->cols[SC_COL_SEQ].values, *pos = out->cols[SC_COL_POS].values;
+    for (int64_t r = 0; r < n; r++) {
+        seq[r] = seq0 + r;
+        pos[r] = 0;
+    }
+    for (int64_t k = 0; k < schema->n_children; k++) {
+        int32_t col = (int32_t)(SC_NHIDDEN + k);
+        int rc = import_column(out, col, (sc_ltype)target->lt[col], schema->children[k]->format,
+                               array->children[k], array->offset + offset, n);
+        if (rc) return rc;
+    }
+    out->nrows = n;
+    return SC_OK;
+}
+
+/* ----------------------------------------------------------------------------- export */
+
+typedef struct export_holder {
+    sc_batch *batch;
+    int64_t refs; /* the parent array plus each child not yet released */
+} export_holder;
+
+typedef struct export_child {
+    export_holder *h;
+    const void *buffers[3];
+} export_child;
+
+static void holder_unref(export_holder *h) {
+    if (__atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        sc_batch_release(h->batch);
+        free(h);
+    }
+}
+
+static void release_child(struct ArrowArray *a) {
+    export_child *c = a->private_data;
+    holder_unref(c->h);
+    free(c);
+    a->release = NULL;
+}
+
+typedef struct export_parent {
+    export_holder *h;
+    struct ArrowArray **children;
+    struct ArrowArray *child_mem;
+    const void *buffers[1];
+} export_parent;
+
+static void release_parent(struct ArrowArray *a) {
+    export_parent *p = a->private_data;
+    for (int64_t k = 0; k < a->n_children; k++)
+        if (p->children[k]->release) p->children[k]->release(p->children[k]);
+    free(p->child_mem);
+    free(p->children);
+    holder_unref(p->h);
+    free(p);
+    a->release = NULL;
+}
+
+static const char *format_of(sc_ltype lt) {
+    switch (lt) {
+    case SC_LT_FLOAT: return "g";
+    case SC_LT_BOOL: return "b";
+    case SC_LT_STR: return "u";
+    case SC_LT_DATETIME: return "tsu:";
+    default: return "l";
+    }
+}
+
+typedef struct schema_priv {
+    struct ArrowSchema **children;
+    struct ArrowSchema *child_mem;
+    char *names;
+} schema_priv;
+
+static void release_schema_child(struct ArrowSchema *s) { s->release = NULL; }
+
+static void release_schema(struct ArrowSchema *s) {
+    schema_priv *p = s->private_data;
+    for (int64_t k = 0; k < s->n_children; k++)
+        if (p->children[k]->release) p->children[k]->release(p->children[k]);
+    free(p->child_mem);
+    free(p->children);
+    free(p->names);
+    free(p);
+    s->release = NULL;
+}
+
+int sc_arrow_export(sc_batch *b, const sc_schema *s, struct ArrowSchema *schema, struct ArrowArray *array) {
+    int64_t nc = b->ncols;
+    if (nc != s->ncols) return SC_EINVAL;
+    export_holder *h = malloc(sizeof *h);
+    export_parent *pp = calloc(1, sizeof *pp);
+    schema_priv *sp = calloc(1, sizeof *sp);
+    struct ArrowArray *cmem = calloc((size_t)(nc ? nc : 1), sizeof *cmem);
+    struct ArrowArray **cptr = calloc((size_t)(nc ? nc : 1), sizeof *cptr);
+    struct ArrowSchema *smem = calloc((size_t)(nc ? nc : 1), sizeof *smem);
+    struct ArrowSchema **sptr = calloc((size_t)(nc ? nc : 1), sizeof *sptr);
+    char *names = calloc((size_t)(nc ? nc : 1), 12);
+    export_child **kids = calloc((size_t)(nc ? nc : 1), sizeof *kids);
+    bool ok = h && pp && sp && cmem && cptr && smem && sptr && names && kids;
+    for (int64_t k = 0; ok && k < nc; k++) ok = (kids[k] = malloc(sizeof(export_child))) != NULL;
+    if (!ok) {
+        for (int64_t k = 0; kids && k < nc; k++) free(kids[k]);
+        free(kids), free(h), free(pp), free(sp), free(cmem), free(cptr), free(smem), free(sptr), free(names);
+        return SC_ENOMEM;
+    }
+    h->batch = b;
+    h->refs = 1 + nc;
+    for (int64_t k = 0; k < nc; k++) {
+        sc_column *c = &b->cols[k];
+        export_child *ec = kids[k];
+        ec->h = h;
+        ec->buffers[0] = c->validity;
+        int64_t nbuf = 2;
+        if (c->type == SC_COL_UTF8) {
+            ec->buffers[1] = c->offsets;
+            ec->buffers[2] = c->data;
+            nbuf = 3;
+        } else {
+            ec->buffers[1] = c->values;
+        }
+        cmem[k] = (struct ArrowArray){ .length = b->nrows, .null_count = -1, .offset = 0, .n_buffers = nbuf,
+                                       .n_children = 0, .buffers = ec->buffers, .children = NULL,
+                                       .dictionary = NULL, .release = release_child, .private_data = ec };
+        cptr[k] = &cmem[k];
+        char *nm = names + 12 * k;
+        snprintf(nm, 12, "c%d", (int)k);
+        smem[k] = (struct ArrowSchema){ .format = format_of((sc_ltype)s->lt[k]), .name = nm, .metadata = NULL,
+                                        .flags = ARROW_FLAG_NULLABLE, .n_children = 0, .children = NULL,
+                                        .dictionary = NULL, .release = release_schema_child, .private_data = NULL };
+        sptr[k] = &smem[k];
+    }
+    free(kids);
+    pp->h = h;
+    pp->children = cptr;
+    pp->child_mem = cmem;
+    pp->buffers[0] = NULL;
+    *array = (struct ArrowArray){ .length = b->nrows, .null_count = 0, .offset = 0, .n_buffers = 1,
+                                  .n_children = nc, .buffers = pp->buffers, .children = cptr,
+                                  .dictionary = NULL, .release = release_parent, .private_data = pp };
+    sp->children = sptr;
+    sp->child_mem = smem;
+    sp->names = names;
+    *schema = (struct ArrowSchema){ .format = "+s", .name = "", .metadata = NULL, .flags = 0, .n_children = nc,
+                                    .children = sptr, .dictionary = NULL, .release = release_schema,
+                                    .private_data = sp };
+    return SC_OK;
+}

@@ -1,0 +1,30 @@
+/* arrow_bridge: Arrow C data interface in and out of runtime batches.
+ *
+ * Import copies a row range of an Arrow struct array (a record batch, as handed over by
+ * `__arrow_c_array__` / the C stream interface) into a batch: one memcpy per fixed-width
+ * column when the slice is byte-aligned, offsets rebased for strings. Accepted child formats
+ * per logical type: INT "l"; FLOAT "g"; BOOL "b"; STR "u", "U" (64-bit offsets) and "vu"
+ * (string_view); DATETIME "tsu:" (any zone suffix is ignored); DATE "tdD"; NULL "n".
+ * Anything else is SC_ETYPE (the driver casts first).
+ *
+ * Export is zero-copy: the batch's buffers are exposed as a struct array whose release
+ * callback frees the batch. Formats: INT/DATE/NULL "l" (DATE as int64 days), FLOAT "g",
+ * BOOL "b", STR "u", DATETIME "tsu:". Children are named c0..cN-1.
+ */
+#ifndef SC_EXEC_ARROW_BRIDGE_H
+#define SC_EXEC_ARROW_BRIDGE_H
+
+#include "arrow_abi.h"
+#include "exec.h"
+
+/* Copy rows [offset, offset + n) of `array` (a struct array of schema->n_children children
+ * matching the user columns of `target`) into rows [0, n) of `out` (capacity >= n). The
+ * hidden seq column gets seq0, seq0 + 1, ...; pos gets 0. Sets out->nrows = n. */
+int sc_arrow_import(const struct ArrowSchema *schema, const struct ArrowArray *array, int64_t offset,
+                    int64_t n, const sc_schema *target, sc_batch *out, int64_t seq0);
+
+/* Export `b` (ownership passes to the exported array) as a struct array of all its
+ * columns (hidden ones included) typed by `s`. */
+int sc_arrow_export(sc_batch *b, const sc_schema *s, struct ArrowSchema *schema, struct ArrowArray *array);
+
+#endif

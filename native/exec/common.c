@@ -1,0 +1,337 @@
+/* common: schemas, standalone batches, side logs and operator bases (see exec.h). */
+#include "exec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int sc_schema_init(sc_schema *s, int32_t ncols, const uint8_t *lt) {
+    if (ncols < 0 || (ncols && !lt)) return SC_EINVAL;
+    s->ncols = ncols;
+    s->lt = malloc((size_t)(ncols ? ncols : 1));
+    if (!s->lt) return SC_ENOMEM;
+    if (ncols) memcpy(s->lt, lt, (size_t)ncols);
+    return SC_OK;
+}
+
+int sc_schema_copy(sc_schema *dst, const sc_schema *src) { return sc_schema_init(dst, src->ncols, src->lt); }
+
+void sc_schema_free(sc_schema *s) {
+    free(s->lt);
+    s->lt = NULL;
+    s->ncols = 0;
+}
+
+/* ------------------------------------------------------------------ standalone batches */
+
+static int64_t bm_bytes(int64_t bits) { return (bits + 7) / 8; }
+
+static int col_alloc(sc_column *c, sc_col_type t, int64_t cap) {
+    memset(c, 0, sizeof *c);
+    c->type = t;
+    c->validity = malloc((size_t)bm_bytes(cap));
+    if (!c->validity) return SC_ENOMEM;
+    memset(c->validity, 0xFF, (size_t)bm_bytes(cap));
+    switch (t) {
+    case SC_COL_INT64: c->values = malloc((size_t)cap * sizeof(int64_t)); break;
+    case SC_COL_DOUBLE: c->values = malloc((size_t)cap * sizeof(double)); break;
+    case SC_COL_BOOL: c->values = calloc((size_t)bm_bytes(cap), 1); break;
+    case SC_COL_UTF8:
+        c->offsets = calloc((size_t)cap + 1, sizeof(int32_t));
+        c->data_cap = cap * 8 > 64 ? cap * 8 : 64;
+        c->data = malloc((size_t)c->data_cap);
+        return c->offsets && c->data ? SC_OK : SC_ENOMEM;
+    default: return SC_EINVAL;
+    }
+    return c->values ? SC_OK : SC_ENOMEM;
+}
+
+int sc_batch_new(sc_batch **out, const sc_schema *s, int64_t capacity) {
+    if (!out || !s || capacity <= 0 || capacity > INT32_MAX / 2) return SC_EINVAL;
+    sc_batch *b = calloc(1, sizeof *b);
+    if (!b) return SC_ENOMEM;
+    b->capacity = capacity;
+    b->ncols = s->ncols;
+    b->cols = calloc((size_t)(s->ncols ? s->ncols : 1), sizeof(sc_column));
+    if (!b->cols) {
+        free(b);
+        return SC_ENOMEM;
+    }
+    for (int32_t i = 0; i < s->ncols; i++) {
+        int rc = col_alloc(&b->cols[i], sc_ltype_physical((sc_ltype)s->lt[i]), capacity);
+        if (rc) {
+            b->ncols = i + 1;
+            sc_batch_free_standalone(b);
+            return rc;
+        }
+    }
+    *out = b;
+    return SC_OK;
+}
+
+static int grow(void **p, size_t bytes) {
+    void *q = realloc(*p, bytes);
+    if (!q) return SC_ENOMEM;
+    *p = q;
+    return SC_OK;
+}
+
+int sc_batch_reserve(sc_batch *b, int64_t rows) {
+    if (b->pool) return rows <= b->capacity ? SC_OK : SC_EFULL;
+    if (rows <= b->capacity) return SC_OK;
+    int64_t cap = b->capacity * 2;
+    if (cap < rows) cap = rows;
+    if (cap > INT32_MAX / 2) return SC_EINVAL;
+    for (int32_t i = 0; i < b->ncols; i++) {
+        sc_column *c = &b->cols[i];
+        int64_t old = bm_bytes(b->capacity), now = bm_bytes(cap);
+        if (grow((void **)&c->validity, (size_t)now)) return SC_ENOMEM;
+        memset(c->validity + old, 0xFF, (size_t)(now - old));
+        /* bits past capacity in the last old byte are already 1 (set at alloc/reset) */
+        switch (c->type) {
+        case SC_COL_INT64:
+        case SC_COL_DOUBLE:
+            if (grow(&c->values, (size_t)cap * 8)) return SC_ENOMEM;
+            break;
+        case SC_COL_BOOL:
+            if (grow(&c->values, (size_t)now)) return SC_ENOMEM;
+            memset((uint8_t *)c->values + old, 0, (size_t)(now - old));
+            break;
+        case SC_COL_UTF8:
+            if (grow((void **)&c->offsets, (size_t)(cap + 1) * sizeof(int32_t))) return SC_ENOMEM;
+            break;
+        }
+    }
+    b->capacity = cap;
+    return SC_OK;
+}
+
+int sc_batch_put_utf8(sc_batch *b, int32_t col, int64_t row, const char *s, int32_t len) {
+    sc_column *c = &b->cols[col];
+    int64_t start = c->offsets[row];
+    if (start + len > c->data_cap) {
+        if (b->pool) return SC_EFULL;
+        int64_t cap = c->data_cap * 2;
+        while (cap < start + len) cap *= 2;
+        if (cap > INT32_MAX) return SC_EINVAL;
+        if (grow((void **)&c->data, (size_t)cap)) return SC_ENOMEM;
+        c->data_cap = cap;
+    }
+    if (len) memcpy(c->data + start, s, (size_t)len);
+    c->offsets[row + 1] = (int32_t)(start + len);
+    if (!sc_bit_get(c->validity, row)) { sc_bit_set(c->validity, row, true); c->null_count--; }
+    return SC_OK;
+}
+
+int sc_batch_copy_cell(sc_batch *dst, int32_t dcol, int64_t drow, const sc_batch *src, int32_t scol,
+                       int64_t srow) {
+    const sc_column *s = &src->cols[scol];
+    sc_column *d = &dst->cols[dcol];
+    if (!sc_bit_get(s->validity, srow)) {
+        sc_batch_set_null(dst, dcol, drow);
+        return SC_OK;
+    }
+    switch (s->type) {
+    case SC_COL_INT64:
+    case SC_COL_DOUBLE: ((int64_t *)d->values)[drow] = ((const int64_t *)s->values)[srow]; break;
+    case SC_COL_BOOL: sc_bit_set(d->values, drow, sc_bit_get(s->values, srow)); break;
+    case SC_COL_UTF8: {
+        int32_t len;
+        const char *p = sc_batch_get_utf8(src, scol, srow, &len);
+        return sc_batch_put_utf8(dst, dcol, drow, p, len);
+    }
+    }
+    sc_batch_set_valid(dst, dcol, drow);
+    return SC_OK;
+}
+
+int sc_batch_copy_row(sc_batch *dst, int64_t drow, const sc_batch *src, int64_t srow) {
+    for (int32_t c = 0; c < src->ncols; c++) {
+        int rc = sc_batch_copy_cell(dst, c, drow, src, c, srow);
+        if (rc) return rc;
+    }
+    return SC_OK;
+}
+
+int sc_batch_clone(sc_batch **out, const sc_batch *src) {
+    sc_batch *b = calloc(1, sizeof *b);
+    if (!b) return SC_ENOMEM;
+    int64_t cap = src->capacity;
+    b->capacity = cap;
+    b->ncols = src->ncols;
+    b->cols = calloc((size_t)(src->ncols ? src->ncols : 1), sizeof(sc_column));
+    if (!b->cols) {
+        free(b);
+        return SC_ENOMEM;
+    }
+    for (int32_t i = 0; i < src->ncols; i++) {
+        const sc_column *s = &src->cols[i];
+        sc_column *d = &b->cols[i];
+        int rc = col_alloc(d, s->type, cap);
+        if (!rc && s->type == SC_COL_UTF8 && s->offsets[src->nrows] > d->data_cap) {
+            d->data_cap = s->offsets[src->nrows];
+            rc = grow((void **)&d->data, (size_t)d->data_cap);
+        }
+        if (rc) {
+            b->ncols = i + 1;
+            sc_batch_free_standalone(b);
+            return rc;
+        }
+        memcpy(d->validity, s->validity, (size_t)bm_bytes(cap));
+        d->null_count = s->null_count;
+        switch (s->type) {
+        case SC_COL_INT64:
+        case SC_COL_DOUBLE: memcpy(d->values, s->values, (size_t)src->nrows * 8); break;
+        case SC_COL_BOOL: memcpy(d->values, s->values, (size_t)bm_bytes(cap)); break;
+        case SC_COL_UTF8:
+            memcpy(d->offsets, s->offsets, (size_t)(src->nrows + 1) * sizeof(int32_t));
+            memcpy(d->data, s->data, (size_t)s->offsets[src->nrows]);
+            break;
+        }
+    }
+    b->serial = src->serial;
+    b->first_row = src->first_row;
+    b->nrows = src->nrows;
+    b->marker_ns = src->marker_ns;
+    b->part = src->part;
+    b->group_n = src->group_n;
+    b->eos = src->eos;
+    *out = b;
+    return SC_OK;
+}
+
+/* ------------------------------------------------------------------------- side logs */
+
+#define SIDE_ROWS 256
+
+struct sc_side {
+    pthread_mutex_t mu;
+    sc_schema schema;
+    uint32_t step;
+    sc_batch *rows; /* current batch being filled */
+    sc_side_meta *meta;
+    int64_t n, cap;
+};
+
+int sc_side_create(sc_side **out, const sc_schema *row_schema, uint32_t step) {
+    sc_side *s = calloc(1, sizeof *s);
+    if (!s) return SC_ENOMEM;
+    int rc = sc_schema_copy(&s->schema, row_schema);
+    if (rc) {
+        free(s);
+        return rc;
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    s->step = step;
+    *out = s;
+    return SC_OK;
+}
+
+void sc_side_destroy(sc_side *s) {
+    if (!s) return;
+    sc_batch_release(s->rows);
+    sc_side_meta_free(s->meta, s->n);
+    sc_schema_free(&s->schema);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+uint32_t sc_side_step(const sc_side *s) { return s->step; }
+const sc_schema *sc_side_schema(const sc_side *s) { return &s->schema; }
+
+int sc_side_add(sc_side *s, sc_side_kind kind, const sc_batch *b, int64_t row, const char *reason) {
+    char *r = NULL;
+    if (reason && !(r = strdup(reason))) return SC_ENOMEM;
+    pthread_mutex_lock(&s->mu);
+    int rc = SC_OK;
+    if (!s->rows) rc = sc_batch_new(&s->rows, &s->schema, SIDE_ROWS);
+    if (!rc && s->n >= s->rows->capacity) rc = sc_batch_reserve(s->rows, s->n + 1);
+    if (!rc && s->n >= s->cap) {
+        int64_t cap = s->cap ? s->cap * 2 : SIDE_ROWS;
+        sc_side_meta *m = realloc(s->meta, (size_t)cap * sizeof *m);
+        if (!m) rc = SC_ENOMEM;
+        else {
+            s->meta = m;
+            s->cap = cap;
+        }
+    }
+    if (!rc) rc = sc_batch_copy_row(s->rows, s->n, b, row);
+    if (!rc) {
+        s->meta[s->n] = (sc_side_meta){ (uint8_t)kind, b->serial, row, r };
+        s->n++;
+        s->rows->nrows = s->n;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (rc) free(r);
+    return rc;
+}
+
+int sc_side_take(sc_side *s, sc_batch **rows, sc_side_meta **meta, int64_t *n) {
+    pthread_mutex_lock(&s->mu);
+    *rows = s->rows;
+    *meta = s->meta;
+    *n = s->n;
+    s->rows = NULL;
+    s->meta = NULL;
+    s->n = s->cap = 0;
+    pthread_mutex_unlock(&s->mu);
+    return SC_OK;
+}
+
+void sc_side_meta_free(sc_side_meta *meta, int64_t n) {
+    for (int64_t i = 0; meta && i < n; i++) free(meta[i].reason);
+    free(meta);
+}
+
+/* ---------------------------------------------------------------------- operator base */
+
+int sc_op_base_init(sc_op_base *b, uint32_t step, bool count_in, bool count_out,
+                    sc_step_counters *counters, const sc_schema *in, const sc_schema *out,
+                    int64_t capacity, bool with_side) {
+    memset(b, 0, sizeof *b);
+    b->step = step;
+    b->count_in = count_in;
+    b->count_out = count_out;
+    b->counters = counters;
+    b->capacity = capacity > 0 ? capacity : 1024;
+    sc_i64_init(&b->state_size, 0);
+    int rc = sc_schema_copy(&b->in, in);
+    if (!rc) rc = sc_schema_copy(&b->out, out);
+    if (!rc && with_side) rc = sc_side_create(&b->side, in, step);
+    if (rc) sc_op_base_free(b);
+    return rc;
+}
+
+int sc_op_base_copy(sc_op_base *dst, const sc_op_base *src) {
+    return sc_op_base_init(dst, src->step, src->count_in, src->count_out, src->counters, &src->in, &src->out,
+                           src->capacity, src->side != NULL);
+}
+
+void sc_op_base_free(sc_op_base *b) {
+    sc_schema_free(&b->in);
+    sc_schema_free(&b->out);
+    sc_side_destroy(b->side);
+    b->side = NULL;
+}
+
+int sc_op_dead(sc_op_base *b, const sc_batch *in, int64_t row, const char *reason) {
+    sc_u64_fetch_add_relaxed(&b->counters->dead, 1);
+    return b->side ? sc_side_add(b->side, SC_SIDE_DEAD, in, row, reason) : SC_OK;
+}
+
+int sc_op_late(sc_op_base *b, const sc_batch *in, int64_t row) {
+    sc_u64_fetch_add_relaxed(&b->counters->late, 1);
+    return b->side ? sc_side_add(b->side, SC_SIDE_LATE, in, row, NULL) : SC_OK;
+}
+
+int sc_op_new_out(sc_op_base *b, const sc_batch *in, sc_batch **out) {
+    int64_t cap = in && in->nrows > b->capacity ? in->nrows : b->capacity;
+    int rc = sc_batch_new(out, &b->out, cap);
+    if (rc) return rc;
+    if (in) {
+        (*out)->serial = in->serial;
+        (*out)->first_row = in->first_row;
+        (*out)->part = in->part;
+        (*out)->group_n = in->group_n;
+    }
+    return SC_OK;
+}

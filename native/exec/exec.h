@@ -1,0 +1,184 @@
+/* exec: what the native operators of a compiled plan share (see native/exec/README.md).
+ *
+ * A compiled plan runs as a linear chain of operators on the runtime pool (runtime/pool.h).
+ * Every operator has the pool's signature
+ *     int run(void *state, sc_batch *in, sc_batch **out)
+ * and its state begins with an sc_op_base, so generic code (metrics, the program) can read
+ * it. Conventions every operator follows:
+ *
+ * - Hidden columns. Column 0 (SC_COL_SEQ) is the serial of the source row a row descends
+ *   from (int64, never null); column 1 (SC_COL_POS) is scratch used by the keyed split and
+ *   merge (int64, never null). Operators copy both through to every output row; user columns
+ *   start at SC_NHIDDEN. Rows created at end of stream carry seq = SC_SEQ_EOS + step.
+ * - Logical types (sc_ltype) say how a physical column is read: INT, DATETIME (microseconds
+ *   since the epoch, naive UTC), DATE (days since the epoch) and NULL (all rows null) are
+ *   SC_COL_INT64; FLOAT is DOUBLE; BOOL is BOOL; STR is UTF8.
+ * - Ownership. `run` owns `in`: it releases it (sc_batch_release) or forwards it as an
+ *   output. Outputs are new batches from sc_batch_new, chained through ->next (several
+ *   outputs of one input); *out = NULL when there is nothing. An output may have 0 rows only
+ *   when it is the end-of-stream batch or the op says so (keyed ops under the split).
+ * - End of stream. The last batch of a run has eos = 1 and nrows = 0. An operator that holds
+ *   rows (windows) emits them as outputs, then forwards the eos batch last in the chain.
+ * - Counters. Each operator belongs to one plan step (base.step) and updates that step's
+ *   counters: rows_in (when base.count_in), rows_out (when base.count_out), filtered, dead,
+ *   late. A plan step lowered to several operators counts rows_in/rows_out once.
+ * - Dead and late rows go to the operator's side log (sc_side_add) with the input row; the
+ *   Python side turns them into dead-letter / late rows. The reason recorded in C is a
+ *   fallback: for expression errors the driver re-derives the exact message.
+ * - Errors. Data errors never fail the run (they are dead letters). A negative status
+ *   (SC_ENOMEM, SC_EINTERNAL) stops the run.
+ * - Construction. Every sc_op_*_create(void **st, const sc_op_base *base, ...) makes a deep
+ *   copy of *base (schemas; a fresh side log when base->side is set) as the first member of
+ *   its state; the caller keeps and frees its base. The destroy function frees the copy.
+ * - Threads. Stateless operators run on many workers at once and must keep no mutable
+ *   state outside the call (beyond atomics). Keyed and stateful operators are called by one
+ *   worker at a time for a given partition / the whole operator.
+ */
+#ifndef SC_EXEC_H
+#define SC_EXEC_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../common/sc_atomic.h"
+#include "../common/sc_status.h"
+#include "../runtime/batch.h"
+
+typedef enum {
+    SC_LT_NULL = 0,
+    SC_LT_INT = 1,
+    SC_LT_FLOAT = 2,
+    SC_LT_BOOL = 3,
+    SC_LT_STR = 4,
+    SC_LT_DATETIME = 5,
+    SC_LT_DATE = 6
+} sc_ltype;
+
+#define SC_COL_SEQ 0
+#define SC_COL_POS 1
+#define SC_NHIDDEN 2
+#define SC_SEQ_EOS (UINT64_C(1) << 62)
+#define SC_US_PER_DAY INT64_C(86400000000)
+
+static inline sc_col_type sc_ltype_physical(sc_ltype t) {
+    switch (t) {
+    case SC_LT_FLOAT: return SC_COL_DOUBLE;
+    case SC_LT_BOOL: return SC_COL_BOOL;
+    case SC_LT_STR: return SC_COL_UTF8;
+    default: return SC_COL_INT64;
+    }
+}
+
+/* A batch schema: ncols logical types, hidden columns included. */
+typedef struct sc_schema {
+    int32_t ncols;
+    uint8_t *lt; /* sc_ltype[ncols], owned */
+} sc_schema;
+
+int sc_schema_init(sc_schema *s, int32_t ncols, const uint8_t *lt);
+int sc_schema_copy(sc_schema *dst, const sc_schema *src);
+void sc_schema_free(sc_schema *s);
+
+/* ---- standalone batches (malloc'd; sc_batch_release frees them) ---- */
+
+/* New empty batch of `s` with room for `capacity` rows (validity all set, nrows 0). UTF8
+ * data grows on demand. */
+int sc_batch_new(sc_batch **out, const sc_schema *s, int64_t capacity);
+/* Grow a standalone batch to hold at least `rows` rows (keeps contents). */
+int sc_batch_reserve(sc_batch *b, int64_t rows);
+/* Write a string at `row` (rows of a UTF8 column are written in order), growing the data. */
+int sc_batch_put_utf8(sc_batch *b, int32_t col, int64_t row, const char *s, int32_t len);
+/* dst[drow] = src[srow] for every column (same physical types, same ncols). Rows of dst are
+ * written in order. */
+int sc_batch_copy_row(sc_batch *dst, int64_t drow, const sc_batch *src, int64_t srow);
+/* dst[drow, dcol] = src[srow, scol] (same physical type). */
+int sc_batch_copy_cell(sc_batch *dst, int32_t dcol, int64_t drow, const sc_batch *src, int32_t scol,
+                       int64_t srow);
+/* Mark dst[drow, dcol] valid (after writing a value with the sc_batch_set_* accessors). */
+static inline void sc_batch_set_valid(sc_batch *b, int32_t col, int64_t row) {
+    sc_column *c = &b->cols[col];
+    if (!sc_bit_get(c->validity, row)) { sc_bit_set(c->validity, row, true); c->null_count--; }
+}
+/* Copy the whole batch (header fields serial/first_row/marker/eos/part/group too). */
+int sc_batch_clone(sc_batch **out, const sc_batch *src);
+
+/* ---- per-step counters ---- */
+
+typedef struct sc_step_counters {
+    sc_atomic_u64 rows_in, rows_out, filtered, dead, late;
+    char pad[SC_CACHELINE - 5 * sizeof(sc_atomic_u64)];
+} SC_ALIGNED sc_step_counters;
+
+/* ---- side log: dead and late rows of one operator ---- */
+
+typedef enum { SC_SIDE_DEAD = 1, SC_SIDE_LATE = 2 } sc_side_kind;
+
+typedef struct sc_side_meta {
+    uint8_t kind;     /* sc_side_kind */
+    uint64_t serial;  /* the operator's input batch serial (orders records of equal seq) */
+    int64_t row;      /* row within that input batch */
+    char *reason;     /* malloc'd; NULL for late rows */
+} sc_side_meta;
+
+typedef struct sc_side sc_side;
+
+int sc_side_create(sc_side **out, const sc_schema *row_schema, uint32_t step);
+void sc_side_destroy(sc_side *s);
+/* Record row `row` of `b` (thread-safe). `reason` is copied (may be NULL for late). */
+int sc_side_add(sc_side *s, sc_side_kind kind, const sc_batch *b, int64_t row, const char *reason);
+/* Take everything recorded so far: a batch of row copies (*rows, NULL if none) and its
+ * metadata (*meta, n entries, malloc'd; free reasons with sc_side_meta_free). */
+int sc_side_take(sc_side *s, sc_batch **rows, sc_side_meta **meta, int64_t *n);
+void sc_side_meta_free(sc_side_meta *meta, int64_t n);
+uint32_t sc_side_step(const sc_side *s);
+/* The schema of the recorded rows (the operator's input schema). */
+const sc_schema *sc_side_schema(const sc_side *s);
+
+/* ---- operator base ---- */
+
+typedef struct sc_op_base {
+    uint32_t step;              /* plan step index (counters, side records) */
+    bool count_in, count_out;   /* which of rows_in / rows_out this operator counts */
+    sc_step_counters *counters; /* this step's counters (shared with other ops of the step) */
+    sc_schema in, out;          /* input and output schemas (hidden columns included) */
+    int64_t capacity;           /* rows per output batch */
+    sc_side *side;              /* dead / late log (NULL: this op records none) */
+    sc_atomic_i64 state_size;   /* keyed/window state entries (gauge) */
+} sc_op_base;
+
+/* Fill a base (copies the schemas). */
+int sc_op_base_init(sc_op_base *b, uint32_t step, bool count_in, bool count_out,
+                    sc_step_counters *counters, const sc_schema *in, const sc_schema *out,
+                    int64_t capacity, bool with_side);
+/* Deep copy (schemas; a fresh side log when src has one): what every create does. */
+int sc_op_base_copy(sc_op_base *dst, const sc_op_base *src);
+void sc_op_base_free(sc_op_base *b);
+
+static inline void sc_count_in(sc_op_base *b, int64_t n) {
+    if (b->count_in && n) sc_u64_fetch_add_relaxed(&b->counters->rows_in, (uint64_t)n);
+}
+static inline void sc_count_out(sc_op_base *b, int64_t n) {
+    if (b->count_out && n) sc_u64_fetch_add_relaxed(&b->counters->rows_out, (uint64_t)n);
+}
+static inline void sc_count_filtered(sc_op_base *b, int64_t n) {
+    if (n) sc_u64_fetch_add_relaxed(&b->counters->filtered, (uint64_t)n);
+}
+/* Record a dead row (counts it). */
+int sc_op_dead(sc_op_base *b, const sc_batch *in, int64_t row, const char *reason);
+/* Record a late row (counts it). */
+int sc_op_late(sc_op_base *b, const sc_batch *in, int64_t row);
+
+/* New output batch of the op's output schema, header copied from `in` (serial, first_row,
+ * marker are the pool's; part/group copied). */
+int sc_op_new_out(sc_op_base *b, const sc_batch *in, sc_batch **out);
+/* Append `b2` at the end of the chain *head. */
+static inline void sc_chain_append(sc_batch **head, sc_batch **tail, sc_batch *b2) {
+    if (!b2) return;
+    if (*tail) (*tail)->next = b2;
+    else *head = b2;
+    *tail = b2;
+    while ((*tail)->next) *tail = (*tail)->next;
+}
+
+#endif

@@ -1,0 +1,491 @@
+/* ops_keyed: the keyed operators without event time: aggregate / running (AggregateOp,
+ * RunningOp), top-k (TopKOp) and dedup (DedupOp) of the reference. See ops_state.h. */
+#include "ops_state.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ======================================================================= aggregate */
+
+typedef struct agg_op {
+    sc_op_base base;
+    sc_keyed_plan kp;
+    int32_t *aout_off, *aout; /* output columns of aggregate j: aout[aout_off[j] .. aout_off[j+1]) */
+    sc_kmap map;              /* key -> group */
+    sc_acc *accs;             /* group g: accs[g * naggs .. (g + 1) * naggs) */
+    size_t ngroups, gcap;
+    sc_buf kbuf, scratch;
+    int64_t *gid; /* group of each row of the current batch */
+    int64_t gid_cap;
+    uint64_t seq; /* rows seen (arrival serial for first / last) */
+} agg_op;
+
+void sc_op_aggregate_destroy(void *vst) {
+    agg_op *op = vst;
+    if (!op) return;
+    for (size_t i = 0; op->accs && i < op->ngroups * (size_t)op->kp.naggs; i++)
+        sc_acc_free(&op->kp.aggs[i % (size_t)op->kp.naggs], &op->accs[i]);
+    free(op->accs);
+    free(op->aout_off);
+    free(op->aout);
+    free(op->gid);
+    sc_kmap_free(&op->map);
+    sc_buf_free(&op->kbuf);
+    sc_buf_free(&op->scratch);
+    sc_keyed_plan_free(&op->kp);
+    sc_op_base_free(&op->base);
+    free(op);
+}
+
+int sc_op_aggregate_create(void **st, const sc_op_base *base, const sc_keyed_spec *spec) {
+    agg_op *op = calloc(1, sizeof *op);
+    if (!op) return SC_ENOMEM;
+    int rc = sc_op_base_copy(&op->base, base);
+    if (rc) {
+        free(op);
+        return rc;
+    }
+    rc = sc_keyed_plan_init(&op->kp, spec, &op->base.in, &op->base.out, false);
+    if (!rc) rc = sc_kmap_init(&op->map, 64);
+    if (!rc) {
+        int32_t na = op->kp.naggs, n = 0;
+        op->aout_off = calloc((size_t)na + 1, sizeof(int32_t));
+        op->aout = malloc(((size_t)op->kp.nouts + 1) * sizeof(int32_t));
+        if (!op->aout_off || !op->aout) rc = SC_ENOMEM;
+        for (int32_t j = 0; !rc && j < na; j++) {
+            op->aout_off[j] = n;
+            for (int32_t k = 0; k < op->kp.nouts; k++)
+                if (op->kp.outs[k].kind == SC_OUT_AGG && op->kp.outs[k].arg == j) op->aout[n++] = SC_NHIDDEN + k;
+        }
+        if (!rc) op->aout_off[na] = n;
+    }
+    if (rc) {
+        sc_op_aggregate_destroy(op);
+        return rc;
+    }
+    *st = op;
+    return SC_OK;
+}
+
+/* A new group (zeroed accumulators); *g its index. */
+static int agg_new_group(agg_op *op, uint64_t *g) {
+    size_t na = (size_t)op->kp.naggs;
+    if (op->ngroups == op->gcap && na) {
+        size_t cap = op->gcap ? op->gcap * 2 : 64;
+        sc_acc *a = realloc(op->accs, cap * na * sizeof *a);
+        if (!a) return SC_ENOMEM;
+        memset(a + op->gcap * na, 0, (cap - op->gcap) * na * sizeof *a);
+        op->accs = a;
+        op->gcap = cap;
+    }
+    *g = op->ngroups++;
+    return SC_OK;
+}
+
+/* op->gid[r] = the group of row r (created on first sight). */
+static int agg_groups(agg_op *op, const sc_batch *in) {
+    int64_t n = in->nrows;
+    if (n > op->gid_cap) {
+        int64_t *g = realloc(op->gid, (size_t)n * sizeof *g);
+        if (!g) return SC_ENOMEM;
+        op->gid = g;
+        op->gid_cap = n;
+    }
+    if (op->kp.nkeys == 0) { /* one global group */
+        uint64_t g = 0;
+        if (op->ngroups == 0) {
+            int rc = agg_new_group(op, &g);
+            if (rc) return rc;
+        }
+        memset(op->gid, 0, (size_t)n * sizeof *op->gid);
+        return SC_OK;
+    }
+    for (int64_t r = 0; r < n; r++) {
+        op->kbuf.len = 0;
+        int rc = sc_key_encode(&op->kbuf, in, r, op->kp.keys, op->kp.nkeys);
+        if (rc) return rc;
+        uint64_t h = sc_hash_bytes(op->kbuf.p, op->kbuf.len);
+        uint64_t g;
+        if (!sc_kmap_find(&op->map, h, op->kbuf.p, (uint32_t)op->kbuf.len, &g)) {
+            rc = agg_new_group(op, &g);
+            bool ins;
+            if (!rc) rc = sc_kmap_upsert(&op->map, h, op->kbuf.p, (uint32_t)op->kbuf.len, &g, &ins);
+            if (rc) return rc;
+        }
+        op->gid[r] = (int64_t)g;
+    }
+    return SC_OK;
+}
+
+/* One output row per input row: the copied input columns, then per row every aggregate
+ * (update with row r, write the key's result at row r). Row by row keeps a group's
+ * accumulators in cache; each column is still written in row order. */
+static int agg_batch(agg_op *op, const sc_batch *in, sc_emitter *e) {
+    int64_t n = in->nrows;
+    int rc = agg_groups(op, in);
+    sc_batch *ob;
+    if (!rc) rc = sc_op_new_out(&op->base, in, &ob);
+    if (rc) return rc;
+    sc_chain_append(&e->head, &e->tail, ob);
+    ob->nrows = n;
+    e->rows = n;
+    for (int64_t r = 0; r < n; r++) sc_copy_hidden(ob, r, in, r);
+    for (int32_t k = 0; k < op->kp.nouts; k++) {
+        if (op->kp.outs[k].kind != SC_OUT_INPUT) continue;
+        for (int64_t r = 0; !rc && r < n; r++)
+            rc = sc_batch_copy_cell(ob, SC_NHIDDEN + k, r, in, op->kp.outs[k].arg, r);
+    }
+    int32_t na = op->kp.naggs;
+    for (int64_t r = 0; !rc && r < n; r++) {
+        sc_acc *a = &op->accs[op->gid[r] * na];
+        for (int32_t j = 0; !rc && j < na; j++) {
+            const sc_agg_plan *p = &op->kp.aggs[j];
+            rc = sc_acc_update(p, &a[j], in, r, op->seq + (uint64_t)r + 1, &op->scratch);
+            for (int32_t i = op->aout_off[j]; !rc && i < op->aout_off[j + 1]; i++)
+                rc = sc_acc_write(p, &a[j], ob, op->aout[i], r);
+        }
+    }
+    op->seq += (uint64_t)n;
+    return rc;
+}
+
+int sc_op_aggregate_run(void *vst, sc_batch *in, sc_batch **out) {
+    agg_op *op = vst;
+    sc_emitter e = { &op->base, in, NULL, NULL, 0 };
+    int rc = SC_OK;
+    if (in->eos) return sc_emit_finish(&e, in, out, in->nrows ? SC_EINVAL : SC_OK);
+    sc_count_in(&op->base, in->nrows);
+    if (in->nrows > 0) rc = agg_batch(op, in, &e);
+    sc_i64_store_relaxed(&op->base.state_size, (int64_t)op->ngroups);
+    return sc_emit_finish(&e, in, out, rc);
+}
+
+/* ======================================================================= top-k */
+
+typedef struct tk_ent {
+    union {
+        int64_t i;
+        double f;
+    } v;        /* the `by` value (utf8: read from the row) */
+    sc_sbuf row; /* the whole input row */
+} tk_ent;
+
+typedef struct tk_list {
+    uint32_t n, cap;
+    tk_ent *e; /* best first */
+} tk_list;
+
+typedef struct topk_op {
+    sc_op_base base;
+    int32_t *keys, nkeys, by, k;
+    bool desc;
+    sc_col_type bt;
+    int32_t *cols, ncols; /* 0 .. ncols-1: every input column */
+    sc_out_col *outs;
+    int32_t nouts;
+    sc_kmap map; /* key -> list */
+    tk_list *lists;
+    size_t nlists, lcap;
+    int64_t entries;
+    sc_buf kbuf;
+} topk_op;
+
+void sc_op_topk_destroy(void *vst) {
+    topk_op *op = vst;
+    if (!op) return;
+    for (size_t i = 0; i < op->nlists; i++) {
+        for (uint32_t j = 0; j < op->lists[i].cap; j++) sc_sbuf_free(&op->lists[i].e[j].row);
+        free(op->lists[i].e);
+    }
+    free(op->lists);
+    free(op->keys);
+    free(op->cols);
+    free(op->outs);
+    sc_kmap_free(&op->map);
+    sc_buf_free(&op->kbuf);
+    sc_op_base_free(&op->base);
+    free(op);
+}
+
+int sc_op_topk_create(void **st, const sc_op_base *base, const int32_t *keys, int32_t nkeys, int32_t by,
+                      int32_t k, bool descending, const sc_out_col *outs) {
+    topk_op *op = calloc(1, sizeof *op);
+    if (!op) return SC_ENOMEM;
+    int rc = sc_op_base_copy(&op->base, base);
+    if (rc) {
+        free(op);
+        return rc;
+    }
+    const sc_schema *in = &op->base.in, *out = &op->base.out;
+    op->nkeys = nkeys;
+    op->by = by;
+    op->k = k;
+    op->desc = descending;
+    op->ncols = in->ncols;
+    op->nouts = out->ncols - SC_NHIDDEN;
+    if (nkeys < 0 || (nkeys && !keys) || k < 0 || by < SC_NHIDDEN || by >= in->ncols || op->nouts < 0 ||
+        (op->nouts && !outs))
+        rc = SC_EINVAL;
+    if (!rc) {
+        op->keys = malloc(((size_t)nkeys + 1) * sizeof *op->keys);
+        op->cols = malloc((size_t)op->ncols * sizeof *op->cols);
+        op->outs = malloc(((size_t)op->nouts + 1) * sizeof *op->outs);
+        rc = op->keys && op->cols && op->outs ? sc_kmap_init(&op->map, 64) : SC_ENOMEM;
+    }
+    for (int32_t i = 0; !rc && i < nkeys; i++) {
+        op->keys[i] = keys[i];
+        if (keys[i] < 0 || keys[i] >= in->ncols) rc = SC_EINVAL;
+    }
+    for (int32_t i = 0; !rc && i < op->ncols; i++) op->cols[i] = i;
+    for (int32_t i = 0; !rc && i < op->nouts; i++) {
+        op->outs[i] = outs[i];
+        sc_col_type ot = sc_ltype_physical((sc_ltype)out->lt[SC_NHIDDEN + i]);
+        if (outs[i].kind == SC_OUT_RANK) rc = ot == SC_COL_INT64 ? SC_OK : SC_EINVAL;
+        else if (outs[i].kind != SC_OUT_INPUT || outs[i].arg < 0 || outs[i].arg >= in->ncols ||
+                 sc_ltype_physical((sc_ltype)in->lt[outs[i].arg]) != ot)
+            rc = SC_EINVAL;
+    }
+    if (!rc) op->bt = sc_ltype_physical((sc_ltype)in->lt[by]);
+    if (rc) {
+        sc_op_topk_destroy(op);
+        return rc;
+    }
+    *st = op;
+    return SC_OK;
+}
+
+/* _less(a, b) where a is in[row, by] and b the entry's value (a_first), or the reverse. */
+static bool tk_less(const topk_op *op, const sc_batch *in, int64_t row, const tk_ent *e, bool a_first) {
+    switch (op->bt) {
+    case SC_COL_DOUBLE: {
+        double x = sc_batch_get_f64(in, op->by, row), y = e->v.f;
+        if (!a_first) {
+            double t = x;
+            x = y;
+            y = t;
+        }
+        if (isnan(x)) return false;
+        if (isnan(y)) return true;
+        return x < y;
+    }
+    case SC_COL_UTF8: {
+        int32_t la;
+        const uint8_t *a = (const uint8_t *)sc_batch_get_utf8(in, op->by, row, &la);
+        const uint8_t *blob = sc_sbuf_cdata(&e->row), *cell = sc_row_cell(blob, op->ncols, op->by);
+        uint32_t off, lb;
+        memcpy(&off, cell, 4);
+        memcpy(&lb, cell + 4, 4);
+        const uint8_t *b = blob + off;
+        size_t na = (size_t)la, nb = lb;
+        if (!a_first) {
+            const uint8_t *t = a;
+            a = b;
+            b = t;
+            na = lb;
+            nb = (size_t)la;
+        }
+        int c = memcmp(a, b, na < nb ? na : nb);
+        return c < 0 || (c == 0 && na < nb);
+    }
+    default: {
+        int64_t x = op->bt == SC_COL_BOOL ? sc_batch_get_bool(in, op->by, row) : sc_batch_get_i64(in, op->by, row);
+        return a_first ? x < e->v.i : e->v.i < x;
+    }
+    }
+}
+
+/* Insert row `row` into list L if it ranks among the k best: *changed says so. */
+static int tk_insert(topk_op *op, tk_list *L, const sc_batch *in, int64_t row, bool *changed) {
+    uint32_t pos = L->n;
+    for (uint32_t i = 0; i < L->n; i++) {
+        /* better(v, cv): descending: cv < v; ascending: v < cv */
+        if (tk_less(op, in, row, &L->e[i], !op->desc)) {
+            pos = i;
+            break;
+        }
+    }
+    *changed = pos < (uint32_t)op->k;
+    if (!*changed) return SC_OK;
+    tk_ent spare;
+    if (L->n == (uint32_t)op->k) { /* the last one drops out; its buffer is reused */
+        spare = L->e[L->n - 1];
+        memmove(&L->e[pos + 1], &L->e[pos], (L->n - 1 - pos) * sizeof *L->e);
+    } else {
+        if (L->n == L->cap) {
+            uint32_t cap = L->cap ? L->cap * 2 : 4;
+            if (cap > (uint32_t)op->k) cap = (uint32_t)op->k;
+            tk_ent *e = realloc(L->e, cap * sizeof *e);
+            if (!e) return SC_ENOMEM;
+            memset(e + L->cap, 0, (cap - L->cap) * sizeof *e);
+            L->e = e;
+            L->cap = cap;
+        }
+        spare = L->e[L->n]; /* an unused slot (zeroed or an old buffer) */
+        memmove(&L->e[pos + 1], &L->e[pos], (L->n - pos) * sizeof *L->e);
+        L->n++;
+        op->entries++;
+    }
+    L->e[pos] = spare;
+    tk_ent *e = &L->e[pos];
+    switch (op->bt) {
+    case SC_COL_DOUBLE: e->v.f = sc_batch_get_f64(in, op->by, row); break;
+    case SC_COL_BOOL: e->v.i = sc_batch_get_bool(in, op->by, row); break;
+    case SC_COL_INT64: e->v.i = sc_batch_get_i64(in, op->by, row); break;
+    default: e->v.i = 0;
+    }
+    return sc_row_encode(&e->row, in, row, op->cols, op->ncols);
+}
+
+/* Emit the whole list with ranks; hidden columns from the input row that changed it. */
+static int tk_emit(topk_op *op, const tk_list *L, const sc_batch *in, int64_t row, sc_emitter *e) {
+    for (uint32_t i = 0; i < L->n; i++) {
+        sc_batch *ob;
+        int64_t orow;
+        int rc = sc_emit_row(e, &ob, &orow);
+        if (rc) return rc;
+        sc_copy_hidden(ob, orow, in, row);
+        const uint8_t *blob = sc_sbuf_cdata(&L->e[i].row);
+        for (int32_t k = 0; k < op->nouts; k++) {
+            if (op->outs[k].kind == SC_OUT_RANK) sc_batch_set_i64(ob, SC_NHIDDEN + k, orow, (int64_t)i + 1);
+            else if ((rc = sc_row_put(ob, SC_NHIDDEN + k, orow, blob, op->ncols, op->outs[k].arg))) return rc;
+        }
+    }
+    return SC_OK;
+}
+
+static int tk_list_of(topk_op *op, const sc_batch *in, int64_t row, tk_list **L) {
+    op->kbuf.len = 0;
+    int rc = sc_key_encode(&op->kbuf, in, row, op->keys, op->nkeys);
+    if (rc) return rc;
+    uint64_t h = sc_hash_bytes(op->kbuf.p, op->kbuf.len), id = op->nlists;
+    if (op->nlists == op->lcap) { /* room for a new list before the map may refer to it */
+        size_t cap = op->lcap ? op->lcap * 2 : 64;
+        tk_list *l = realloc(op->lists, cap * sizeof *l);
+        if (!l) return SC_ENOMEM;
+        op->lists = l;
+        op->lcap = cap;
+    }
+    bool ins;
+    rc = sc_kmap_upsert(&op->map, h, op->kbuf.p, (uint32_t)op->kbuf.len, &id, &ins);
+    if (rc) return rc;
+    if (ins) op->lists[op->nlists++] = (tk_list){ 0, 0, NULL };
+    *L = &op->lists[id];
+    return SC_OK;
+}
+
+int sc_op_topk_run(void *vst, sc_batch *in, sc_batch **out) {
+    topk_op *op = vst;
+    sc_emitter e = { &op->base, in, NULL, NULL, 0 };
+    if (in->eos) return sc_emit_finish(&e, in, out, in->nrows ? SC_EINVAL : SC_OK);
+    sc_count_in(&op->base, in->nrows);
+    int rc = SC_OK;
+    int64_t filtered = 0;
+    for (int64_t r = 0; !rc && r < in->nrows; r++) {
+        if (!sc_batch_is_valid(in, op->by, r)) {
+            filtered++;
+            continue;
+        }
+        tk_list *L;
+        bool changed;
+        rc = tk_list_of(op, in, r, &L);
+        if (!rc) rc = tk_insert(op, L, in, r, &changed);
+        if (!rc && changed) rc = tk_emit(op, L, in, r, &e);
+    }
+    sc_count_filtered(&op->base, filtered);
+    sc_i64_store_relaxed(&op->base.state_size, op->entries);
+    return sc_emit_finish(&e, in, out, rc);
+}
+
+/* ======================================================================= dedup */
+
+typedef struct dedup_op {
+    sc_op_base base;
+    int32_t *keys, nkeys;
+    sc_kmap seen;
+    sc_buf kbuf;
+    uint8_t *keep;
+    int64_t keep_cap;
+} dedup_op;
+
+void sc_op_dedup_destroy(void *vst) {
+    dedup_op *op = vst;
+    if (!op) return;
+    free(op->keys);
+    free(op->keep);
+    sc_kmap_free(&op->seen);
+    sc_buf_free(&op->kbuf);
+    sc_op_base_free(&op->base);
+    free(op);
+}
+
+int sc_op_dedup_create(void **st, const sc_op_base *base, const int32_t *keys, int32_t nkeys) {
+    dedup_op *op = calloc(1, sizeof *op);
+    if (!op) return SC_ENOMEM;
+    int rc = sc_op_base_copy(&op->base, base);
+    if (rc) {
+        free(op);
+        return rc;
+    }
+    const sc_schema *in = &op->base.in, *out = &op->base.out;
+    if (nkeys < 0 || (nkeys && !keys) || in->ncols != out->ncols || memcmp(in->lt, out->lt, (size_t)in->ncols))
+        rc = SC_EINVAL;
+    /* no keys: every user column */
+    op->nkeys = nkeys ? nkeys : in->ncols - SC_NHIDDEN;
+    if (!rc && op->nkeys < 0) rc = SC_EINVAL;
+    if (!rc) {
+        op->keys = malloc(((size_t)op->nkeys + 1) * sizeof *op->keys);
+        rc = op->keys ? sc_kmap_init(&op->seen, 64) : SC_ENOMEM;
+    }
+    for (int32_t i = 0; !rc && i < op->nkeys; i++) {
+        op->keys[i] = nkeys ? keys[i] : SC_NHIDDEN + i;
+        if (op->keys[i] < 0 || op->keys[i] >= in->ncols) rc = SC_EINVAL;
+    }
+    if (rc) {
+        sc_op_dedup_destroy(op);
+        return rc;
+    }
+    *st = op;
+    return SC_OK;
+}
+
+int sc_op_dedup_run(void *vst, sc_batch *in, sc_batch **out) {
+    dedup_op *op = vst;
+    sc_emitter e = { &op->base, in, NULL, NULL, 0 };
+    if (in->eos) return sc_emit_finish(&e, in, out, in->nrows ? SC_EINVAL : SC_OK);
+    int64_t n = in->nrows, kept = 0;
+    sc_count_in(&op->base, n);
+    int rc = SC_OK;
+    if (n > op->keep_cap) {
+        uint8_t *k = realloc(op->keep, (size_t)n);
+        if (!k) return sc_emit_finish(&e, in, out, SC_ENOMEM);
+        op->keep = k;
+        op->keep_cap = n;
+    }
+    for (int64_t r = 0; !rc && r < n; r++) {
+        op->kbuf.len = 0;
+        rc = sc_key_encode(&op->kbuf, in, r, op->keys, op->nkeys);
+        uint64_t v = 0;
+        bool ins = false;
+        if (!rc) rc = sc_kmap_upsert(&op->seen, sc_hash_bytes(op->kbuf.p, op->kbuf.len), op->kbuf.p,
+                                     (uint32_t)op->kbuf.len, &v, &ins);
+        op->keep[r] = ins;
+        kept += ins;
+    }
+    if (!rc) sc_count_filtered(&op->base, n - kept);
+    sc_i64_store_relaxed(&op->base.state_size, (int64_t)op->seen.n);
+    if (!rc && kept == n && n > 0) { /* every row passes: forward the batch itself */
+        sc_count_out(&op->base, n);
+        in->next = NULL;
+        *out = in;
+        return SC_OK;
+    }
+    for (int64_t r = 0; !rc && r < n; r++) {
+        if (!op->keep[r]) continue;
+        sc_batch *ob;
+        int64_t orow;
+        rc = sc_emit_row(&e, &ob, &orow);
+        if (!rc) rc = sc_batch_copy_row(ob, orow, in, r);
+    }
+    return sc_emit_finish(&e, in, out, rc);
+}

@@ -1,0 +1,552 @@
+/* program: see program.h for the contract. */
+#include "program.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_OPS SC_SCHED_MAX_OPS
+
+typedef struct prog_op {
+    char *name;
+    sc_op_kind kind;
+    sc_op_run_fn run;
+    sc_op_destroy_fn destroy;
+    void *state;          /* the pool's op_state (for keyed: the dispatch) */
+    sc_op_base **bases;   /* nbases entries: the op's bases (for state sizes, sides) */
+    uint32_t nbases;
+} prog_op;
+
+/* keyed dispatch: partition i is served by states[i] */
+typedef struct keyed_dispatch {
+    sc_op_run_fn run;
+    sc_op_destroy_fn destroy;
+    void **states;
+    uint32_t n;
+} keyed_dispatch;
+
+typedef struct split_state {
+    sc_op_base base;
+    int32_t *keys;
+    int32_t nkeys;
+    uint32_t parts;
+} split_state;
+
+typedef struct merge_state {
+    sc_op_base base;
+    sc_batch **pending;
+    uint32_t npending, cap;
+    uint32_t done; /* sub-batches of the current group whose outputs are all pending */
+} merge_state;
+
+/* A keyed operator may answer one sub-batch with a chain of output batches; every piece but
+ * the last is marked so the merge counts each sub-batch once. */
+#define PIECE_CONTINUES UINT32_MAX
+
+struct sc_prog {
+    uint32_t nsteps;
+    sc_step_counters *steps;
+    prog_op ops[MAX_OPS];
+    uint32_t nops;
+    sc_metrics *metrics;
+    sc_pool *pool;
+    /* output queue */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    sc_batch **q;
+    uint32_t qcap, qhead, qlen;
+    bool eos_pushed;
+};
+
+/* ------------------------------------------------------------------------- hashing */
+
+static inline uint64_t mix64(uint64_t h) {
+    h ^= h >> 33;
+    h *= UINT64_C(0xff51afd7ed558ccd);
+    h ^= h >> 33;
+    h *= UINT64_C(0xc4ceb9fe1a85ec53);
+    h ^= h >> 33;
+    return h;
+}
+
+/* Hash of one row's key columns, equal for keys the keyed operators consider equal
+ * (null == null, NaN == NaN, -0.0 == 0.0). */
+static uint64_t key_hash(const sc_batch *b, const int32_t *keys, int32_t nkeys, int64_t row) {
+    uint64_t h = UINT64_C(0x9e3779b97f4a7c15);
+    for (int32_t k = 0; k < nkeys; k++) {
+        int32_t c = keys[k];
+        uint64_t v;
+        if (!sc_batch_is_valid(b, c, row)) v = UINT64_C(0x6e756c6c);
+        else switch (b->cols[c].type) {
+            case SC_COL_INT64: v = (uint64_t)sc_batch_get_i64(b, c, row); break;
+            case SC_COL_DOUBLE: {
+                double d = sc_batch_get_f64(b, c, row);
+                if (isnan(d)) d = NAN;
+                if (d == 0.0) d = 0.0;
+                memcpy(&v, &d, 8);
+                break;
+            }
+            case SC_COL_BOOL: v = sc_batch_get_bool(b, c, row); break;
+            default: {
+                int32_t len;
+                const char *s = sc_batch_get_utf8(b, c, row, &len);
+                v = UINT64_C(1469598103934665603);
+                for (int32_t i = 0; i < len; i++) v = (v ^ (uint8_t)s[i]) * UINT64_C(1099511628211);
+                v ^= (uint64_t)len;
+            }
+        }
+        h = mix64(h ^ mix64(v + (uint64_t)k));
+    }
+    return h;
+}
+
+/* -------------------------------------------------------------------------- split */
+
+static int split_run(void *vst, sc_batch *in, sc_batch **out) {
+    split_state *st = vst;
+    *out = NULL;
+    if (in->eos) {
+        in->part = 0;
+        in->group_n = 1;
+        *out = in;
+        return SC_OK;
+    }
+    int64_t n = in->nrows;
+    if (n == 0) {
+        sc_batch_release(in);
+        return SC_OK;
+    }
+    uint32_t P = st->parts;
+    uint32_t stack_part[1024];
+    uint32_t *part = n <= 1024 ? stack_part : malloc((size_t)n * sizeof(uint32_t));
+    uint32_t *count = calloc(P, sizeof(uint32_t));
+    sc_batch **sub = calloc(P, sizeof(sc_batch *));
+    int rc = part && count && sub ? SC_OK : SC_ENOMEM;
+    for (int64_t r = 0; rc == SC_OK && r < n; r++) {
+        part[r] = (uint32_t)(key_hash(in, st->keys, st->nkeys, r) % P);
+        count[part[r]]++;
+    }
+    uint32_t groups = 0;
+    for (uint32_t i = 0; rc == SC_OK && i < P; i++) groups += count[i] > 0;
+    if (rc == SC_OK && groups == 1) {
+        /* one partition: the batch goes as it is, with positions */
+        int64_t *pos = in->cols[SC_COL_POS].values;
+        for (int64_t r = 0; r < n; r++) pos[r] = r;
+        in->part = part[0];
+        in->group_n = 1;
+        *out = in;
+        if (part != stack_part) free(part);
+        free(count);
+        free(sub);
+        return SC_OK;
+    }
+    for (uint32_t i = 0; rc == SC_OK && i < P; i++) {
+        if (!count[i]) continue;
+        rc = sc_batch_new(&sub[i], &st->base.in, count[i]);
+        if (rc) break;
+        sub[i]->part = i;
+        sub[i]->group_n = groups;
+    }
+    for (int64_t r = 0; rc == SC_OK && r < n; r++) {
+        sc_batch *s = sub[part[r]];
+        int64_t j = s->nrows;
+        rc = sc_batch_copy_row(s, j, in, r);
+        ((int64_t *)s->cols[SC_COL_POS].values)[j] = r;
+        s->nrows = j + 1;
+    }
+    sc_batch *head = NULL, *tail = NULL;
+    for (uint32_t i = 0; i < P; i++) {
+        if (!sub[i]) continue;
+        if (rc) sc_batch_release(sub[i]);
+        else sc_chain_append(&head, &tail, sub[i]);
+    }
+    if (part != stack_part) free(part);
+    free(count);
+    free(sub);
+    sc_batch_release(in);
+    *out = head;
+    return rc;
+}
+
+static void split_destroy(void *vst) {
+    split_state *st = vst;
+    if (!st) return;
+    sc_op_base_free(&st->base);
+    free(st->keys);
+    free(st);
+}
+
+/* -------------------------------------------------------------------------- merge */
+
+/* Reassemble the sub-batches of one input: rows in pos order (stable within a sub-batch,
+ * where one input row may have produced several output rows). */
+static int merge_group(merge_state *st, sc_batch **out) {
+    uint32_t g = st->npending;
+    int64_t total = 0, maxpos = -1;
+    for (uint32_t i = 0; i < g; i++) {
+        sc_batch *b = st->pending[i];
+        total += b->nrows;
+        const int64_t *pos = b->cols[SC_COL_POS].values;
+        for (int64_t r = 0; r < b->nrows; r++)
+            if (pos[r] > maxpos) maxpos = pos[r];
+    }
+    *out = NULL;
+    int rc = SC_OK;
+    if (total > 0) {
+        /* counting sort by pos: start[p] = first output row of position p */
+        int64_t *start = calloc((size_t)maxpos + 2, sizeof(int64_t));
+        if (!start) rc = SC_ENOMEM;
+        for (uint32_t i = 0; !rc && i < g; i++) {
+            const int64_t *pos = st->pending[i]->cols[SC_COL_POS].values;
+            for (int64_t r = 0; r < st->pending[i]->nrows; r++) start[pos[r] + 1]++;
+        }
+        for (int64_t p = 0; !rc && p <= maxpos; p++) start[p + 1] += start[p];
+        int64_t *order_b = NULL, *order_r = NULL;
+        if (!rc) {
+            order_b = malloc((size_t)total * sizeof(int64_t));
+            order_r = malloc((size_t)total * sizeof(int64_t));
+            if (!order_b || !order_r) rc = SC_ENOMEM;
+        }
+        for (uint32_t i = 0; !rc && i < g; i++) {
+            const int64_t *pos = st->pending[i]->cols[SC_COL_POS].values;
+            for (int64_t r = 0; r < st->pending[i]->nrows; r++) {
+                int64_t at = start[pos[r]]++;
+                order_b[at] = i;
+                order_r[at] = r;
+            }
+        }
+        sc_batch *m = NULL;
+        if (!rc) rc = sc_batch_new(&m, &st->base.in, total);
+        for (int64_t k = 0; !rc && k < total; k++) rc = sc_batch_copy_row(m, k, st->pending[order_b[k]], order_r[k]);
+        if (!rc) {
+            m->nrows = total;
+            *out = m;
+        } else if (m) {
+            sc_batch_release(m);
+        }
+        free(start);
+        free(order_b);
+        free(order_r);
+    }
+    for (uint32_t i = 0; i < g; i++) sc_batch_release(st->pending[i]);
+    st->npending = 0;
+    return rc;
+}
+
+static int merge_run(void *vst, sc_batch *in, sc_batch **out) {
+    merge_state *st = vst;
+    *out = NULL;
+    if (in->group_n <= 1 && st->npending == 0) {
+        in->group_n = 0;
+        if (in->nrows == 0 && !in->eos) {
+            sc_batch_release(in);
+            return SC_OK;
+        }
+        *out = in;
+        return SC_OK;
+    }
+    if (st->npending == st->cap) {
+        uint32_t cap = st->cap ? st->cap * 2 : 16;
+        sc_batch **q = realloc(st->pending, cap * sizeof *q);
+        if (!q) {
+            sc_batch_release(in);
+            return SC_ENOMEM;
+        }
+        st->pending = q;
+        st->cap = cap;
+    }
+    st->pending[st->npending++] = in;
+    if (in->part != PIECE_CONTINUES) st->done++;
+    if (st->done < in->group_n) return SC_OK;
+    st->done = 0;
+    return merge_group(st, out);
+}
+
+static void merge_destroy(void *vst) {
+    merge_state *st = vst;
+    if (!st) return;
+    for (uint32_t i = 0; i < st->npending; i++) sc_batch_release(st->pending[i]);
+    free(st->pending);
+    sc_op_base_free(&st->base);
+    free(st);
+}
+
+/* -------------------------------------------------------------------------- keyed */
+
+static int keyed_run(void *vst, sc_batch *in, sc_batch **out) {
+    keyed_dispatch *d = vst;
+    int rc = d->run(d->states[in->part % d->n], in, out);
+    if (rc >= 0)
+        for (sc_batch *b = *out; b && b->next; b = b->next) b->part = PIECE_CONTINUES;
+    return rc;
+}
+
+static uint32_t keyed_partition(void *vst, const sc_batch *in) { return in->part; }
+
+static void keyed_destroy(void *vst) {
+    keyed_dispatch *d = vst;
+    if (!d) return;
+    for (uint32_t i = 0; i < d->n; i++) d->destroy(d->states[i]);
+    free(d->states);
+    free(d);
+}
+
+/* --------------------------------------------------------------------- the program */
+
+int sc_prog_create(sc_prog **out, uint32_t nsteps, uint32_t max_out) {
+    sc_prog *p = calloc(1, sizeof *p);
+    if (!p) return SC_ENOMEM;
+    p->nsteps = nsteps;
+    p->steps = aligned_alloc(SC_CACHELINE, sizeof(sc_step_counters) * (nsteps ? nsteps : 1));
+    p->qcap = max_out ? max_out : 64;
+    p->q = calloc(p->qcap, sizeof(sc_batch *));
+    if (!p->steps || !p->q) {
+        free(p->steps);
+        free(p->q);
+        free(p);
+        return SC_ENOMEM;
+    }
+    memset(p->steps, 0, sizeof(sc_step_counters) * (nsteps ? nsteps : 1));
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    *out = p;
+    return SC_OK;
+}
+
+sc_step_counters *sc_prog_counters(sc_prog *p, uint32_t step) { return step < p->nsteps ? &p->steps[step] : NULL; }
+
+static int add_op(sc_prog *p, const char *name, sc_op_kind kind, sc_op_run_fn run, sc_op_destroy_fn destroy,
+                  void *state, sc_op_base **bases, uint32_t nbases) {
+    if (p->nops >= MAX_OPS || p->pool) {
+        free(bases);
+        destroy(state);
+        return p->pool ? SC_EINVAL : SC_EUNSUPPORTED;
+    }
+    prog_op *o = &p->ops[p->nops++];
+    o->name = strdup(name ? name : "op");
+    o->kind = kind;
+    o->run = run;
+    o->destroy = destroy;
+    o->state = state;
+    o->bases = bases;
+    o->nbases = nbases;
+    return SC_OK;
+}
+
+int sc_prog_add(sc_prog *p, const char *name, sc_op_kind kind, sc_op_run_fn run, sc_op_destroy_fn destroy,
+                void *state, sc_op_base *base) {
+    sc_op_base **bases = NULL;
+    if (base) {
+        bases = malloc(sizeof *bases);
+        if (!bases) {
+            destroy(state);
+            return SC_ENOMEM;
+        }
+        bases[0] = base;
+    }
+    return add_op(p, name, kind, run, destroy, state, bases, base ? 1 : 0);
+}
+
+int sc_prog_add_keyed(sc_prog *p, const char *name, sc_op_run_fn run, sc_op_destroy_fn destroy,
+                      void **states, sc_op_base **bases, uint32_t partitions, const int32_t *keys,
+                      int32_t nkeys, const sc_schema *in, const sc_schema *out) {
+    if (p->nops + 3 > MAX_OPS || partitions == 0) {
+        for (uint32_t i = 0; i < partitions; i++) destroy(states[i]);
+        return SC_EUNSUPPORTED;
+    }
+    split_state *sp = calloc(1, sizeof *sp);
+    merge_state *mg = calloc(1, sizeof *mg);
+    keyed_dispatch *d = calloc(1, sizeof *d);
+    sc_op_base **kb = malloc(partitions * sizeof *kb);
+    int rc = sp && mg && d && kb ? SC_OK : SC_ENOMEM;
+    if (!rc) rc = sc_op_base_init(&sp->base, 0, false, false, &p->steps[0], in, in, 1024, false);
+    if (!rc) rc = sc_op_base_init(&mg->base, 0, false, false, &p->steps[0], out, out, 1024, false);
+    if (!rc && nkeys > 0) {
+        sp->keys = malloc((size_t)nkeys * sizeof(int32_t));
+        if (!sp->keys) rc = SC_ENOMEM;
+        else memcpy(sp->keys, keys, (size_t)nkeys * sizeof(int32_t));
+    }
+    if (rc) {
+        if (sp) split_destroy(sp);
+        if (mg) merge_destroy(mg);
+        free(d);
+        free(kb);
+        for (uint32_t i = 0; i < partitions; i++) destroy(states[i]);
+        return rc;
+    }
+    sp->nkeys = nkeys;
+    /* a global aggregate (no keys) has one partition */
+    sp->parts = nkeys > 0 ? partitions : 1;
+    d->run = run;
+    d->destroy = destroy;
+    d->n = partitions;
+    d->states = malloc(partitions * sizeof(void *));
+    if (!d->states) {
+        split_destroy(sp);
+        merge_destroy(mg);
+        free(d);
+        free(kb);
+        for (uint32_t i = 0; i < partitions; i++) destroy(states[i]);
+        return SC_ENOMEM;
+    }
+    memcpy(d->states, states, partitions * sizeof(void *));
+    memcpy(kb, bases, partitions * sizeof *kb);
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s:split", name);
+    rc = add_op(p, buf, SC_OP_STATELESS, split_run, split_destroy, sp, NULL, 0);
+    if (!rc) rc = add_op(p, name, SC_OP_PARTITIONED, keyed_run, keyed_destroy, d, kb, partitions);
+    else keyed_destroy(d), free(kb);
+    snprintf(buf, sizeof buf, "%s:merge", name);
+    if (!rc) rc = add_op(p, buf, SC_OP_STATEFUL, merge_run, merge_destroy, mg, NULL, 0);
+    else merge_destroy(mg);
+    return rc;
+}
+
+uint32_t sc_prog_nops(const sc_prog *p) { return p->nops; }
+const char *sc_prog_op_name(const sc_prog *p, uint32_t op) { return op < p->nops ? p->ops[op].name : NULL; }
+
+int64_t sc_prog_state_size(const sc_prog *p, uint32_t op) {
+    if (op >= p->nops) return 0;
+    int64_t s = 0;
+    for (uint32_t i = 0; i < p->ops[op].nbases; i++) s += sc_i64_load_relaxed(&p->ops[op].bases[i]->state_size);
+    return s;
+}
+
+static int sink_fn(void *vp, sc_batch *b) {
+    sc_prog *p = vp;
+    pthread_mutex_lock(&p->mu);
+    if (p->qlen == p->qcap) {
+        pthread_mutex_unlock(&p->mu);
+        return SC_EFULL;
+    }
+    p->q[(p->qhead + p->qlen) % p->qcap] = b;
+    p->qlen++;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    return SC_OK;
+}
+
+int sc_prog_start(sc_prog *p, const sc_pool_config *cfg) {
+    if (p->pool || p->nops == 0) return SC_EINVAL;
+    int rc = sc_metrics_create(&p->metrics, p->nops);
+    if (rc) return rc;
+    sc_op_desc d[MAX_OPS];
+    for (uint32_t j = 0; j < p->nops; j++) {
+        d[j] = (sc_op_desc){ .name = p->ops[j].name, .kind = p->ops[j].kind, .run = p->ops[j].run,
+                             .state = p->ops[j].state,
+                             .partition = p->ops[j].kind == SC_OP_PARTITIONED ? keyed_partition : NULL };
+    }
+    rc = sc_pool_create(&p->pool, cfg, d, p->nops, sink_fn, p, p->metrics);
+    if (rc) return rc;
+    return sc_pool_start(p->pool);
+}
+
+int sc_prog_push(sc_prog *p, sc_batch *b, int64_t timeout_ns) { return sc_pool_push(p->pool, b, timeout_ns); }
+
+int sc_prog_finish(sc_prog *p, int64_t timeout_ns) {
+    if (p->eos_pushed) return SC_OK;
+    sc_schema s = { 0, NULL };
+    sc_batch *e = NULL;
+    uint8_t lt[SC_NHIDDEN] = { SC_LT_INT, SC_LT_INT };
+    int rc = sc_schema_init(&s, SC_NHIDDEN, lt);
+    if (!rc) rc = sc_batch_new(&e, &s, 1);
+    sc_schema_free(&s);
+    if (rc) return rc;
+    e->eos = 1;
+    rc = sc_pool_push(p->pool, e, timeout_ns);
+    if (rc != SC_OK) {
+        sc_batch_release(e);
+        return rc;
+    }
+    p->eos_pushed = true;
+    return sc_pool_close_input(p->pool);
+}
+
+int sc_prog_take(sc_prog *p, int64_t timeout_ns, sc_batch **b) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)(timeout_ns > 0 ? timeout_ns : 0);
+    ts.tv_sec += (time_t)(ns / 1000000000ull);
+    ts.tv_nsec = (long)(ns % 1000000000ull);
+    pthread_mutex_lock(&p->mu);
+    int rc = SC_OK;
+    while (p->qlen == 0) {
+        if (!p->pool || sc_pool_get_state(p->pool) == SC_POOL_STOPPED || sc_pool_error(p->pool, NULL)) {
+            rc = SC_ECLOSED;
+            break;
+        }
+        if (timeout_ns <= 0 || pthread_cond_timedwait(&p->cv, &p->mu, &ts) != 0) {
+            rc = p->qlen ? SC_OK : SC_EEMPTY;
+            break;
+        }
+    }
+    if (p->qlen) {
+        *b = p->q[p->qhead];
+        p->qhead = (p->qhead + 1) % p->qcap;
+        p->qlen--;
+        rc = SC_OK;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return rc;
+}
+
+int sc_prog_pause(sc_prog *p) { return p->pool ? sc_pool_pause(p->pool) : SC_EINVAL; }
+int sc_prog_resume(sc_prog *p) { return p->pool ? sc_pool_resume(p->pool) : SC_EINVAL; }
+
+int sc_prog_stop(sc_prog *p) {
+    if (!p->pool) return SC_OK;
+    int rc = sc_pool_stop(p->pool);
+    pthread_mutex_lock(&p->mu);
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    return rc;
+}
+
+int sc_prog_error(const sc_prog *p, uint32_t *op) { return p->pool ? sc_pool_error(p->pool, op) : 0; }
+sc_metrics *sc_prog_metrics(sc_prog *p) { return p->metrics; }
+const sc_sched *sc_prog_sched(const sc_prog *p) { return p->pool ? sc_pool_scheduler(p->pool) : NULL; }
+
+int sc_prog_sides(sc_prog *p, sc_side ***sides, uint32_t *n) {
+    uint32_t cnt = 0;
+    for (uint32_t j = 0; j < p->nops; j++)
+        for (uint32_t i = 0; i < p->ops[j].nbases; i++) cnt += p->ops[j].bases[i]->side != NULL;
+    sc_side **out = malloc((cnt ? cnt : 1) * sizeof *out);
+    if (!out) return SC_ENOMEM;
+    cnt = 0;
+    for (uint32_t j = 0; j < p->nops; j++)
+        for (uint32_t i = 0; i < p->ops[j].nbases; i++)
+            if (p->ops[j].bases[i]->side) out[cnt++] = p->ops[j].bases[i]->side;
+    *sides = out;
+    *n = cnt;
+    return SC_OK;
+}
+
+void sc_prog_destroy(sc_prog *p) {
+    if (!p) return;
+    if (p->pool) {
+        sc_pool_stop(p->pool);
+        sc_pool_destroy(p->pool);
+    }
+    for (uint32_t j = 0; j < p->nops; j++) {
+        p->ops[j].destroy(p->ops[j].state);
+        free(p->ops[j].bases);
+        free(p->ops[j].name);
+    }
+    while (p->qlen) {
+        sc_batch_release(p->q[p->qhead]);
+        p->qhead = (p->qhead + 1) % p->qcap;
+        p->qlen--;
+    }
+    free(p->q);
+    sc_metrics_destroy(p->metrics);
+    free(p->steps);
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+}

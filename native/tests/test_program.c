@@ -1,0 +1,158 @@
+// sources: exec/program.c exec/common.c exec/ops_state.c exec/ops_keyed.c exec/ops_window.c exec/keyhash.c exec/rowstore.c runtime/pool.c runtime/scheduler.c runtime/reorder.c runtime/hybrid_queue.c runtime/ring.c runtime/batch.c runtime/metrics.c
+/* Stress test for exec/program: a running count per key (the keyed split -> partitioned
+ * aggregate on the hybrid / partitioned queue -> order-restoring merge) followed by the
+ * output queue, on many configurations (1..6 workers on 2 cores, every scheduler, both
+ * reorder buffers, both keyed queues, batch sizes 1..97, tiny windows and output queues).
+ * The output must be exactly the sequential result: every input row once, in arrival order,
+ * with the running count of its key. Run under ASan/UBSan and TSan by the harness. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/ops_state.h"
+#include "exec/program.h"
+
+#define CHECK(c)                                                                  \
+    do {                                                                          \
+        if (!(c)) {                                                               \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
+            exit(1);                                                              \
+        }                                                                         \
+    } while (0)
+
+static uint64_t rs = 0x243F6A8885A308D3ull;
+static uint64_t rnd(void) {
+    rs ^= rs << 13;
+    rs ^= rs >> 7;
+    rs ^= rs << 17;
+    return rs;
+}
+
+typedef struct {
+    uint32_t workers, batch, window, max_out, partitions;
+    int policy, reorder, keyed;
+} config;
+
+static void run_config(const config *cf, int64_t nrows, int nkeys) {
+    /* input: seq, pos, key (int, some null), value (str) */
+    uint8_t in_lt[] = { SC_LT_INT, SC_LT_INT, SC_LT_INT, SC_LT_STR };
+    uint8_t out_lt[] = { SC_LT_INT, SC_LT_INT, SC_LT_INT, SC_LT_STR, SC_LT_INT };
+    sc_schema in, out;
+    CHECK(sc_schema_init(&in, 4, in_lt) == SC_OK);
+    CHECK(sc_schema_init(&out, 5, out_lt) == SC_OK);
+    sc_prog *p;
+    CHECK(sc_prog_create(&p, 2, cf->max_out) == SC_OK);
+    int32_t keys[] = { 2 };
+    sc_agg_spec agg = { SC_AGG_COUNT, -1, SC_LT_INT };
+    sc_out_col outs[] = { { SC_OUT_INPUT, 2 }, { SC_OUT_INPUT, 3 }, { SC_OUT_AGG, 0 } };
+    sc_keyed_spec spec = { keys, 1, &agg, 1, outs };
+    void *states[64];
+    sc_op_base *bases[64];
+    for (uint32_t i = 0; i < cf->partitions; i++) {
+        sc_op_base b;
+        CHECK(sc_op_base_init(&b, 1, true, true, sc_prog_counters(p, 1), &in, &out, 64, false) == SC_OK);
+        CHECK(sc_op_aggregate_create(&states[i], &b, &spec) == SC_OK);
+        sc_op_base_free(&b);
+        bases[i] = states[i];
+    }
+    CHECK(sc_prog_add_keyed(p, "running", sc_op_aggregate_run, sc_op_aggregate_destroy, states, bases, cf->partitions,
+                            keys, 1, &in, &out) == SC_OK);
+    sc_pool_config pc = { 0 };
+    pc.workers = cf->workers;
+    pc.sched.policy = (sc_sched_policy)cf->policy;
+    pc.reorder = (sc_reorder_kind)cf->reorder;
+    pc.keyed = (sc_hq_kind)cf->keyed;
+    pc.partitions = cf->partitions;
+    pc.window = cf->window;
+    pc.marker_every = 3;
+    pc.idle_sleep_ns = 20000;
+    CHECK(sc_prog_start(p, &pc) == SC_OK);
+
+    int64_t *key_of = malloc(sizeof(int64_t) * (size_t)nrows);
+    int64_t *count = calloc((size_t)nkeys + 1, sizeof(int64_t));
+    int64_t pushed = 0, got = 0;
+    bool eos = false, finished = false;
+    while (!eos) {
+        if (pushed < nrows) {
+            int64_t n = 1 + (int64_t)(rnd() % cf->batch);
+            if (n > nrows - pushed) n = nrows - pushed;
+            sc_batch *b;
+            CHECK(sc_batch_new(&b, &in, n) == SC_OK);
+            for (int64_t r = 0; r < n; r++) {
+                int64_t s = pushed + r;
+                sc_batch_set_i64(b, 0, r, s);
+                sc_batch_set_i64(b, 1, r, 0);
+                int64_t k = (int64_t)(rnd() % (uint64_t)(nkeys + 1));
+                key_of[s] = k;
+                if (k == nkeys) sc_batch_set_null(b, 2, r);
+                else sc_batch_set_i64(b, 2, r, k);
+                char txt[32];
+                int len = snprintf(txt, sizeof txt, "v%lld", (long long)s);
+                CHECK(sc_batch_put_utf8(b, 3, r, txt, len) == SC_OK);
+            }
+            b->nrows = n;
+            int rc = sc_prog_push(p, b, 1000000);
+            if (rc == SC_EFULL) sc_batch_release(b);
+            else {
+                CHECK(rc == SC_OK);
+                pushed += n;
+            }
+        } else if (!finished) {
+            int rc = sc_prog_finish(p, 1000000);
+            CHECK(rc == SC_OK || rc == SC_EFULL);
+            finished = rc == SC_OK;
+        }
+        sc_batch *o;
+        while (sc_prog_take(p, pushed < nrows ? 0 : 2000000, &o) == SC_OK) {
+            if (o->eos) {
+                eos = true;
+                sc_batch_release(o);
+                break;
+            }
+            CHECK(o->ncols == 5);
+            for (int64_t r = 0; r < o->nrows; r++) {
+                int64_t s = sc_batch_get_i64(o, 0, r);
+                CHECK(s == got); /* arrival order, nothing lost or repeated */
+                int64_t k = key_of[s];
+                CHECK(sc_batch_is_valid(o, 2, r) == (k != nkeys));
+                if (k != nkeys) CHECK(sc_batch_get_i64(o, 2, r) == k);
+                count[k]++;
+                CHECK(sc_batch_get_i64(o, 4, r) == count[k]);
+                int32_t len;
+                const char *v = sc_batch_get_utf8(o, 3, r, &len);
+                char txt[32];
+                int want = snprintf(txt, sizeof txt, "v%lld", (long long)s);
+                CHECK(len == want && memcmp(v, txt, (size_t)len) == 0);
+                got++;
+            }
+            sc_batch_release(o);
+        }
+        CHECK(sc_prog_error(p, NULL) == 0);
+    }
+    CHECK(got == nrows);
+    sc_step_counters *c = sc_prog_counters(p, 1);
+    CHECK((int64_t)sc_u64_load_relaxed(&c->rows_in) == nrows);
+    CHECK((int64_t)sc_u64_load_relaxed(&c->rows_out) == nrows);
+    CHECK(sc_prog_stop(p) == 0);
+    sc_prog_destroy(p);
+    free(key_of);
+    free(count);
+    sc_schema_free(&in);
+    sc_schema_free(&out);
+}
+
+int main(void) {
+    const uint32_t workers[] = { 1, 2, 3, 6 };
+    const uint32_t batches[] = { 1, 7, 97 };
+    int n = 0;
+    for (int wi = 0; wi < 4; wi++)
+        for (int bi = 0; bi < 3; bi++)
+            for (int policy = 0; policy < 4; policy++) {
+                config cf = { workers[wi], batches[bi], (uint32_t)(bi == 0 ? 4 : 64), (uint32_t)(1 + policy * 3),
+                              (uint32_t)(policy % 2 ? 8 : 32), policy, (wi + policy) % 2, (bi + policy) % 2 };
+                run_config(&cf, bi == 0 ? 600 : 3000, 1 + (int)(rnd() % 40));
+                n++;
+            }
+    printf("test_program: %d configurations ok\n", n);
+    return 0;
+}
