@@ -1,7 +1,8 @@
 /* program: see program.h for the contract. */
 #include "program.h"
 
-#include <math.h>
+#include "ops_state.h" /* key encoding: one definition of key equality for split and ops */
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,48 +61,6 @@ struct sc_prog {
     bool eos_pushed;
 };
 
-/* ------------------------------------------------------------------------- hashing */
-
-static inline uint64_t mix64(uint64_t h) {
-    h ^= h >> 33;
-    h *= UINT64_C(0xff51afd7ed558ccd);
-    h ^= h >> 33;
-    h *= UINT64_C(0xc4ceb9fe1a85ec53);
-    h ^= h >> 33;
-    return h;
-}
-
-/* Hash of one row's key columns, equal for keys the keyed operators consider equal
- * (null == null, NaN == NaN, -0.0 == 0.0). */
-static uint64_t key_hash(const sc_batch *b, const int32_t *keys, int32_t nkeys, int64_t row) {
-    uint64_t h = UINT64_C(0x9e3779b97f4a7c15);
-    for (int32_t k = 0; k < nkeys; k++) {
-        int32_t c = keys[k];
-        uint64_t v;
-        if (!sc_batch_is_valid(b, c, row)) v = UINT64_C(0x6e756c6c);
-        else switch (b->cols[c].type) {
-            case SC_COL_INT64: v = (uint64_t)sc_batch_get_i64(b, c, row); break;
-            case SC_COL_DOUBLE: {
-                double d = sc_batch_get_f64(b, c, row);
-                if (isnan(d)) d = NAN;
-                if (d == 0.0) d = 0.0;
-                memcpy(&v, &d, 8);
-                break;
-            }
-            case SC_COL_BOOL: v = sc_batch_get_bool(b, c, row); break;
-            default: {
-                int32_t len;
-                const char *s = sc_batch_get_utf8(b, c, row, &len);
-                v = UINT64_C(1469598103934665603);
-                for (int32_t i = 0; i < len; i++) v = (v ^ (uint8_t)s[i]) * UINT64_C(1099511628211);
-                v ^= (uint64_t)len;
-            }
-        }
-        h = mix64(h ^ mix64(v + (uint64_t)k));
-    }
-    return h;
-}
-
 /* -------------------------------------------------------------------------- split */
 
 static int split_run(void *vst, sc_batch *in, sc_batch **out) {
@@ -124,10 +83,17 @@ static int split_run(void *vst, sc_batch *in, sc_batch **out) {
     uint32_t *count = calloc(P, sizeof(uint32_t));
     sc_batch **sub = calloc(P, sizeof(sc_batch *));
     int rc = part && count && sub ? SC_OK : SC_ENOMEM;
+    sc_buf key = { 0 };
     for (int64_t r = 0; rc == SC_OK && r < n; r++) {
-        part[r] = (uint32_t)(key_hash(in, st->keys, st->nkeys, r) % P);
+        /* partition by the keyed operators' own key bytes (null == null, NaN == NaN,
+         * -0.0 == 0.0), so equal keys always meet in one partition */
+        key.len = 0;
+        rc = sc_key_encode(&key, in, r, st->keys, st->nkeys);
+        if (rc) break;
+        part[r] = (uint32_t)(sc_hash_bytes(key.p, key.len) % P);
         count[part[r]]++;
     }
+    sc_buf_free(&key);
     uint32_t groups = 0;
     for (uint32_t i = 0; rc == SC_OK && i < P; i++) groups += count[i] > 0;
     if (rc == SC_OK && groups == 1) {

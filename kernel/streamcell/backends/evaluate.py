@@ -47,6 +47,10 @@ def epoch_us(v: _dt.datetime | _dt.date) -> int:
     return (v - _EPOCH_DATE).days * 86_400_000_000
 
 
+def epoch_days(v: _dt.date) -> int:
+    return (v - _EPOCH_DATE).days
+
+
 def from_epoch_us(us: int) -> _dt.datetime:
     return _EPOCH + _dt.timedelta(microseconds=us)
 
@@ -149,7 +153,7 @@ def cast_value(v: Any, target: str) -> Any:  # noqa: C901 - one table of convers
             if isinstance(v, _dt.datetime):
                 return epoch_us(v)
             if isinstance(v, _dt.date):
-                return (v - _EPOCH_DATE).days
+                return epoch_days(v)
         elif t == "float":
             if isinstance(v, (bool, int, float)):
                 return float(v)

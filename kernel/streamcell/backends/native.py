@@ -36,8 +36,8 @@ from ..errors import NotSupportedError
 from ..expr import IR, Binary, Call, Col, Lit, Unary, When
 from ..options import RunOptions
 from ..sources import BadRow
-from ..types import DATE, DATETIME, NULL, DType, Schema, parse_dtype, polars_schema
-from .evaluate import RowError, compile_row_expr, epoch_us
+from ..types import DATE, NULL, DType, Schema, polars_schema
+from .evaluate import RowError, compile_row_expr, epoch_days, epoch_us
 
 NAME = "native"
 
@@ -189,7 +189,7 @@ def _lit_node(v: Any, t: DType) -> dict[str, Any]:
     elif t.name == "datetime":
         n["i"] = epoch_us(v)
     elif t.name == "date":
-        n["i"] = (v - _dt.date(1970, 1, 1)).days
+        n["i"] = epoch_days(v)
     else:
         raise ValueError(f"literal of type {t}")
     return n
@@ -211,7 +211,7 @@ def _in_list(values: tuple[Any, ...], t: DType) -> tuple[str, list[Any]]:
         return "i", [epoch_us(v) for v in values if isinstance(v, _dt.datetime)]
     if t.name == "date":
         return "i", [
-            (v - _dt.date(1970, 1, 1)).days
+            epoch_days(v)
             for v in values
             if isinstance(v, _dt.date) and not isinstance(v, _dt.datetime)
         ]
@@ -387,47 +387,29 @@ def lower(c: Compiled, options: RunOptions) -> Lowered:  # noqa: C901 - one disp
             if w is not None:
                 outs += [(OUT_WSTART, 0), (OUT_WEND, 0)]
             outs += [(OUT_AGG, j) for j in range(len(specs))]
+            agg = dict(
+                step=idx,
+                cin=cin,
+                cout=True,
+                in_lts=_lts(kin),
+                out_lts=_lts(out),
+                keys=keys,
+                aggs=specs,
+                outs=outs,
+                capacity=cap,
+            )
             if w is None:
-                low.ops.append(
-                    (
-                        "keyed",
-                        dict(
-                            kind="aggregate",
-                            step=idx,
-                            cin=cin,
-                            cout=True,
-                            in_lts=_lts(kin),
-                            out_lts=_lts(out),
-                            keys=keys,
-                            aggs=specs,
-                            outs=outs,
-                            capacity=cap,
-                        ),
-                    )
-                )
+                low.ops.append(("keyed", dict(agg, kind="aggregate")))
             else:
                 size = P.parse_duration(w.size)
-                low.ops.append(
-                    (
-                        "window",
-                        dict(
-                            step=idx,
-                            cin=cin,
-                            cout=True,
-                            in_lts=_lts(kin),
-                            out_lts=_lts(out),
-                            keys=keys,
-                            aggs=specs,
-                            outs=outs,
-                            kind=WINDOW_KIND[w.kind],
-                            time_col=pos[w.time],
-                            size=size,
-                            every=P.parse_duration(w.every) if w.every is not None else size,
-                            lateness=P.parse_duration(w.lateness),
-                            capacity=cap,
-                        ),
-                    )
+                window = dict(
+                    kind=WINDOW_KIND[w.kind],
+                    time_col=pos[w.time],
+                    size=size,
+                    every=P.parse_duration(w.every) if w.every is not None else size,
+                    lateness=P.parse_duration(w.lateness),
                 )
+                low.ops.append(("window", dict(agg, **window)))
         elif isinstance(s, P.TopK):
             low.ops.append(
                 (
@@ -868,10 +850,3 @@ def _conform_batch(b: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
             continue
         arrays.append(a.cast(f.type))
     return pa.RecordBatch.from_arrays(arrays, names=target.names)
-
-
-def parse_target(t: str) -> DType:
-    return parse_dtype(t)
-
-
-__all__ = ["NativeBackend", "lower", "build", "DATETIME"]
