@@ -18,7 +18,7 @@ $(BIN)/python:
 $(VENV)/.deps-stamp: pyproject.toml | $(BIN)/python
 	test ! -L $(EXT_LINK) || rm $(EXT_LINK)  # else pip would reinstall into the link's target
 	$(PIP) install --upgrade pip 2>&1 | grep -v "is ignored" || true
-	$(PIP) install hatchling editables "cython>=3" "setuptools>=65" "hatch-jupyter-builder>=0.9" "jupyterlab>=4.6,<5" 2>&1 | grep -v "is ignored" || true
+	$(PIP) install hatchling editables wheel "cython>=3" "setuptools>=65" "hatch-jupyter-builder>=0.9" "jupyterlab>=4.6,<5" 2>&1 | grep -v "is ignored" || true
 	SKIP_JUPYTER_BUILDER=1 $(PIP) install --no-build-isolation -e '.[dev]' 2>&1 | grep -v "is ignored" || true
 	$(BIN)/python -c "import streamcell, polars, pytest"
 	touch $@

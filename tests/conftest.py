@@ -46,6 +46,17 @@ except ImportError:  # a build without the native runtime
     pass
 
 
+try:
+    import pyspark  # noqa: F401
+
+    from streamcell.backends.spark import environment_problem
+
+    if environment_problem() is None:  # PySpark 4 and Java 17: one local[2] session
+        ENGINE_CONFIGS.append(EngineConfig("spark", RunOptions(engine="spark")))
+except ImportError:  # no PySpark in this environment
+    pass
+
+
 def _selected() -> list[EngineConfig]:
     wanted = os.environ.get("STREAMCELL_TEST_ENGINES")
     if not wanted:
@@ -54,7 +65,12 @@ def _selected() -> list[EngineConfig]:
     return [c for c in ENGINE_CONFIGS if c.id in names or c.options.engine in names]
 
 
-@pytest.fixture(params=_selected(), ids=lambda c: c.id)
+def _param(c: EngineConfig) -> object:
+    marks = [pytest.mark.spark] if c.options.engine == "spark" else []
+    return pytest.param(c, id=c.id, marks=marks)
+
+
+@pytest.fixture(params=[_param(c) for c in _selected()])
 def engine(request: pytest.FixtureRequest) -> EngineConfig:
     return request.param
 

@@ -3,6 +3,8 @@
 - ``reference``: sequential pure-Python interpreter, the oracle for every other backend.
 - ``native``: the plan compiled to C operators on the ordered multicore runtime
   (present when the ``streamcell._runtime`` extension is built).
+- ``spark``: the plan on Apache Spark through PySpark 4 (always registered; a missing
+  PySpark or Java is reported, with how to fix it, when a run asks for it).
 """
 
 from __future__ import annotations
@@ -50,6 +52,15 @@ def _register_native() -> None:
 
 
 _register_native()
+
+
+def _register_spark() -> None:
+    from .spark import SparkBackend  # imports no PySpark until a run uses it
+
+    _BACKENDS["spark"] = SparkBackend()
+
+
+_register_spark()
 
 
 def get_backend(engine: str) -> Backend:

@@ -1,0 +1,644 @@
+"""The Spark backend: the same plan on Apache Spark through PySpark 4.
+
+Two modes, chosen by the source:
+
+- **finite sources** (files, DataFrames, iterables, generators with ``rows=N``) run as one
+  Spark batch job (:class:`BatchDriver`);
+- **streaming sources** (a directory watched for new files: ``parquet(dir, watch=True)`` and
+  likewise csv/ndjson; an unbounded generator, fed by Spark's rate source) run as a
+  Structured Streaming query (:mod:`.spark_stream`).
+
+Lowering, step by step (both modes share it):
+
+- ``filter`` / ``select`` / ``with_columns`` -> DataFrame operations over Spark SQL functions
+  (:mod:`.spark_expr`); rows whose expression fails (a bad cast) are dead letters;
+- ``agg`` / ``running`` (unwindowed), ``top_k``, ``dedup`` -> ``repartition(keys)`` +
+  ``sortWithinPartitions(_o)`` + ``mapInArrow`` running the reference operator per partition
+  (:mod:`.spark_ops`): Spark's own ``groupBy`` would give the final aggregate, not the
+  changelog of updates our semantics define, and its float sums are not in arrival order;
+- windowed ``agg`` -> the watermark in arrival order by a Spark window function, windows
+  per key as above, and each window's closing point by an as-of join on the watermark.
+
+Every row carries an order key ``_o`` (its source serial number, extended by each operator
+that emits several rows); sinks receive rows sorted by it, so finite runs equal the
+reference exactly: tables, counts, late rows and dead letters.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+
+from .. import plan as P
+from ..compiler import Compiled
+from ..errors import NotSupportedError, StreamcellError
+from ..expr import IR, FUNCTIONS, Binary, Call, Col, Lit, Unary, When
+from ..options import RunOptions
+from ..sources import BadRow
+from ..types import BOOL, Schema, polars_schema
+from .evaluate import RowError, compile_row_expr
+from .spark_expr import NAME, Translator, can_fail, qcol, spark_type
+from .spark_ops import DEAD, END, LATE, LIVE, STATS, keyed_fn, side_payload, window_fn
+
+_ids = itertools.count()
+
+
+# --------------------------------------------------------------------------- checking
+
+
+def is_streaming(source: P.Source) -> bool:
+    """Whether the source is unbounded (a Structured Streaming query on Spark)."""
+    spec = source.spec
+    if spec.kind in ("clickstream", "store_sales") and spec.arg("rows") is None:
+        return True
+    return spec.kind in P.FILE_KINDS and bool(spec.arg("watch", False))
+
+
+def chain(c: Compiled) -> list[P.Step]:
+    """The plan as one source-to-sink chain, or NotSupportedError naming the step."""
+    steps = c.plan.steps
+    consumers: dict[str, int] = {}
+    for s in steps:
+        for i in s.inputs:
+            consumers[i.step_id] = consumers.get(i.step_id, 0) + 1
+    for s in steps:
+        if isinstance(s, (P.Union, P.Join)):
+            raise NotSupportedError(
+                s.step_id, NAME, "fan-in (union/join) is not on Spark yet; use engine='native'"
+            )
+        if consumers.get(s.step_id, 0) > 1:
+            raise NotSupportedError(s.step_id, NAME, "fan-out to several branches")
+        if isinstance(s, P.Explode):
+            raise NotSupportedError(s.step_id, NAME, "list columns (explode)")
+        for _, t in c.schemas[s.step_id]:
+            if t.name == "list":
+                raise NotSupportedError(s.step_id, NAME, "list columns")
+    return list(steps)
+
+
+_SUPPORTED_FNS = set(FUNCTIONS)
+
+
+def check_expr(e: IR | None, step: P.Step) -> None:
+    """Static check that the translator handles ``e`` (no Spark needed)."""
+    if e is None or isinstance(e, (Col, Lit)):
+        return
+    if isinstance(e, Unary):
+        check_expr(e.operand, step)
+    elif isinstance(e, Binary):
+        check_expr(e.left, step)
+        check_expr(e.right, step)
+    elif isinstance(e, When):
+        for cnd, v in e.branches:
+            check_expr(cnd, step)
+            check_expr(v, step)
+        check_expr(e.otherwise, step)
+    elif isinstance(e, Call):
+        if e.fn not in _SUPPORTED_FNS:
+            raise NotSupportedError(step.step_id, NAME, f"function {e.fn}")
+        if e.fn == "round" and len(e.args) > 1:
+            d = e.args[1]
+            if not isinstance(d, Lit) or not isinstance(d.value, int):
+                raise NotSupportedError(step.step_id, NAME, "round() with non-literal decimals")
+        for a in e.args:
+            if e.fn not in ("is_in", "cast") or a is e.args[0]:
+                check_expr(a, step)
+    else:
+        raise NotSupportedError(step.step_id, NAME, f"expression {e!r}")
+
+
+def check_step(s: P.Step, streaming: bool) -> None:
+    if isinstance(s, P.Filter):
+        check_expr(s.predicate, s)
+    elif isinstance(s, (P.Select, P.WithColumns)):
+        for _, e in s.exprs:
+            check_expr(e, s)
+    elif isinstance(s, (P.Aggregate, P.Running)):
+        for _, a in s.aggs:
+            check_expr(a.arg, s)
+        if streaming and isinstance(s, P.Aggregate) and s.window is not None:
+            raise NotSupportedError(
+                s.step_id,
+                NAME,
+                "windows on a streaming source (Spark's micro-batch watermark cannot close "
+                "windows in arrival order); run the window on a finite source",
+            )
+    elif isinstance(s, P.Sink) and s.target not in ("table", "parquet", "callback"):
+        raise NotSupportedError(s.step_id, NAME, f"sink {s.target}")
+
+
+_ENV_PROBLEM: list[str | None] = []
+
+
+def environment_problem() -> str | None:
+    """Why Spark cannot run here (no PySpark, no Java 17), checked once per kernel."""
+    if not _ENV_PROBLEM:
+        from .spark_session import java_problem, pyspark_problem
+
+        _ENV_PROBLEM.append(pyspark_problem() or java_problem())
+    return _ENV_PROBLEM[0]
+
+
+class SparkBackend:
+    name = NAME
+
+    def check(self, c: Compiled, options: RunOptions) -> None:
+        steps = chain(c)
+        streaming = is_streaming(steps[0])  # type: ignore[arg-type]
+        for s in steps:
+            check_step(s, streaming)
+        if streaming:
+            from .spark_stream import check_streaming
+
+            check_streaming(steps)
+        problem = environment_problem()
+        if problem:
+            raise StreamcellError(problem)
+
+    def execute(self, c: Compiled, env: Any, options: RunOptions) -> bool:
+        steps = chain(c)
+        if is_streaming(steps[0]):  # type: ignore[arg-type]
+            from .spark_stream import StreamDriver
+
+            return StreamDriver(c, env, options, steps).run()
+        return BatchDriver(c, env, options, steps).run()
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def ddl(schema: Schema, extra: str = "") -> str:
+    cols = ", ".join(f"`{n}` {spark_type(t)}" for n, t in schema)
+    return cols + (", " + extra if extra and cols else extra)
+
+
+ORDER_DDL = "`_o` array<bigint>"
+SIDE_DDL = ORDER_DDL + ", `_k` tinyint, `_b` binary"
+
+
+def order_array(seqs: pa.Array) -> pa.Array:
+    """``[[s] for s in seqs]`` as an Arrow list<int64> array, built without Python loops."""
+    import numpy as np
+
+    offsets = pa.array(np.arange(len(seqs) + 1, dtype=np.int32))
+    return pa.ListArray.from_arrays(offsets, seqs.cast(pa.int64()))
+
+
+def source_table(c: Compiled, source: P.Source, schema: Schema, on_bad: Callable[[int, BadRow], None]) -> pa.Table:
+    """Every row of a finite source as one Arrow table with its serial number ``_o``
+    (bad rows take a serial number too and go to ``on_bad``)."""
+    from .native import _arrow_target, _conform_batch
+
+    reader = c.readers[source.step_id]
+    target = _arrow_target(schema)
+    parts: list[pa.RecordBatch] = []
+    seq = 0
+
+    def add(b: pa.RecordBatch) -> None:
+        nonlocal seq
+        b = _conform_batch(b, target)
+        seqs = pa.array(range(seq, seq + b.num_rows), type=pa.int64())
+        parts.append(
+            pa.RecordBatch.from_arrays(
+                list(b.columns) + [order_array(seqs)], names=[*b.schema.names, "_o"]
+            )
+        )
+        seq += b.num_rows
+
+    batches = reader.arrow_batches()
+    if batches is not None:
+        for b in batches:
+            if isinstance(b, BadRow):
+                on_bad(seq, b)
+                seq += 1
+            else:
+                add(b)
+    else:
+        buf: list[dict[str, Any]] = []
+        for item in reader.rows():
+            if isinstance(item, BadRow):
+                if buf:
+                    add(pa.RecordBatch.from_pylist(buf, schema=target))
+                    buf = []
+                on_bad(seq, item)
+                seq += 1
+                continue
+            buf.append(item)
+            if len(buf) >= 8192:
+                add(pa.RecordBatch.from_pylist(buf, schema=target))
+                buf = []
+        if buf:
+            add(pa.RecordBatch.from_pylist(buf, schema=target))
+    out_schema = target.append(pa.field("_o", pa.list_(pa.int64())))
+    tbl = pa.Table.from_batches(parts, schema=out_schema) if parts else out_schema.empty_table()
+    # Spark reads plain strings; large_string is what the shared conform helper produces
+    cols = [a.cast(pa.string()) if a.type == pa.large_string() else a for a in tbl.columns]
+    return pa.Table.from_arrays(cols, names=tbl.column_names)
+
+
+def to_polars(tbl: pa.Table, schema: Schema) -> pl.DataFrame:
+    names = [n for n, _ in schema]
+    if not names:
+        return pl.DataFrame()
+    cols = []
+    for n, t in schema:
+        a = tbl.column(n)
+        if t.name == "null":
+            a = pa.nulls(len(a))
+        elif t.name == "datetime" and a.type != pa.timestamp("us"):
+            a = a.cast(pa.timestamp("us"))
+        cols.append(a)
+    return pl.from_arrow(  # type: ignore[return-value]
+        pa.Table.from_arrays(cols, names=names), schema_overrides=polars_schema(schema)
+    )
+
+
+def dead_reason(s: P.Step, row: dict[str, Any]) -> str:
+    """The reference's reason for a row that a stateless step sends to the dead letters."""
+    fns: list[Callable[[dict[str, Any]], Any]]
+    if isinstance(s, P.Filter):
+        fns = [compile_row_expr(s.predicate)]
+    else:
+        assert isinstance(s, (P.Select, P.WithColumns))
+        fns = [compile_row_expr(e) for _, e in s.exprs]
+    for f in fns:
+        try:
+            f(row)
+        except RowError as e:
+            return str(e)
+    raise AssertionError(f"{s.step_id}: Spark flagged a row the reference accepts: {row!r}")
+
+
+@dataclass
+class Lowered:
+    """A step lowered onto a DataFrame, with what the driver reads back after the job."""
+
+    step: P.Step
+    kind: str  # "stateless" | "python"
+    observation: Any
+    cols: list[str] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- lowering
+
+
+class Lowering:
+    """Builds the DataFrame pipeline; shared by batch and streaming drivers."""
+
+    def __init__(self, c: Compiled, steps: list[P.Step], spark: Any, streaming: bool = False):
+        self.c = c
+        self.steps = steps
+        self.spark = spark
+        self.streaming = streaming
+        self.uid = next(_ids)
+        self.lowered: list[Lowered] = []
+        self.partitions = max(2, spark.sparkContext.defaultParallelism)
+        self.checkpoint: Callable[[Any], Any] | None = None
+
+    def in_schema(self, s: P.Step) -> Schema:
+        return self.c.schemas[s.inputs[0].step_id]
+
+    def observe(self, df: Any, j: int, *metrics: Any) -> tuple[Any, Any]:
+        from pyspark.sql import Observation
+
+        name = f"sc{self.uid}_{j}"
+        if self.streaming:
+            return df.observe(name, *metrics), name
+        obs = Observation(name)
+        return df.observe(obs, *metrics), obs
+
+    def lower(self, j: int, s: P.Step, df: Any) -> Any:
+        if isinstance(s, (P.Filter, P.Select, P.WithColumns)):
+            return self.stateless(j, s, df)
+        if isinstance(s, P.Aggregate) and s.window is not None:
+            return self.window(j, s, df)
+        if isinstance(s, (P.Aggregate, P.Running, P.TopK, P.Dedup)):
+            return self.keyed(j, s, df)
+        raise NotSupportedError(s.step_id, NAME, type(s).__name__)
+
+    # ----------------------------------------------------------------- stateless
+    def stateless(self, j: int, s: P.Step, df: Any) -> Any:
+        from pyspark.sql import functions as F
+
+        schema = self.in_schema(s)
+        out = self.c.schemas[s.step_id]
+        tr = Translator(schema, s)
+        names = [n for n, _ in schema]
+        if isinstance(s, P.Filter):
+            v, err = tr.translate(s.predicate, BOOL)
+            exprs: list[Any] = []
+            keep = F.coalesce(v, F.lit(False))
+        else:
+            assert isinstance(s, (P.Select, P.WithColumns))
+            types = dict(out)
+            computed = {}
+            err = None
+            for n, e in s.exprs:
+                cv, ce = tr.translate(e, types[n])
+                computed[n] = cv
+                if ce is not None:
+                    err = ce if err is None else err | ce
+            exprs = [computed[n].alias(n) if n in computed else qcol(n) for n, _ in out]
+            keep = F.lit(True)
+        err_col = F.coalesce(err, F.lit(False)) if err is not None else F.lit(False)
+        df = df.withColumn("_e", err_col).withColumn("_p", keep & ~F.col("_e"))
+        metrics = [
+            F.count(F.lit(1)).alias("n"),
+            F.sum(F.when(F.col("_p"), 1).otherwise(0)).alias("out"),
+            F.sum(F.when(F.col("_e"), 1).otherwise(0)).alias("dead"),
+        ]
+        if err is not None:
+            metrics.append(
+                F.collect_list(
+                    F.when(F.col("_e"), F.struct(*[qcol(n) for n in names], F.col("_o")))
+                ).alias("dead_rows")
+            )
+        df, obs = self.observe(df, j, *metrics)
+        self.lowered.append(Lowered(s, "stateless", obs, names))
+        df = df.filter(F.col("_p"))
+        if isinstance(s, P.Filter):
+            return df.drop("_e", "_p")
+        return df.select(*exprs, F.col("_o"))
+
+    # ----------------------------------------------------------------- keyed
+    def _partition(self, df: Any, keys: tuple[str, ...], schema: Schema) -> Any:
+        from pyspark.sql import functions as F
+
+        if not keys:
+            return df.repartition(1).sortWithinPartitions("_o")
+        types = dict(schema)
+        parts = []
+        for k in keys:
+            c = qcol(k)
+            if types[k].name == "float":  # one partition for every NaN, and for 0.0 / -0.0
+                c = F.when(F.isnan(c), F.lit(float("nan"))).when(c == 0, F.lit(0.0)).otherwise(c)
+            parts.append(c.alias(f"_h{len(parts)}"))
+        cols = list(df.columns)
+        df = df.select(*[qcol(n) for n in cols], *parts)
+        df = df.repartition(self.partitions, *[f"_h{i}" for i in range(len(parts))])
+        return df.sortWithinPartitions("_o").select(*[qcol(n) for n in cols])
+
+    def _side_observe(self, j: int, s: P.Step, out: Any) -> Any:
+        from pyspark.sql import functions as F
+
+        side = F.col("_k") != F.lit(LIVE)
+        out, obs = self.observe(
+            out,
+            j,
+            F.collect_list(F.when(side, F.struct("_k", "_o", "_b"))).alias("side"),
+        )
+        self.lowered.append(Lowered(s, "python", obs))
+        return out
+
+    def keyed(self, j: int, s: P.Step, df: Any) -> Any:
+        from pyspark.sql import functions as F
+
+        schema = self.in_schema(s)
+        out_schema = self.c.schemas[s.step_id]
+        keys = s.keys if not isinstance(s, P.Dedup) or s.keys else tuple(n for n, _ in schema)  # type: ignore[attr-defined]
+        part = self._partition(df, keys, schema)
+        fn = keyed_fn(s, j, {s.step_id: out_schema}, out_schema)
+        out = part.mapInArrow(fn, ddl(out_schema, SIDE_DDL))
+        out = self._side_observe(j, s, out)
+        return out.filter(F.col("_k") == F.lit(LIVE)).drop("_k", "_b")
+
+    # ----------------------------------------------------------------- windows
+    def window(self, j: int, s: P.Aggregate, df: Any) -> Any:
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        w = s.window
+        assert w is not None
+        schema = self.in_schema(s)
+        out_schema = self.c.schemas[s.step_id]
+        tr = Translator(schema, s)
+        err = None
+        for _, a in s.aggs:
+            if a.arg is not None and can_fail(a.arg):
+                _, e = tr.translate(a.arg)
+                err = e if err is None else err | e
+        tt = dict(schema)[w.time]
+        tcol = qcol(w.time)
+        if tt.name == "datetime":
+            ticks = F.unix_micros(tcol.cast("timestamp"))
+        elif tt.name == "date":
+            ticks = F.unix_date(tcol).cast("bigint") * F.lit(86_400_000_000)
+        else:
+            ticks = tcol.cast("bigint")
+        lateness = P.parse_duration(w.lateness)
+        dead = ticks.isNull()
+        if err is not None:
+            dead = dead | F.coalesce(err, F.lit(False))
+        arrival = Window.orderBy("_o").rowsBetween(Window.unboundedPreceding, -1)
+        flagged = df.withColumn("_t", ticks).withColumn("_dead", dead)
+        flagged = flagged.withColumn(
+            "_prev", F.max(F.when(~F.col("_dead"), F.col("_t"))).over(arrival)
+        )
+        late = ~F.col("_dead") & F.col("_prev").isNotNull() & (
+            F.col("_t") < F.col("_prev") - F.lit(lateness)
+        )
+        flagged = flagged.withColumn("_late", late).withColumn(
+            "_wma", F.greatest(F.col("_prev"), F.col("_t")) - F.lit(lateness)
+        )
+        assert self.checkpoint is not None
+        flagged = self.checkpoint(flagged)
+        names = [n for n, _ in schema]
+        # when the reference closes a window: at the first admitted row whose watermark
+        # reaches the window's end (watermarks only grow in arrival order)
+        admitted = flagged.filter(~F.col("_dead") & ~F.col("_late"))
+        marks = admitted.groupBy("_wma").agg(F.min("_o").alias("co"))
+        part = self._partition(
+            flagged.select(*[qcol(n) for n in names], "_o", "_dead", "_late"), s.keys, schema
+        )
+        fn = window_fn(s, j, {s.step_id: out_schema}, out_schema)
+        out = part.mapInArrow(
+            fn, ddl(out_schema, SIDE_DDL + ", `_ws` bigint, `_we` bigint, `_wq` array<bigint>")
+        )
+        out = self._side_observe(j, s, out)
+        out = self.checkpoint(out)
+        wins = out.filter(F.col("_k") == F.lit(LIVE))
+        ends = wins.select(F.col("_we").alias("v")).distinct()
+        u = ends.select("v", F.lit(0).alias("tag"), F.lit(None).cast("array<bigint>").alias("co"))
+        u = u.unionByName(marks.select(F.col("_wma").alias("v"), F.lit(1).alias("tag"), "co"))
+        ahead = Window.orderBy("v", "tag").rowsBetween(Window.currentRow, Window.unboundedFollowing)
+        closes = (
+            u.withColumn("close", F.first("co", ignorenulls=True).over(ahead))
+            .filter(F.col("tag") == 0)
+            .select(F.col("v").alias("_we"), "close")
+        )
+        wins = wins.join(closes, on="_we", how="left")
+        end_key = F.array(F.lit(END).cast("bigint"), F.lit(j).cast("bigint"))
+        order = F.concat(
+            F.coalesce(F.col("close"), end_key),
+            F.array(F.col("_we"), F.col("_ws")),
+            F.col("_wq"),
+        )
+        return wins.select(*[qcol(n) for n, _ in out_schema], order.alias("_o"))
+
+
+# --------------------------------------------------------------------------- batch driver
+
+
+class BatchDriver:
+    """Runs a finite plan as Spark jobs and files everything into the run's stores."""
+
+    def __init__(self, c: Compiled, env: Any, options: RunOptions, steps: list[P.Step]):
+        self.c, self.env, self.options, self.steps = c, env, options, steps
+        self.source = steps[0]
+        self.sink = steps[-1]
+        assert isinstance(self.sink, P.Sink)
+        self.side: list[tuple[list[int], int, str, Any]] = []  # (o, kind, step, payload)
+        self.group = f"streamcell-{next(_ids)}"
+        self.n_source = 0
+
+    def _action(self, fn: Callable[[], Any]) -> Any:
+        """Run a Spark action on a helper thread so a stop request cancels it promptly."""
+        from .spark_session import get_session
+
+        sc = get_session().sparkContext
+        box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                sc.setJobGroup(self.group, "streamcell run", interruptOnCancel=True)
+                box["v"] = fn()
+            except BaseException as e:  # handed to the run thread
+                box["e"] = e
+
+        t = threading.Thread(target=target, daemon=True)
+        t.start()
+        while t.is_alive():
+            t.join(0.05)
+            if self.env.should_stop():
+                sc.cancelJobGroup(self.group)
+                t.join()
+                raise _Stopped()
+        if "e" in box:
+            raise box["e"]
+        return box["v"]
+
+    def run(self) -> bool:
+        from .spark_session import get_session
+
+        spark = get_session()
+        try:
+            return self._run(spark)
+        except _Stopped:
+            return False
+
+    def _run(self, spark: Any) -> bool:
+        env, src = self.env, self.source
+        assert isinstance(src, P.Source)
+        schema = self.c.schemas[src.step_id]
+
+        def on_bad(seq: int, b: BadRow) -> None:
+            self.side.append(([seq], DEAD, src.step_id, b))
+
+        t0 = time.perf_counter_ns()
+        tbl = source_table(self.c, src, schema, on_bad)
+        n_good = tbl.num_rows
+        self.n_source = n_good + len(self.side)
+        cnt = env.counters[src.step_id]
+        cnt.rows_in, cnt.rows_out = self.n_source, n_good
+        env.on_source_row(self.n_source)
+        self.last_good = self._last_good(tbl)
+        df = spark.createDataFrame(tbl, schema=ddl(schema, ORDER_DDL))
+        low = Lowering(self.c, self.steps, spark)
+        low.checkpoint = lambda d: self._action(lambda: d.localCheckpoint(eager=True))
+        for j, s in enumerate(self.steps[1:-1], start=1):
+            df = low.lower(j, s, df)
+            if env.should_stop():
+                return False
+        final = df.orderBy("_o")
+        sink_schema = self.c.schemas[self.sink.step_id]
+        out = self._action(lambda: final.toArrow())
+        self._read_back(low)
+        self._file_side()
+        frame = to_polars(out, sink_schema)
+        self._write(frame)
+        env.record_latency(time.perf_counter_ns() - t0)
+        return True
+
+    @staticmethod
+    def _last_good(tbl: pa.Table) -> int | None:
+        if tbl.num_rows == 0:
+            return None
+        return int(tbl.column("_o")[tbl.num_rows - 1][0].as_py())
+
+    def _read_back(self, low: Lowering) -> None:
+        """Counters and side rows from the observations of the finished job."""
+        counters = self.env.counters
+        for lw in low.lowered:
+            m = lw.observation.get
+            cnt = counters[lw.step.step_id]
+            if lw.kind == "stateless":
+                cnt.rows_in += int(m["n"] or 0)
+                cnt.rows_out += int(m["out"] or 0)
+                cnt.dead += int(m["dead"] or 0)
+                cnt.filtered += int(m["n"] or 0) - int(m["out"] or 0) - int(m["dead"] or 0)
+                for r in m.get("dead_rows") or []:
+                    d = r.asDict()
+                    o = list(d.pop("_o"))
+                    self.side.append((o, DEAD, lw.step.step_id, d))
+                continue
+            for r in m["side"] or []:
+                kind, o, blob = r["_k"], list(r["_o"]), r["_b"]
+                payload = side_payload(kind, blob)
+                if kind == STATS:
+                    for k in ("rows_in", "rows_out", "filtered", "late", "dead"):
+                        setattr(cnt, k, getattr(cnt, k) + payload[k])
+                else:
+                    self.side.append((o, kind, lw.step.step_id, payload))
+
+    def _position(self, o: list[int]) -> str:
+        sid = self.source.step_id
+        if o and o[0] < END:
+            return f"{sid} row {o[0]}"
+        return "" if self.last_good is None else f"{sid} row {self.last_good}"
+
+    def _file_side(self) -> None:
+        env = self.env
+        steps = {s.step_id: s for s in self.steps}
+        for o, kind, sid, payload in sorted(self.side, key=lambda x: x[0]):
+            if isinstance(payload, BadRow):
+                env.dead_letter(sid, payload.reason, payload.raw, f"{sid} {payload.position}")
+                continue
+            env.position = self._position(o)
+            if kind == DEAD:
+                if isinstance(payload, dict):  # a stateless step: the reason from the reference
+                    reason = dead_reason(steps[sid], payload)
+                    env.dead_letter(sid, reason, repr(payload)[:500])
+                else:
+                    reason, raw = payload
+                    env.dead_letter(sid, reason, raw)
+            elif kind == LATE:
+                env.late_row(sid, payload)
+
+    def _write(self, frame: pl.DataFrame) -> None:
+        sink = self.sink
+        assert isinstance(sink, P.Sink)
+        self.env.counters[sink.step_id].rows_in += frame.height
+        write_frame(self.env.sink_writer(sink), frame)
+
+
+def write_frame(writer: Callable[[list[dict[str, Any]]], None], frame: pl.DataFrame) -> None:
+    """Hand rows to a sink writer: whole frames to tables and Parquet writers, batches of up
+    to 1024 rows to callbacks (as the reference does)."""
+    store = getattr(writer, "__self__", None)
+    if store is not None and hasattr(store, "write_frame"):
+        store.write_frame(frame)
+        return
+    rows = frame.to_dicts()
+    for i in range(0, len(rows), 1024):
+        writer(rows[i : i + 1024])
+
+
+class _Stopped(Exception):
+    pass

@@ -1,0 +1,506 @@
+"""Expressions to Spark SQL columns, with streamcell's semantics (``evaluate.py``).
+
+:func:`to_spark` turns an expression into ``(value, error)``: ``value`` is a Spark Column
+computing the reference's result; ``error`` is a boolean Column that is true exactly when the
+reference would raise a :class:`~streamcell.backends.evaluate.RowError` for the row (so the
+row goes to the dead-letter table), or None when the expression can never fail. Short
+circuits are honoured: an error in a branch the reference does not evaluate (the right side
+of ``False and x``, an untaken ``when`` branch) is not an error.
+
+Most operators map to Spark builtins (Spark's NaN ordering and Kleene logic already equal
+Polars'); where Spark differs the translation spells the rule out (``/`` by zero gives ±inf or
+nan, ``//`` and ``%`` floor like Python, ``round`` rounds half away from zero). Casts Spark
+cannot reproduce exactly (from strings, float to string) and ``**`` (Python's int/float
+power rules) run the reference's own code in Arrow-optimized Python UDFs.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from typing import Any
+
+from .. import plan as P
+from ..compiler import _Typer
+from ..errors import NotSupportedError
+from ..expr import IR, Binary, Call, Col, Lit, Unary, When
+from ..types import DType, Schema, parse_dtype
+
+NAME = "spark"
+
+SPARK_TYPES = {
+    "int": "bigint",
+    "float": "double",
+    "str": "string",
+    "bool": "boolean",
+    "datetime": "timestamp_ntz",
+    "date": "date",
+    "null": "void",
+}
+_I64_LO, _I64_HI = -9.223372036854775808e18, 9.223372036854775808e18
+_US_MIN, _US_MAX = -62_135_596_800_000_000, 253_402_300_799_999_999  # datetime 1..9999
+
+
+def spark_type(t: DType) -> str:
+    if t.name == "list":
+        assert t.inner is not None
+        return f"array<{spark_type(t.inner)}>"
+    return SPARK_TYPES[t.name]
+
+
+def qcol(name: str) -> Any:
+    from pyspark.sql import functions as F
+
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def _or(a: Any, b: Any) -> Any:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a | b
+
+
+def _and_err(cond: Any, err: Any) -> Any:
+    """``err`` only where ``cond`` is true (a condition that is null counts as false)."""
+    from pyspark.sql import functions as F
+
+    if err is None:
+        return None
+    return F.coalesce(cond, F.lit(False)) & err
+
+
+# --------------------------------------------------------------------------- Python UDFs
+
+_UDFS: dict[tuple[str, str], Any] = {}
+
+
+def _udf(kind: str, out: DType) -> Any:
+    """An Arrow-optimized Python UDF returning struct<v: out, e: boolean> (e: a RowError)."""
+    key = (kind, out.name)
+    if key in _UDFS:
+        return _UDFS[key]
+    from pyspark.sql.functions import udf
+
+    rtype = f"struct<v: {spark_type(out)}, e: boolean>"
+    if kind == "pow":
+
+        def f(a: Any, b: Any) -> tuple[Any, bool]:
+            from streamcell.backends.evaluate import RowError, _pow
+
+            if a is None or b is None:
+                return (None, False)
+            try:
+                v = _pow(a, b)
+            except RowError:
+                return (None, True)
+            return (float(v) if out.name == "float" else v, False)
+
+    else:
+        target = kind
+
+        def f(a: Any) -> tuple[Any, bool]:  # type: ignore[misc]
+            from streamcell.backends.evaluate import RowError, cast_value
+
+            try:
+                return (cast_value(a, target), False)
+            except RowError:
+                return (None, True)
+
+    fn = udf(f, returnType=rtype, useArrow=True)
+    _UDFS[key] = fn
+    return fn
+
+
+# --------------------------------------------------------------------------- translation
+
+
+class Translator:
+    """Translates expressions over one input schema (the step's input)."""
+
+    def __init__(self, schema: Schema, step: P.Step):
+        self.schema = schema
+        self.types = dict(schema)
+        self.step = step
+        self.typer = _Typer(schema, step)
+
+    def unsupported(self, what: str) -> NotSupportedError:
+        return NotSupportedError(self.step.step_id, NAME, what)
+
+    def lit(self, v: Any, t: DType) -> Any:
+        from pyspark.sql import functions as F
+
+        if v is None or t.name == "null":
+            return F.lit(None).cast(spark_type(t))
+        if t.name == "float":
+            if math.isnan(v):
+                return F.lit(float("nan")).cast("double")
+            return F.lit(float(v)).cast("double")
+        if t.name == "datetime":
+            if not isinstance(v, _dt.datetime):
+                v = _dt.datetime(v.year, v.month, v.day)
+            return F.lit(v.replace(tzinfo=None)).cast("timestamp_ntz")
+        return F.lit(v).cast(spark_type(t))
+
+    def translate(self, e: IR, want: DType | None = None) -> tuple[Any, Any]:
+        """``(value, error)`` for ``e``; ``value`` cast to ``want`` (default: e's type)."""
+        v, err = self._go(e)
+        t = want or self.typer.type(e)
+        if t.name != "list":
+            v = v.cast(spark_type(t))
+        return v, err
+
+    def _go(self, e: IR) -> tuple[Any, Any]:  # noqa: C901 - one dispatch over the IR
+        from pyspark.sql import functions as F
+
+        t = self.typer.type(e)
+        if isinstance(e, Col):
+            return qcol(e.name), None
+        if isinstance(e, Lit):
+            if isinstance(e.value, tuple):
+                raise self.unsupported("list literal outside is_in")
+            return self.lit(e.value, t), None
+        if isinstance(e, Unary):
+            v, err = self._go(e.operand)
+            if e.op == "neg":
+                return (-v).cast(spark_type(t)), err
+            return ~v, err
+        if isinstance(e, Binary):
+            return self._binary(e, t)
+        if isinstance(e, When):
+            out = None
+            errs: list[tuple[Any, Any, Any]] = []
+            for cond, val in e.branches:
+                c, ce = self._go(cond)
+                vv, ve = self._go(val)
+                vv = vv.cast(spark_type(t))
+                out = F.when(c, vv) if out is None else out.when(c, vv)
+                errs.append((c, ce, ve))
+            o, oe = self._go(e.otherwise)
+            assert out is not None
+            value = out.otherwise(o.cast(spark_type(t)))
+            # error of the first evaluated failing part, walking the branches as the reference
+            err = oe
+            for c, ce, ve in reversed(errs):
+                taken = F.coalesce(c, F.lit(False))
+                inner = F.when(taken, ve if ve is not None else F.lit(False)).otherwise(
+                    err if err is not None else F.lit(False)
+                )
+                if ve is None and err is None:
+                    inner = None
+                err = _or(ce, inner)
+            return value, err
+        if isinstance(e, Call):
+            return self._call(e, t)
+        raise self.unsupported(f"expression {e!r}")
+
+    # ----------------------------------------------------------------- operators
+    def _binary(self, e: Binary, t: DType) -> tuple[Any, Any]:  # noqa: C901
+        from pyspark.sql import functions as F
+
+        lt, rt = self.typer.type(e.left), self.typer.type(e.right)
+        a, ae = self._go(e.left)
+        b, be = self._go(e.right)
+        op = e.op
+        if op in ("and", "or"):
+            # right side evaluated unless the left decided (False for and, True for or)
+            decided = F.lit(False) if op == "and" else F.lit(True)
+            runs_right = ~F.coalesce(a == decided, F.lit(False))
+            err = _or(ae, _and_err(runs_right, be))
+            return (a & b if op == "and" else a | b), err
+        # every other binary op: left evaluated; right evaluated only if left is not null
+        err = _or(ae, _and_err(a.isNotNull(), be))
+        if lt.name == "null" or rt.name == "null":
+            return self.lit(None, t), err
+        if op in ("==", "!=", "<", "<=", ">", ">="):
+            if {lt.name, rt.name} == {"int", "float"}:
+                a, b = a.cast("double"), b.cast("double")
+            res = {
+                "==": a == b,
+                "!=": a != b,
+                "<": a < b,
+                "<=": a <= b,
+                ">": a > b,
+                ">=": a >= b,
+            }[op]
+            return res, err
+        if op == "+" and t.name == "str":
+            return F.concat(a, b), err
+        if op in ("+", "-", "*"):
+            st = spark_type(t)
+            a, b = a.cast(st), b.cast(st)
+            return {"+": a + b, "-": a - b, "*": a * b}[op], err
+        if op == "/":
+            return _true_div(a.cast("double"), b.cast("double")), err
+        if op == "//":
+            if t.name == "int":
+                return _int_floordiv(a, b), err
+            return _float_floor(_nz_div(a.cast("double"), b.cast("double"))), err
+        if op == "%":
+            if t.name == "int":
+                return _int_mod(a, b), err
+            return _float_mod(a.cast("double"), b.cast("double")), err
+        if op == "**":
+            r = _udf("pow", t)(a, b)
+            return r["v"], _or(err, _and_err(a.isNotNull() & b.isNotNull(), r["e"]))
+        raise self.unsupported(f"operator {op}")
+
+    def _call(self, e: Call, t: DType) -> tuple[Any, Any]:  # noqa: C901 - one table of functions
+        from pyspark.sql import functions as F
+
+        fn = e.fn
+        st = self.typer.type(e.args[0])
+        v, verr = self._go(e.args[0])
+        if fn == "is_null":
+            return v.isNull(), verr
+        if fn == "is_not_null":
+            return v.isNotNull(), verr
+        if fn == "fill_null":
+            o, oe = self._go(e.args[1])
+            tt = spark_type(t)
+            return F.coalesce(v.cast(tt), o.cast(tt)), _or(verr, _and_err(v.isNull(), oe))
+        if fn == "cast":
+            lit = e.args[1]
+            assert isinstance(lit, Lit)
+            return self._cast(v, st, parse_dtype(lit.value), verr)
+        if fn == "is_in":
+            lit = e.args[1]
+            assert isinstance(lit, Lit)
+            return self._is_in(v, st, tuple(lit.value)), verr
+        # the remaining functions give null for a null subject or argument
+        rest: list[Any] = []
+        err = verr
+        for a in e.args[1:]:
+            x, xe = self._go(a)
+            err = _or(err, _and_err(v.isNotNull(), xe))
+            rest.append(x)
+        if st.name == "null":
+            return self.lit(None, t), err
+        if fn == "abs":
+            return F.abs(v), err
+        if fn == "round":
+            if st.name == "int":
+                return v, err
+            d = e.args[1] if len(e.args) > 1 else Lit(0)
+            if not isinstance(d, Lit) or not isinstance(d.value, int):
+                raise self.unsupported("round() with non-literal decimals")
+            return _round_half_away(v, d.value), err
+        if fn == "str.contains":
+            return v.contains(rest[0]), err
+        if fn == "str.starts_with":
+            return v.startswith(rest[0]), err
+        if fn == "str.ends_with":
+            return v.endswith(rest[0]), err
+        if fn == "str.to_lowercase":
+            return F.lower(v), err
+        if fn == "str.to_uppercase":
+            return F.upper(v), err
+        if fn == "str.len_chars":
+            return F.char_length(v).cast("bigint"), err
+        dt_fns = {
+            "dt.year": F.year,
+            "dt.month": F.month,
+            "dt.day": F.dayofmonth,
+            "dt.hour": F.hour,
+            "dt.minute": F.minute,
+            "dt.second": F.second,
+        }
+        if fn in dt_fns:
+            return dt_fns[fn](v).cast("bigint"), err
+        if fn == "dt.weekday":
+            return (F.weekday(v) + 1).cast("bigint"), err
+        if fn == "dt.date":
+            return F.to_date(v), err
+        if fn == "dt.epoch_us":
+            return epoch_us(v, st), err
+        raise self.unsupported(f"function {fn}")
+
+    def _is_in(self, v: Any, st: DType, values: tuple[Any, ...]) -> Any:
+        from pyspark.sql import functions as F
+
+        has_null = None in values
+        n = st.name
+        keep: list[Any]
+        if n in ("int", "bool"):
+            keep = [
+                int(x)
+                for x in values
+                if isinstance(x, (bool, int)) or isinstance(x, float) and x.is_integer()
+            ]
+            subject = v.cast("bigint")
+        elif n == "float":
+            # a row's NaN is never ``in`` a list (Python compares NaN unequal)
+            keep = [float(x) for x in values if isinstance(x, (int, float)) and x == x]
+            subject = v
+        elif n == "str":
+            keep = [x for x in values if isinstance(x, str)]
+            subject = v
+        elif n == "datetime":
+            keep = [x for x in values if isinstance(x, _dt.datetime)]
+            subject = v
+        elif n == "date":
+            keep = [x for x in values if isinstance(x, _dt.date) and not isinstance(x, _dt.datetime)]
+            subject = v
+        else:
+            keep, subject = [], v
+        hit = subject.isin(keep) if keep else F.lit(False)
+        return F.when(v.isNull(), F.lit(True) if has_null else F.lit(None)).otherwise(hit)
+
+    def _cast(self, v: Any, st: DType, tt: DType, err: Any) -> tuple[Any, Any]:  # noqa: C901
+        from pyspark.sql import functions as F
+
+        s, t = st.name, tt.name
+        out = spark_type(tt)
+        notnull = v.isNotNull()
+        if s == "null":
+            return self.lit(None, tt), err
+        if s == t:
+            return v, err
+        fails = None  # a rule for which non-null values fail
+        res = None
+        if t == "int":
+            if s == "bool":
+                res = v.cast(out)
+            elif s == "float":
+                ok = ~F.isnan(v) & (v >= F.lit(_I64_LO)) & (v < F.lit(_I64_HI))
+                res, fails = F.when(ok, v.cast(out)), ~ok
+            elif s in ("datetime", "date"):
+                res = epoch_us(v, s_type(s)) if s == "datetime" else F.unix_date(v).cast(out)
+        elif t == "float":
+            if s in ("int", "bool"):
+                res = v.cast(out)
+            elif s in ("datetime", "date"):
+                res = epoch_us(v, st).cast(out)
+        elif t == "str":
+            if s in ("bool", "int", "date"):
+                res = v.cast(out)
+            elif s == "datetime":
+                res = F.date_format(v, "yyyy-MM-dd HH:mm:ss.SSSSSS")
+        elif t == "bool":
+            if s in ("int", "float"):
+                res = v != F.lit(0)
+            elif s in ("datetime", "date"):
+                res, fails = self.lit(None, tt), F.lit(True)
+        elif t == "datetime":
+            if s == "date":
+                res = v.cast(out)
+            elif s == "int":
+                ok = (v >= F.lit(_US_MIN)) & (v <= F.lit(_US_MAX))
+                res, fails = F.when(ok, F.timestamp_micros(v).cast(out)), ~ok
+            elif s in ("float", "bool"):
+                res, fails = self.lit(None, tt), F.lit(True)
+        elif t == "date":
+            if s == "datetime":
+                res = F.to_date(v)
+            elif s in ("int", "float", "bool"):
+                res, fails = self.lit(None, tt), F.lit(True)
+        if res is None:  # from strings, float to str: the reference's own conversion
+            r = _udf(t, tt)(v)
+            return r["v"], _or(err, _and_err(notnull, r["e"]))
+        return res, _or(err, None if fails is None else _and_err(notnull, fails))
+
+
+def s_type(name: str) -> DType:
+    return DType(name)
+
+
+def epoch_us(v: Any, t: DType) -> Any:
+    from pyspark.sql import functions as F
+
+    if t.name == "date":
+        return F.unix_date(v).cast("bigint") * F.lit(86_400_000_000)
+    return F.unix_micros(v.cast("timestamp"))
+
+
+def _negative_zero(b: Any) -> Any:
+    return b.cast("string") == "-0.0"
+
+
+def _true_div(a: Any, b: Any) -> Any:
+    """Python/Polars ``/``: x/0 is ±inf, 0/0 and nan/0 are nan (Spark would give null)."""
+    from pyspark.sql import functions as F
+
+    nan = F.lit(float("nan")).cast("double")
+    inf = F.lit(float("inf")).cast("double")
+    sign = F.when(a > 0, F.lit(1.0)).otherwise(F.lit(-1.0))
+    sign = F.when(_negative_zero(b), -sign).otherwise(sign)
+    by_zero = F.when((a == 0) | F.isnan(a), nan).otherwise(sign * inf)
+    return F.when(b.isNull() | a.isNull(), F.lit(None).cast("double")).when(
+        b == 0, by_zero
+    ).otherwise(a / b)
+
+
+def _nz_div(a: Any, b: Any) -> Any:
+    """``a / b`` as doubles, null when ``b == 0`` (``//`` and ``%`` give null there)."""
+    from pyspark.sql import functions as F
+
+    return F.when(b != 0, a / b)
+
+
+def _float_floor(q: Any) -> Any:
+    """``float(math.floor(q))`` for finite q, q itself for inf/nan, without leaving doubles."""
+    from pyspark.sql import functions as F
+
+    r = q % F.lit(1.0)
+    fl = F.when(r < 0, q - r - F.lit(1.0)).otherwise(q - r)
+    finite = ~F.isnan(q) & (F.abs(q) != F.lit(float("inf")))
+    return F.when(finite, fl).otherwise(q)
+
+
+def _int_floordiv(a: Any, b: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    a, b = a.cast("bigint"), b.cast("bigint")
+    q = F.call_function("div", a, b)
+    r = a % b
+    adjust = (r != 0) & ((r < 0) != (b < 0))
+    return F.when(b == 0, F.lit(None).cast("bigint")).when(adjust, q - 1).otherwise(q)
+
+
+def _int_mod(a: Any, b: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    a, b = a.cast("bigint"), b.cast("bigint")
+    r = a % b
+    return (
+        F.when(b == 0, F.lit(None).cast("bigint"))
+        .when((r != 0) & ((r < 0) != (b < 0)), r + b)
+        .otherwise(r)
+    )
+
+
+def _float_mod(a: Any, b: Any) -> Any:
+    """Python's float ``%``: the result takes the divisor's sign (null when b == 0)."""
+    from pyspark.sql import functions as F
+
+    m = a % b
+    zero = F.when(b < 0, F.lit(-0.0)).otherwise(F.lit(0.0)).cast("double")
+    return (
+        F.when(b == 0, F.lit(None).cast("double"))
+        .when(m != 0, F.when((b < 0) != (m < 0), m + b).otherwise(m))
+        .otherwise(zero)
+    )
+
+
+def _round_half_away(v: Any, d: int) -> Any:
+    """The reference's ``floor(|v|·10^d + 0.5) / 10^d`` with v's sign; nan/inf unchanged."""
+    from pyspark.sql import functions as F
+
+    m = F.lit(10.0**d)
+    mag = _float_floor(F.abs(v) * m + F.lit(0.5)) / m
+    finite = ~F.isnan(v) & (F.abs(v) != F.lit(float("inf")))
+    return F.when(finite, F.when(v >= 0, mag).otherwise(-mag)).otherwise(v)
+
+
+def can_fail(e: IR) -> bool:
+    """Whether evaluating ``e`` can raise a RowError for some row (cast, int power)."""
+    if isinstance(e, Call):
+        return e.fn == "cast" or any(can_fail(a) for a in e.args)
+    if isinstance(e, Binary):
+        return e.op == "**" or can_fail(e.left) or can_fail(e.right)
+    if isinstance(e, Unary):
+        return can_fail(e.operand)
+    if isinstance(e, When):
+        return any(can_fail(c) or can_fail(v) for c, v in e.branches) or can_fail(e.otherwise)
+    return False

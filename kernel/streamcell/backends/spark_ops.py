@@ -1,0 +1,249 @@
+"""Stateful steps on Spark: the reference's own operators, run per partition in order.
+
+A keyed step (``agg``, ``running``, ``top_k``, ``dedup``, windowed ``agg``) is lowered to
+``repartition(keys) -> sortWithinPartitions(_o) -> mapInArrow``: every key lives in one
+partition and its rows arrive there sorted by their order key ``_o``, so running the
+reference operator over the partition processes each key in arrival order, keys in parallel
+(DESIGN.md section 2). The partition function emits, besides output rows:
+
+- side rows (``_k`` = DEAD or LATE) carrying the pickled reason and input row, so the
+  driver can file them in the reference's order;
+- one STATS row with the partition's step counters.
+
+Order keys: ``_o`` is an array of longs compared lexicographically. A source row's key is
+``[serial]``; an operator emitting several rows for one input appends the output's index;
+rows flushed at end of stream start with ``[END, step index]``. Sorting a sink's rows by
+``_o`` gives exactly the reference's sequential output order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from .. import plan as P
+from ..stores import StepCounters
+from ..types import Schema
+
+LIVE, DEAD, LATE, STATS = 0, 1, 2, 3
+END = 2**62  # first element of the order key of rows flushed at end of stream
+HIDDEN = ("_o", "_k", "_b")
+
+_ARROW = {
+    "int": pa.int64(),
+    "float": pa.float64(),
+    "bool": pa.bool_(),
+    "str": pa.string(),
+    "datetime": pa.timestamp("us"),
+    "date": pa.date32(),
+    "null": pa.null(),
+}
+
+
+def arrow_schema(schema: Schema, extra: list[pa.Field] | None = None) -> pa.Schema:
+    fields = [pa.field(n, _ARROW[t.name]) for n, t in schema]
+    return pa.schema(fields + (extra or []))
+
+
+ORDER_FIELD = pa.field("_o", pa.list_(pa.int64()))
+SIDE_FIELDS = [ORDER_FIELD, pa.field("_k", pa.int8()), pa.field("_b", pa.binary())]
+
+
+class _MiniCompiled:
+    """What a reference operator reads from its Compiled: the schemas."""
+
+    def __init__(self, schemas: dict[str, Schema]):
+        self.schemas = schemas
+
+
+class _PartitionEnv:
+    """The reference ``Env`` inside a Spark task: side outputs are kept with the current
+    row's order key and shipped to the driver as side rows."""
+
+    def __init__(self) -> None:
+        self.counters: dict[str, StepCounters] = defaultdict(StepCounters)
+        self.side: list[tuple[int, list[int], Any]] = []
+        self.o: list[int] = []
+        self.position = ""
+
+    def dead_letter(self, step: str, reason: str, raw: str, position: str | None = None) -> None:
+        self.side.append((DEAD, self.o, (reason, raw)))
+
+    def late_row(self, step: str, row: dict[str, Any]) -> None:
+        self.side.append((LATE, self.o, dict(row)))
+
+
+def detach(step: P.Step) -> P.Step:
+    """The step without its inputs (so shipping it to executors does not ship the source)."""
+    return dataclasses.replace(step, inputs=())
+
+
+class _Out:
+    """Buffers output rows of one partition and yields Arrow batches of a fixed schema."""
+
+    def __init__(self, schema: pa.Schema, names: list[str]):
+        self.schema = schema
+        self.names = names
+        self.rows: list[dict[str, Any]] = []
+
+    def add(self, row: dict[str, Any], o: list[int]) -> None:
+        row["_o"] = o
+        row["_k"] = LIVE
+        self.rows.append(row)
+
+    def side(self, kind: int, o: list[int], payload: Any) -> None:
+        self.rows.append({"_o": o, "_k": kind, "_b": pickle.dumps(payload)})
+
+    def full(self) -> bool:
+        return len(self.rows) >= 4096
+
+    def batch(self) -> pa.RecordBatch:
+        rows, self.rows = self.rows, []
+        return pa.RecordBatch.from_pylist(rows, schema=self.schema)
+
+
+def keyed_fn(
+    step: P.Step, index: int, schemas: dict[str, Schema], out_schema: Schema
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The mapInArrow function running ``step`` (agg, running, top_k, dedup) over a
+    partition whose rows are sorted by ``_o``."""
+    step = detach(step)
+    multi = isinstance(step, P.TopK)
+    schema = arrow_schema(out_schema, SIDE_FIELDS)
+    names = [n for n, _ in out_schema]
+
+    def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from streamcell.backends.evaluate import RowError
+        from streamcell.backends.reference import make_op
+
+        env = _PartitionEnv()
+        op = make_op(step, _MiniCompiled(schemas), env)  # type: ignore[arg-type]
+        cnt = op.cnt
+        out = _Out(schema, names)
+        for b in batches:
+            for r in b.to_pylist():
+                o = r.pop("_o")
+                env.o = o
+                cnt.rows_in += 1
+                try:
+                    res = op.push(r, 0)
+                except RowError as e:
+                    op.dead(r, str(e))
+                    res = []
+                if res:
+                    cnt.rows_out += len(res)
+                    if multi:
+                        for i, x in enumerate(res):
+                            out.add(x, o + [i])
+                    else:
+                        out.add(res[0], o)
+                for kind, so, payload in env.side:
+                    out.side(kind, so, payload)
+                env.side.clear()
+                if out.full():
+                    yield out.batch()
+        out.side(STATS, [], dataclasses.asdict(cnt))
+        yield out.batch()
+
+    return fn
+
+
+WINDOW_HIDDEN = [
+    pa.field("_ws", pa.int64()),
+    pa.field("_we", pa.int64()),
+    pa.field("_wq", pa.list_(pa.int64())),
+]
+
+
+def window_fn(
+    step: P.Aggregate, index: int, schemas: dict[str, Schema], out_schema: Schema
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The mapInArrow function of a windowed aggregate over a partition sorted by ``_o``.
+
+    Rows arrive with ``_dead`` / ``_late`` decided on the global watermark (by Spark, in
+    arrival order); the reference's window operator folds the admitted rows per key and every
+    window comes out with its raw bounds (``_ws``, ``_we``) and creation order (``_wq``), from
+    which the driver's plan derives when the reference would have closed it."""
+    step = detach(step)  # type: ignore[assignment]
+    schema = arrow_schema(out_schema, SIDE_FIELDS + WINDOW_HIDDEN)
+    names = [n for n, _ in out_schema]
+
+    def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import heapq
+
+        from streamcell.backends.evaluate import RowError
+        from streamcell.backends.reference import WindowOp, _Win
+
+        env = _PartitionEnv()
+        made: list[Any] = []
+        cur: dict[str, Any] = {"o": [], "n": 0}
+
+        class Op(WindowOp):
+            def _new(self, key: Any, start: int, end: int) -> _Win:
+                cur["n"] += 1
+                win = _Win(key, start, end, tuple(cur["o"]) + (cur["n"],), self.spec.new())  # type: ignore[arg-type]
+                heapq.heappush(self.heap, (end, start, win.seq, next(self.uid), win))
+                return win
+
+            def _emit(self, win: _Win) -> dict[str, Any]:
+                row = super()._emit(win)
+                row["_ws"], row["_we"], row["_wq"] = win.start, win.end, list(win.seq)  # type: ignore[call-overload]
+                made.append(row)
+                return row
+
+        op = Op(step, _MiniCompiled(schemas), env)  # type: ignore[arg-type]
+        cnt = op.cnt
+        et = op.et
+        flags: dict[str, bool] = {"late": False}
+        admit = et.admit
+
+        def spark_admit(row: dict[str, Any]) -> int | None:
+            t = et.ticks(row)
+            if t is not None and flags["late"]:
+                cnt.late += 1
+                env.late_row(step.step_id, row)
+                return None
+            return admit(row) if t is None else t
+
+        et.admit = spark_admit  # type: ignore[method-assign]
+        out = _Out(schema, names + ["_ws", "_we", "_wq"])
+        for b in batches:
+            for r in b.to_pylist():
+                o = r.pop("_o")
+                flags["late"] = bool(r.pop("_late"))
+                spark_dead = bool(r.pop("_dead"))
+                env.o = o
+                cur["o"], cur["n"] = o, 0
+                cnt.rows_in += 1
+                before = cnt.dead
+                try:
+                    op.push(r, 0)
+                except RowError as e:
+                    op.dead(r, str(e))
+                if (cnt.dead > before) != spark_dead:
+                    raise AssertionError(
+                        f"{step.step_id}: Spark and the reference disagree on whether row "
+                        f"{r!r} is a dead letter"
+                    )
+                for kind, so, payload in env.side:
+                    out.side(kind, so, payload)
+                env.side.clear()
+                if out.full():
+                    yield out.batch()
+        op.end()
+        for row in made:
+            out.add(row, [])
+        cnt.rows_out += len(made)
+        out.side(STATS, [], dataclasses.asdict(cnt))
+        yield out.batch()
+
+    return fn
+
+
+def side_payload(kind: int, blob: bytes) -> Any:
+    return pickle.loads(blob)
