@@ -191,35 +191,52 @@ def order_array(seqs: pa.Array) -> pa.Array:
     return pa.ListArray.from_arrays(offsets, seqs.cast(pa.int64()))
 
 
-def source_table(c: Compiled, source: P.Source, schema: Schema, on_bad: Callable[[int, BadRow], None]) -> pa.Table:
+
+def source_table(
+    c: Compiled,
+    source: P.Source,
+    schema: Schema,
+    on_bad: Callable[[int, BadRow], None],
+    pace: Callable[[int], bool] = lambda n: True,
+) -> pa.Table:
     """Every row of a finite source as one Arrow table with its serial number ``_o``
-    (bad rows take a serial number too and go to ``on_bad``)."""
-    from .native import _arrow_target, _conform_batch
+    (bad rows take a serial number too and go to ``on_bad``). ``pace(rows so far)`` is
+    called as rows are read: it throttles (``rate=``), waits while paused, reports progress,
+    and returns False to stop reading (the run was stopped)."""
+    from .spark_ops import arrow_schema
 
     reader = c.readers[source.step_id]
-    target = _arrow_target(schema)
+    target = arrow_schema(schema)
     parts: list[pa.RecordBatch] = []
     seq = 0
+    step = 8192 if source.rate is None else max(1, int(source.rate * 0.02))
 
     def add(b: pa.RecordBatch) -> None:
         nonlocal seq
-        b = _conform_batch(b, target)
-        seqs = pa.array(range(seq, seq + b.num_rows), type=pa.int64())
-        parts.append(
-            pa.RecordBatch.from_arrays(
-                list(b.columns) + [order_array(seqs)], names=[*b.schema.names, "_o"]
+        b = _conform(b, target)
+        for off in range(0, b.num_rows, step):
+            part = b.slice(off, step)
+            seqs = pa.array(range(seq, seq + part.num_rows), type=pa.int64())
+            parts.append(
+                pa.RecordBatch.from_arrays(
+                    list(part.columns) + [order_array(seqs)], names=[*part.schema.names, "_o"]
+                )
             )
-        )
-        seq += b.num_rows
+            seq += part.num_rows
+            if not pace(seq):
+                raise _Stopped()
+
+    def bad(b: BadRow) -> None:
+        nonlocal seq
+        on_bad(seq, b)
+        seq += 1
+        if not pace(seq):
+            raise _Stopped()
 
     batches = reader.arrow_batches()
     if batches is not None:
         for b in batches:
-            if isinstance(b, BadRow):
-                on_bad(seq, b)
-                seq += 1
-            else:
-                add(b)
+            bad(b) if isinstance(b, BadRow) else add(b)
     else:
         buf: list[dict[str, Any]] = []
         for item in reader.rows():
@@ -227,20 +244,28 @@ def source_table(c: Compiled, source: P.Source, schema: Schema, on_bad: Callable
                 if buf:
                     add(pa.RecordBatch.from_pylist(buf, schema=target))
                     buf = []
-                on_bad(seq, item)
-                seq += 1
+                bad(item)
                 continue
             buf.append(item)
-            if len(buf) >= 8192:
+            if len(buf) >= step:
                 add(pa.RecordBatch.from_pylist(buf, schema=target))
                 buf = []
         if buf:
             add(pa.RecordBatch.from_pylist(buf, schema=target))
     out_schema = target.append(pa.field("_o", pa.list_(pa.int64())))
-    tbl = pa.Table.from_batches(parts, schema=out_schema) if parts else out_schema.empty_table()
-    # Spark reads plain strings; large_string is what the shared conform helper produces
-    cols = [a.cast(pa.string()) if a.type == pa.large_string() else a for a in tbl.columns]
-    return pa.Table.from_arrays(cols, names=tbl.column_names)
+    return pa.Table.from_batches(parts, schema=out_schema) if parts else out_schema.empty_table()
+
+
+def _conform(b: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+    if b.schema.equals(target):
+        return b
+    arrays = []
+    for k, f in enumerate(target):
+        a = b.column(k)
+        if pa.types.is_timestamp(a.type) and a.type.tz is not None:
+            a = a.cast(pa.timestamp("us", tz="UTC")).cast(pa.timestamp("us"))
+        arrays.append(a if a.type == f.type else a.cast(f.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=target)
 
 
 def to_polars(tbl: pa.Table, schema: Schema) -> pl.DataFrame:
@@ -304,6 +329,9 @@ class Lowering:
 
     def in_schema(self, s: P.Step) -> Schema:
         return self.c.schemas[s.inputs[0].step_id]
+
+    def schemas(self, s: P.Step) -> dict[str, Schema]:
+        return {x.step_id: self.c.schemas[x.step_id] for x in (s, *s.inputs)}
 
     def observe(self, df: Any, j: int, *metrics: Any) -> tuple[Any, Any]:
         from pyspark.sql import Observation
@@ -404,7 +432,7 @@ class Lowering:
         out_schema = self.c.schemas[s.step_id]
         keys = s.keys if not isinstance(s, P.Dedup) or s.keys else tuple(n for n, _ in schema)  # type: ignore[attr-defined]
         part = self._partition(df, keys, schema)
-        fn = keyed_fn(s, j, {s.step_id: out_schema}, out_schema)
+        fn = keyed_fn(s, j, self.schemas(s), out_schema)
         out = part.mapInArrow(fn, ddl(out_schema, SIDE_DDL))
         out = self._side_observe(j, s, out)
         return out.filter(F.col("_k") == F.lit(LIVE)).drop("_k", "_b")
@@ -457,7 +485,7 @@ class Lowering:
         part = self._partition(
             flagged.select(*[qcol(n) for n in names], "_o", "_dead", "_late"), s.keys, schema
         )
-        fn = window_fn(s, j, {s.step_id: out_schema}, out_schema)
+        fn = window_fn(s, j, self.schemas(s), out_schema)
         out = part.mapInArrow(
             fn, ddl(out_schema, SIDE_DDL + ", `_ws` bigint, `_we` bigint, `_wq` array<bigint>")
         )
@@ -542,11 +570,27 @@ class BatchDriver:
             self.side.append(([seq], DEAD, src.step_id, b))
 
         t0 = time.perf_counter_ns()
-        tbl = source_table(self.c, src, schema, on_bad)
+        start = time.monotonic()
+
+        def pace(n: int) -> bool:
+            env.on_source_row(n)
+            if src.rate:
+                delay = start + n / src.rate - time.monotonic()
+                while delay > 0:
+                    if env.should_stop():
+                        return False
+                    time.sleep(min(delay, 0.05))
+                    delay = start + n / src.rate - time.monotonic()
+            return not env.should_stop() and env.wait_if_paused()
+
+        try:
+            tbl = source_table(self.c, src, schema, on_bad, pace)
+        except _Stopped:
+            return False
         n_good = tbl.num_rows
         self.n_source = n_good + len(self.side)
         cnt = env.counters[src.step_id]
-        cnt.rows_in, cnt.rows_out = self.n_source, n_good
+        cnt.rows_in, cnt.rows_out, cnt.dead = self.n_source, n_good, len(self.side)
         env.on_source_row(self.n_source)
         self.last_good = self._last_good(tbl)
         df = spark.createDataFrame(tbl, schema=ddl(schema, ORDER_DDL))

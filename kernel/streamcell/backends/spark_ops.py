@@ -80,7 +80,8 @@ class _PartitionEnv:
 
 def detach(step: P.Step) -> P.Step:
     """The step without its inputs (so shipping it to executors does not ship the source)."""
-    return dataclasses.replace(step, inputs=())
+    stubs = tuple(P.Step(step_id=i.step_id) for i in step.inputs)
+    return dataclasses.replace(step, inputs=stubs)
 
 
 class _Out:
