@@ -208,6 +208,8 @@ def test_two_table_sinks_in_one_plan(engine):
 
 
 def test_table_snapshots_while_running_are_consistent_prefixes(engine):
+    if engine.options.engine == "spark":
+        pytest.xfail("spark runs a finite source as one batch job: its table fills at the end")
     n = 120
     run = start(slow_source(n, rate=300).plan(), engine)
     heights = []
@@ -224,6 +226,8 @@ def test_table_snapshots_while_running_are_consistent_prefixes(engine):
 
 
 def test_upsert_table_snapshot_while_running(engine):
+    if engine.options.engine == "spark":
+        pytest.xfail("spark runs a finite source as one batch job: its table fills at the end")
     df = pl.DataFrame({"k": [i % 3 for i in range(90)], "v": [1] * 90})
     run = start(
         sc.source(df, rate=300).key_by("k").agg(n=sc.count(), s=sc.col("v").sum()).plan(), engine

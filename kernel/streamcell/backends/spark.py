@@ -39,7 +39,7 @@ import pyarrow as pa
 from .. import plan as P
 from ..compiler import Compiled
 from ..errors import NotSupportedError, StreamcellError
-from ..expr import IR, FUNCTIONS, Binary, Call, Col, Lit, Unary, When
+from ..expr import FUNCTIONS, IR, Binary, Call, Col, Lit, Unary, When
 from ..options import RunOptions
 from ..sources import BadRow
 from ..types import BOOL, Schema, polars_schema
@@ -189,7 +189,6 @@ def order_array(seqs: pa.Array) -> pa.Array:
 
     offsets = pa.array(np.arange(len(seqs) + 1, dtype=np.int32))
     return pa.ListArray.from_arrays(offsets, seqs.cast(pa.int64()))
-
 
 
 def source_table(
@@ -469,8 +468,10 @@ class Lowering:
         flagged = flagged.withColumn(
             "_prev", F.max(F.when(~F.col("_dead"), F.col("_t"))).over(arrival)
         )
-        late = ~F.col("_dead") & F.col("_prev").isNotNull() & (
-            F.col("_t") < F.col("_prev") - F.lit(lateness)
+        late = (
+            ~F.col("_dead")
+            & F.col("_prev").isNotNull()
+            & (F.col("_t") < F.col("_prev") - F.lit(lateness))
         )
         flagged = flagged.withColumn("_late", late).withColumn(
             "_wma", F.greatest(F.col("_prev"), F.col("_t")) - F.lit(lateness)

@@ -340,7 +340,9 @@ class Translator:
             keep = [x for x in values if isinstance(x, _dt.datetime)]
             subject = v
         elif n == "date":
-            keep = [x for x in values if isinstance(x, _dt.date) and not isinstance(x, _dt.datetime)]
+            keep = [
+                x for x in values if isinstance(x, _dt.date) and not isinstance(x, _dt.datetime)
+            ]
             subject = v
         else:
             keep, subject = [], v
@@ -426,9 +428,11 @@ def _true_div(a: Any, b: Any) -> Any:
     sign = F.when(a > 0, F.lit(1.0)).otherwise(F.lit(-1.0))
     sign = F.when(_negative_zero(b), -sign).otherwise(sign)
     by_zero = F.when((a == 0) | F.isnan(a), nan).otherwise(sign * inf)
-    return F.when(b.isNull() | a.isNull(), F.lit(None).cast("double")).when(
-        b == 0, by_zero
-    ).otherwise(a / b)
+    return (
+        F.when(b.isNull() | a.isNull(), F.lit(None).cast("double"))
+        .when(b == 0, by_zero)
+        .otherwise(a / b)
+    )
 
 
 def _nz_div(a: Any, b: Any) -> Any:

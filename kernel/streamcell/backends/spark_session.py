@@ -55,9 +55,7 @@ def java_problem() -> str | None:
             "or `conda install -c conda-forge openjdk=17`)"
         )
     try:
-        out = subprocess.run(
-            [java, "-version"], capture_output=True, text=True, timeout=30
-        ).stderr
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30).stderr
     except (OSError, subprocess.SubprocessError) as e:
         return f"the Spark engine needs Java 17+, and `{java} -version` failed: {e}"
     version = out.split('"')[1] if '"' in out else ""
