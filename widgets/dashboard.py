@@ -43,6 +43,30 @@ def _enable_offline() -> None:
         _OFFLINE = True
 
 
+_TEMPLATES: dict[str, dict[str, Any]] = {}
+
+
+def _template(title: str) -> dict[str, Any]:
+    """The Vega-Lite spec of a dashboard line chart (series/value over t), data left out."""
+    if title not in _TEMPLATES:
+        import altair as alt
+
+        chart = (
+            alt.Chart(alt.Data(values=[]), title=title)
+            .mark_line()
+            .encode(
+                x=alt.X("t:Q", title="s"),
+                y=alt.Y("value:Q", title=None),
+                color=alt.Color("series:N", legend=alt.Legend(orient="top", title=None)),
+            )
+            .properties(width=260, height=120)
+        )
+        spec = chart.to_dict()
+        spec.pop("data", None)
+        _TEMPLATES[title] = spec
+    return _TEMPLATES[title]
+
+
 def _fmt(x: float | int | None, unit: str = "", digits: int = 2) -> str:
     if x is None:
         return "–"
@@ -216,31 +240,23 @@ class Dashboard:
         self._thread.start()
 
     # ----------------------------------------------------------------- charts
-    def _spec(self, title: str, series: list[str]) -> Any:
-        import altair as alt
-
+    # Altair builds (and validates) each chart's Vega-Lite spec once per kernel; updates only
+    # swap the inline data of that spec, so a refresh costs no Altair work.
+    def _spec(self, title: str, series: list[str]) -> dict[str, Any]:
         rows = [
             {"t": h["t"], "series": s, "value": h[s]}
             for h in self.history
             for s in series
             if h.get(s) is not None
         ]
-        return (
-            alt.Chart(alt.Data(values=rows), title=title)
-            .mark_line(point=False)
-            .encode(
-                x=alt.X("t:Q", title="s"),
-                y=alt.Y("value:Q", title=None),
-                color=alt.Color("series:N", legend=alt.Legend(orient="top", title=None)),
-            )
-            .properties(width=260, height=120)
-        )
+        return {**_template(title), "data": {"values": rows}}
 
     def _chart(self, title: str, series: list[str]) -> Any:
         import altair as alt
 
-        ch = alt.JupyterChart(self._spec(title, series))
+        ch = alt.JupyterChart(None)
         ch._sc_title, ch._sc_series = title, series
+        ch.spec = self._spec(title, series)
         return ch
 
     # ----------------------------------------------------------------- controls
@@ -304,7 +320,7 @@ class Dashboard:
             self.stop_button.disabled = not live
         if self.updates % self._chart_every == 0 or not live:
             for ch in (self.throughput, self.latency):
-                ch.chart = self._spec(ch._sc_title, ch._sc_series)
+                ch.spec = self._spec(ch._sc_title, ch._sc_series)
         self.updates += 1
         self.snapshot = snap
         return snap

@@ -171,7 +171,10 @@ def test_dashboard_updates_and_stops_the_run():
     d.join(5)
     assert run.status == "stopped"
     assert "data-status='stopped'" in d.status.value and d.stop_button.disabled
-    assert len(d.throughput.chart.to_dict()["data"]["values"]) > 0
+    values = d.throughput.spec["data"]["values"]
+    assert {v["series"] for v in values} == {"in", "out"}
+    assert max(v["value"] for v in values) > 0
+    assert d.throughput.spec["mark"]["type"] == "line"
     d.dead_button.click()
     assert "no dead-lettered rows" in d.dead_sample.value
 
