@@ -254,7 +254,7 @@ class Dashboard:
     def _chart(self, title: str, series: list[str]) -> Any:
         import altair as alt
 
-        ch = alt.JupyterChart(None)
+        ch = alt.JupyterChart(None)  # type: ignore[arg-type]  # spec set below
         ch._sc_title, ch._sc_series = title, series
         ch.spec = self._spec(title, series)
         return ch
