@@ -10,7 +10,7 @@ zero-copy Arrow record batches. Everything between runs on C threads without the
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, uintptr_t
-from libc.stdlib cimport free, malloc, calloc
+from libc.stdlib cimport free, malloc, calloc, realloc, abort
 from libc.string cimport memset
 from cpython.pycapsule cimport PyCapsule_GetPointer
 
@@ -96,6 +96,7 @@ cdef extern from "exec/exec.h":
                         int64_t capacity, bint with_side) nogil
     void sc_op_base_free(sc_op_base *b) nogil
     int sc_batch_new(sc_batch **out, const sc_schema *s, int64_t capacity) nogil
+    int sc_batch_concat(sc_batch **out, const sc_schema *s, sc_batch *const *parts, int32_t n) nogil
 
 cdef extern from "exec/expr.h":
     ctypedef struct sc_enode:
@@ -531,6 +532,87 @@ cdef class Program:
             return rc
         check_status(rc, "push")
         return rc
+
+    def push_many(self, batch, int64_t offset, int64_t n, int64_t seq0, int64_t batch_size,
+                  int64_t timeout_ns=-1):
+        """Copy rows [offset, offset+n) in as runtime batches of up to ``batch_size`` rows,
+        in one call without the GIL. Returns (status, rows taken): OK with ``n``, or FULL /
+        CLOSED with fewer when the pipeline stayed full for ``timeout_ns`` or was closed
+        (the rest is not taken)."""
+        schema_capsule, array_capsule = batch.__arrow_c_array__()
+        cdef ArrowSchema *sch = <ArrowSchema *>PyCapsule_GetPointer(schema_capsule, "arrow_schema")
+        cdef ArrowArray *arr = <ArrowArray *>PyCapsule_GetPointer(array_capsule, "arrow_array")
+        cdef sc_batch *b = NULL
+        cdef int rc = 0
+        cdef int64_t done = 0, m
+        if batch_size <= 0:
+            raise ValueError("batch_size must be positive")
+        with nogil:
+            while done < n:
+                m = n - done if n - done < batch_size else batch_size
+                b = NULL
+                rc = sc_batch_new(&b, &self.in_schema.s, m)
+                if rc == 0:
+                    rc = sc_arrow_import(sch, arr, offset + done, m, &self.in_schema.s, b, seq0 + done)
+                if rc == 0:
+                    rc = sc_prog_push(self.p, b, timeout_ns)
+                    if rc == SC_OK:
+                        b = NULL
+                if b != NULL:
+                    sc_batch_release(b)
+                if rc != SC_OK:
+                    break
+                done += m
+        if rc != SC_OK and rc != SC_EFULL and rc != SC_ECLOSED:
+            check_status(rc, "push")
+        return rc, done
+
+    def take_many(self, int64_t timeout_ns=0, int64_t max_rows=65536):
+        """(status, eos, pyarrow.RecordBatch | None): every output batch ready now (waiting up
+        to ``timeout_ns`` for the first), up to about ``max_rows`` rows, joined in order into
+        one record batch."""
+        cdef sc_batch *b = NULL
+        cdef sc_batch *joined = NULL
+        cdef sc_batch **parts = NULL
+        cdef int32_t n = 0, cap = 64
+        cdef int64_t rows = 0
+        cdef int rc, rc2
+        cdef bint eos = False
+        parts = <sc_batch **>malloc(cap * sizeof(sc_batch *))
+        if parts == NULL:
+            raise MemoryError()
+        with nogil:
+            rc = sc_prog_take(self.p, timeout_ns, &b)
+            while rc == SC_OK:
+                if b.eos:
+                    sc_batch_release(b)
+                    eos = True
+                    break
+                if n == cap:
+                    cap *= 2
+                    parts = <sc_batch **>realloc(parts, cap * sizeof(sc_batch *))
+                    if parts == NULL:
+                        abort()
+                parts[n] = b
+                n += 1
+                rows += b.nrows
+                if rows >= max_rows:
+                    break
+                rc2 = sc_prog_take(self.p, 0, &b)
+                if rc2 != SC_OK:
+                    break
+            rc2 = 0
+            if n == 1:
+                joined = parts[0]
+            elif n > 1:
+                rc2 = sc_batch_concat(&joined, &self.out_schema.s, parts, n)
+                for i in range(n):
+                    sc_batch_release(parts[i])
+        free(parts)
+        check_status(rc2, "take")
+        if n == 0:
+            return (SC_OK if eos else rc), eos, None
+        return SC_OK, eos, _export(joined, &self.out_schema.s)
 
     def finish(self, int64_t timeout_ns=-1):
         with nogil:

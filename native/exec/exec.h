@@ -100,6 +100,13 @@ static inline void sc_batch_set_valid(sc_batch *b, int32_t col, int64_t row) {
     sc_column *c = &b->cols[col];
     if (!sc_bit_get(c->validity, row)) { sc_bit_set(c->validity, row, true); c->null_count--; }
 }
+/* Append src rows idx[0..n) to the standalone batch dst at rows dst->nrows.. (column by
+ * column; same physical types), and advance dst->nrows. dst must have room for n more rows. */
+int sc_batch_take(sc_batch *dst, const sc_batch *src, const int64_t *idx, int64_t n);
+/* One standalone batch holding the rows of parts[0..n) in order (same schema `s`); the
+ * header fields (serial, first_row, marker) are the first part's. Used by the driver to hand
+ * the sink large chunks instead of one small batch at a time. */
+int sc_batch_concat(sc_batch **out, const sc_schema *s, sc_batch *const *parts, int32_t n);
 /* Copy the whole batch (header fields serial/first_row/marker/eos/part/group too). */
 int sc_batch_clone(sc_batch **out, const sc_batch *src);
 

@@ -115,13 +115,24 @@ static int split_run(void *vst, sc_batch *in, sc_batch **out) {
         sub[i]->part = i;
         sub[i]->group_n = groups;
     }
-    for (int64_t r = 0; rc == SC_OK && r < n; r++) {
-        sc_batch *s = sub[part[r]];
-        int64_t j = s->nrows;
-        rc = sc_batch_copy_row(s, j, in, r);
-        ((int64_t *)s->cols[SC_COL_POS].values)[j] = r;
-        s->nrows = j + 1;
+    /* rows of each partition, in order, then one columnar take per partition */
+    int64_t *idx = rc == SC_OK ? malloc((size_t)(n ? n : 1) * sizeof *idx) : NULL;
+    int64_t *start = rc == SC_OK ? calloc(P + 1, sizeof *start) : NULL;
+    if (rc == SC_OK && (!idx || !start)) rc = SC_ENOMEM;
+    if (rc == SC_OK) {
+        for (uint32_t i = 0; i < P; i++) start[i + 1] = start[i] + count[i];
+        for (int64_t r = 0; r < n; r++) idx[start[part[r]]++] = r;
+        for (uint32_t i = P; i > 0; i--) start[i] = start[i - 1]; /* back to the starts */
+        start[0] = 0;
     }
+    for (uint32_t i = 0; rc == SC_OK && i < P; i++) {
+        if (!count[i]) continue;
+        rc = sc_batch_take(sub[i], in, idx + start[i], count[i]);
+        int64_t *pos = sub[i]->cols[SC_COL_POS].values;
+        for (int64_t j = 0; rc == SC_OK && j < count[i]; j++) pos[j] = idx[start[i] + j];
+    }
+    free(idx);
+    free(start);
     sc_batch *head = NULL, *tail = NULL;
     for (uint32_t i = 0; i < P; i++) {
         if (!sub[i]) continue;
