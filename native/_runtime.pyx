@@ -66,6 +66,7 @@ cdef extern from "runtime/pool.h":
         uint32_t window
         uint32_t marker_every
         uint64_t idle_sleep_ns
+        uint8_t unordered
 
 cdef extern from "exec/exec.h":
     ctypedef struct sc_schema:
@@ -200,7 +201,7 @@ EMPTY = SC_EEMPTY
 CLOSED = SC_ECLOSED
 
 SCHEDULERS = {"CT": 0, "QST": 1, "LP": 2, "ET": 3}
-REORDERS = {"nonblocking": 0, "locked": 1}
+REORDERS = {"nonblocking": 0, "locked": 1, "none": 0}
 KEYED_QUEUES = {"hybrid": 0, "partitioned": 1}
 
 
@@ -500,6 +501,7 @@ cdef class Program:
         cfg.workers = workers
         cfg.sched.policy = SCHEDULERS[scheduler]
         cfg.reorder = REORDERS[reorder]
+        cfg.unordered = reorder == "none"
         cfg.keyed = KEYED_QUEUES[keyed]
         cfg.partitions = partitions
         cfg.window = window

@@ -152,15 +152,23 @@ int sc_batch_copy_row(sc_batch *dst, int64_t drow, const sc_batch *src, int64_t 
     return SC_OK;
 }
 
-/* dst bits [doff, doff+n) = src bits [0, n): bytewise when dst is byte-aligned. */
+/* dst bits [doff, doff+n) = src bits [0, n), a byte of src at a time (shifted into place
+ * when dst is not byte-aligned); bits of dst outside the range are kept. */
 static void bits_copy(uint8_t *dst, int64_t doff, const uint8_t *src, int64_t n) {
-    int64_t r = 0;
-    if ((doff & 7) == 0) {
-        int64_t whole = n >> 3;
-        memcpy(dst + (doff >> 3), src, (size_t)whole);
-        r = whole << 3;
+    int64_t whole = n >> 3, r;
+    int sh = (int)(doff & 7);
+    uint8_t *d = dst + (doff >> 3);
+    if (sh == 0) {
+        memcpy(d, src, (size_t)whole);
+    } else {
+        uint8_t lo = (uint8_t)((1u << sh) - 1);
+        for (int64_t i = 0; i < whole; i++) {
+            uint8_t v = src[i];
+            d[i] = (uint8_t)((d[i] & lo) | (v << sh));
+            d[i + 1] = (uint8_t)((d[i + 1] & ~lo) | (v >> (8 - sh)));
+        }
     }
-    for (; r < n; r++) sc_bit_set(dst, doff + r, sc_bit_get(src, r));
+    for (r = whole << 3; r < n; r++) sc_bit_set(dst, doff + r, sc_bit_get(src, r));
 }
 
 int sc_batch_take(sc_batch *dst, const sc_batch *src, const int64_t *idx, int64_t n) {
@@ -169,7 +177,8 @@ int sc_batch_take(sc_batch *dst, const sc_batch *src, const int64_t *idx, int64_
     for (int32_t c = 0; c < src->ncols; c++) {
         const sc_column *x = &src->cols[c];
         sc_column *d = &dst->cols[c];
-        for (int64_t i = 0; i < n; i++) {
+        /* no nulls on either side: the new rows' bits are already 1 (fresh or reset) */
+        for (int64_t i = 0; (x->null_count || d->null_count) && i < n; i++) {
             bool v = sc_bit_get(x->validity, idx[i]);
             if (sc_bit_get(d->validity, d0 + i) != v) {
                 sc_bit_set(d->validity, d0 + i, v);

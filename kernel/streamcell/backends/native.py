@@ -167,7 +167,16 @@ class NativeBackend:
         for s in c.plan.steps:
             if isinstance(s, P.Sink) and s.target not in ("table", "parquet", "callback"):
                 raise NotSupportedError(s.step_id, NAME, f"sink {s.target}")
-        lower(c, options)  # expression support is checked by lowering
+        low = lower(c, options)  # expression support is checked by lowering
+        if options.reorder == "none":
+            for s in c.plan.steps:
+                if isinstance(s, (P.Aggregate, P.Running, P.TopK, P.Dedup)):
+                    raise NotSupportedError(
+                        s.step_id,
+                        NAME,
+                        "reorder='none' (the ordering-cost ablation) takes stateless plans only",
+                    )
+        del low
 
     def execute(self, c: Compiled, env: Any, options: RunOptions) -> bool:
         return Driver(c, env, options).run()
