@@ -255,7 +255,11 @@ def fig7(clicks: pl.DataFrame, sales: pl.DataFrame, repeat: int) -> None:
     for q in ("Q1", "Q2", "Q3", "Q4", "Q15"):
         src = sales if q in ("Q1", "Q15") else clicks
         small = src.head(5000)
-        want = outputs(sc.start(tpcx(q, small).plan(), name=f"{q}r", options=RunOptions(engine="reference")).wait())
+        want = outputs(
+            sc.start(
+                tpcx(q, small).plan(), name=f"{q}r", options=RunOptions(engine="reference")
+            ).wait()
+        )
         got = outputs(sc.start(tpcx(q, small).plan(), name=f"{q}n", options=native(2)).wait())
         assert_same_outputs(got, want)
         runs = [timed_run(tpcx(q, src), native(2), name=q) for _ in range(repeat)]

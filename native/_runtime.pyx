@@ -27,6 +27,23 @@ cdef extern from "runtime/batch.h":
     void sc_batch_release(sc_batch *b) nogil
     void sc_batch_release_chain(sc_batch *b) nogil
 
+cdef extern from "runtime/atomic_ext.h":
+    uint64_t sc_now_ns() nogil
+    ctypedef struct sc_backoff:
+        pass
+
+cdef extern from "<time.h>":
+    struct timespec:
+        long tv_sec
+        long tv_nsec
+    int nanosleep(const timespec *req, timespec *rem) nogil
+
+
+def now_ns():
+    """The runtime's monotonic clock (ns): the time base of paced pushes and latency markers."""
+    return sc_now_ns()
+
+
 cdef extern from "runtime/scheduler.h":
     ctypedef enum sc_op_kind:
         SC_OP_STATELESS, SC_OP_PARTITIONED, SC_OP_STATEFUL
@@ -536,22 +553,39 @@ cdef class Program:
         return rc
 
     def push_many(self, batch, int64_t offset, int64_t n, int64_t seq0, int64_t batch_size,
-                  int64_t timeout_ns=-1):
+                  int64_t timeout_ns=-1, double rate=0.0, uint64_t t0_ns=0):
         """Copy rows [offset, offset+n) in as runtime batches of up to ``batch_size`` rows,
         in one call without the GIL. Returns (status, rows taken): OK with ``n``, or FULL /
         CLOSED with fewer when the pipeline stayed full for ``timeout_ns`` or was closed
-        (the rest is not taken)."""
+        (the rest is not taken).
+
+        With ``rate`` > 0 (rows/s) the pushes are paced: the batch starting at row ``seq`` is
+        pushed at ``t0_ns + seq / rate`` (runtime clock, :func:`now_ns`), waiting in C
+        (sleep, then spin for the last ~50 us), so a throttled source keeps its rate exactly
+        and each batch enters the pipeline when its rows are due (latency is measured from
+        there)."""
         schema_capsule, array_capsule = batch.__arrow_c_array__()
         cdef ArrowSchema *sch = <ArrowSchema *>PyCapsule_GetPointer(schema_capsule, "arrow_schema")
         cdef ArrowArray *arr = <ArrowArray *>PyCapsule_GetPointer(array_capsule, "arrow_array")
         cdef sc_batch *b = NULL
         cdef int rc = 0
         cdef int64_t done = 0, m
+        cdef uint64_t due, now
+        cdef timespec ts
         if batch_size <= 0:
             raise ValueError("batch_size must be positive")
         with nogil:
             while done < n:
                 m = n - done if n - done < batch_size else batch_size
+                if rate > 0:
+                    due = t0_ns + <uint64_t>((seq0 + done) * 1e9 / rate)
+                    now = sc_now_ns()
+                    while now < due:
+                        if due - now > 80000:
+                            ts.tv_sec = 0
+                            ts.tv_nsec = <long>(due - now - 50000)
+                            nanosleep(&ts, NULL)
+                        now = sc_now_ns()
                 b = NULL
                 rc = sc_batch_new(&b, &self.in_schema.s, m)
                 if rc == 0:

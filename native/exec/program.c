@@ -90,7 +90,8 @@ static int split_run(void *vst, sc_batch *in, sc_batch **out) {
         key.len = 0;
         rc = sc_key_encode(&key, in, r, st->keys, st->nkeys);
         if (rc) break;
-        part[r] = (uint32_t)(sc_hash_bytes(key.p, key.len) % P);
+        /* the high half picks the partition: the keyed maps index slots by the low bits */
+        part[r] = (uint32_t)((sc_hash_bytes(key.p, key.len) >> 32) % P);
         count[part[r]]++;
     }
     sc_buf_free(&key);

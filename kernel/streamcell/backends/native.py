@@ -121,6 +121,7 @@ WINDOW_KIND = {"tumbling": 1, "sliding": 2, "session": 3}
 PARTITIONS = 32
 PUSH_ROWS = 65_536  # rows per push call (stop / pause / drain are checked between)
 OUT_ROWS = 65_536  # rows per chunk handed to the sink
+FLUSH_S = 0.002  # a throttled source pushes what is due at least this often
 
 
 def _lts(schema: Schema) -> bytes:
@@ -653,7 +654,10 @@ class Driver:
         try:
             o = self.options
             prog.start(
-                workers=o.workers, scheduler=o.scheduler, reorder=o.reorder, keyed=o.keyed_queue
+                workers=o.workers,
+                scheduler=o.scheduler,
+                reorder=o.reorder,
+                keyed=o.keyed_queue,
             )
             ok = self._feed(prog)
             if ok:
@@ -679,7 +683,7 @@ class Driver:
         bs = self.options.batch_size
         seq = 0
         rate = self.source.rate
-        t0 = time.monotonic()
+        t0 = R.now_ns()
         for item in self._batches():
             if isinstance(item, BadRow):
                 cnt.rows_in += 1
@@ -705,17 +709,18 @@ class Driver:
                 if env.should_stop() or not env.wait_if_paused():
                     return False
                 if rate:
-                    delay = t0 + seq / rate - time.monotonic()
-                    if delay > 0:
-                        time.sleep(min(delay, 0.05))
-                        continue
-                    # a throttled source flushes what is due every ~2 ms (low latency at low rates)
-                    m = min(n - off, bs, max(1, int(rate * 0.002)))
+                    # paced in C: each batch_size slice is pushed when its rows are due; a
+                    # slow stream pushes what is due at least every FLUSH_S (low latency); one
+                    # call covers at most ~20 ms and 32 batches, so stop / pause stay prompt
+                    # and the driver drains outputs before the output queue fills
+                    b = min(bs, max(1, int(rate * FLUSH_S)))
+                    m = min(n - off, max(1, int(rate * 0.02)), 32 * b)
+                    rc, took = prog.push_many(item, off, m, seq, b, 2_000_000, rate, t0)
                 else:
+                    # one call, no GIL: cut into batch_size runtime batches; a full pipeline
+                    # makes it wait up to 2 ms and return what it took (backpressure)
                     m = min(n - off, PUSH_ROWS)
-                # one call, no GIL: cut into batch_size runtime batches; a full pipeline makes
-                # it wait up to 2 ms and return what it took (backpressure, nothing dropped)
-                rc, took = prog.push_many(item, off, m, seq, bs, 2_000_000)
+                    rc, took = prog.push_many(item, off, m, seq, bs, 2_000_000)
                 if took:
                     off += took
                     seq += took
