@@ -1,5 +1,5 @@
 # distutils: language = c
-# distutils: sources = native/exec/common.c native/exec/expr.c native/exec/ops_state.c native/exec/ops_keyed.c native/exec/ops_window.c native/exec/keyhash.c native/exec/rowstore.c native/exec/program.c native/exec/arrow_bridge.c native/runtime/pool.c native/runtime/scheduler.c native/runtime/reorder.c native/runtime/hybrid_queue.c native/runtime/ring.c native/runtime/batch.c native/runtime/metrics.c
+# distutils: sources = native/exec/common.c native/exec/expr.c native/exec/ops_state.c native/exec/ops_keyed.c native/exec/ops_window.c native/exec/keyhash.c native/exec/rowstore.c native/exec/program.c native/exec/arrow_bridge.c native/exec/lists.c native/runtime/pool.c native/runtime/scheduler.c native/runtime/reorder.c native/runtime/hybrid_queue.c native/runtime/ring.c native/runtime/batch.c native/runtime/metrics.c
 # distutils: include_dirs = native native/common native/exec native/runtime
 """streamcell._runtime: the Python face of the native runtime (native/exec, native/runtime).
 
@@ -17,6 +17,11 @@ from cpython.pycapsule cimport PyCapsule_GetPointer
 include "common/status.pxi"
 
 cdef extern from "runtime/batch.h":
+    ctypedef struct sc_column:
+        int64_t null_count
+        uint8_t *validity
+        int32_t *offsets
+        char *data
     ctypedef struct sc_batch:
         uint64_t serial
         int64_t nrows
@@ -24,6 +29,7 @@ cdef extern from "runtime/batch.h":
         int32_t ncols
         uint8_t eos
         sc_batch *next
+        sc_column *cols
     void sc_batch_release(sc_batch *b) nogil
     void sc_batch_release_chain(sc_batch *b) nogil
 
@@ -199,6 +205,22 @@ cdef extern from "exec/program.h":
     sc_metrics *sc_prog_metrics(sc_prog *p) nogil
     const sc_sched *sc_prog_sched(const sc_prog *p) nogil
     int sc_prog_sides(sc_prog *p, sc_side ***sides, uint32_t *n) nogil
+
+cdef extern from "exec/lists.h":
+    ctypedef struct sc_list_decoded:
+        int64_t n, m
+        int64_t *offsets
+        uint8_t *validity
+        void *values
+        int64_t *str_offsets
+        char *str_data
+        int64_t str_bytes
+    int sc_list_decode(const sc_column *c, int64_t n, uint8_t inner, sc_list_decoded *out) nogil
+    void sc_list_decoded_free(sc_list_decoded *d) nogil
+    int sc_op_explode_create(void **st, const sc_op_base *base, const int32_t *cols, int32_t ncols,
+                             const char *reason) nogil
+    int sc_op_explode_run(void *st, sc_batch *inp, sc_batch **out) nogil
+    void sc_op_explode_destroy(void *st) nogil
 
 cdef extern from "exec/arrow_bridge.h":
     struct ArrowSchema:
@@ -505,6 +527,24 @@ cdef class Program:
                                  st, <sc_op_base *>st), "window")
         self.schemas.append(so)
 
+    def add_explode(self, int step, bint cin, bint cout, bytes in_lts, bytes out_lts, list cols,
+                    bytes reason, int64_t capacity):
+        cdef _Schema si = _Schema(in_lts)
+        cdef _Schema so = _Schema(out_lts)
+        cdef sc_op_base b
+        cdef void *st = NULL
+        cdef int32_t *cs = _ints(cols)
+        try:
+            self._base(&b, step, cin, cout, si, so, capacity, True)
+            rc = sc_op_explode_create(&st, &b, cs, <int32_t>len(cols), reason)
+            sc_op_base_free(&b)
+            check_status(rc, f"explode step {step}")
+        finally:
+            free(cs)
+        check_status(sc_prog_add(self.p, b"explode", SC_OP_STATELESS, sc_op_explode_run, sc_op_explode_destroy,
+                                 st, <sc_op_base *>st), "explode")
+        self.schemas.append(so)
+
     def set_output(self, bytes lts):
         self.out_schema = _Schema(lts)
 
@@ -775,3 +815,46 @@ cdef object _export(sc_batch *b, const sc_schema *s):
     finally:
         free(sch)
         free(arr)
+
+
+def decode_list(encoded, int inner_lt):
+    """The buffers of a large-list column from its encoded values (an Arrow binary array as
+    exported for a list column): (n, validity bytes | None, offsets, m, element validity,
+    values, string offsets, string bytes), each a ``bytes``; see exec/lists.h."""
+    import pyarrow as pa
+    cdef sc_column c
+    cdef sc_list_decoded d
+    cdef int64_t n = len(encoded)
+    cdef int rc
+    if encoded.offset != 0:
+        encoded = pa.concat_arrays([encoded])  # decode from offset 0
+    bufs = encoded.buffers()
+    cdef const uint8_t[:] vb
+    cdef const int32_t[:] ob
+    cdef const char[:] db
+    cdef bytes valid_copy
+    valid_copy = bytes(bufs[0]) if bufs[0] is not None else b"\xff" * ((n + 7) // 8 + 1)
+    offs = memoryview(bufs[1]).cast("B")
+    data = bytes(bufs[2]) if bufs[2] is not None and bufs[2].size else b"\0"
+    cdef bytes offs_copy = bytes(offs)
+    c.validity = <uint8_t *><const char *>valid_copy
+    c.offsets = <int32_t *><const char *>offs_copy
+    c.data = <char *><const char *>data
+    with nogil:
+        rc = sc_list_decode(&c, n, <uint8_t>inner_lt, &d)
+    check_status(rc, "decode list")
+    try:
+        bm = (d.m + 7) // 8
+        out = (
+            n,
+            None if bufs[0] is None else bytes(bufs[0]),
+            (<char *>d.offsets)[:(n + 1) * 8],
+            d.m,
+            (<char *>d.validity)[:bm] if bm else b"",
+            None if d.values == NULL else (<char *>d.values)[:(bm if inner_lt == 3 else d.m * (4 if inner_lt == 6 else 8))],
+            None if d.str_offsets == NULL else (<char *>d.str_offsets)[:(d.m + 1) * 8],
+            None if d.str_data == NULL else (<char *>d.str_data)[:d.str_bytes],
+        )
+    finally:
+        sc_list_decoded_free(&d)
+    return out

@@ -171,52 +171,60 @@ static void bits_copy(uint8_t *dst, int64_t doff, const uint8_t *src, int64_t n)
     for (r = whole << 3; r < n; r++) sc_bit_set(dst, doff + r, sc_bit_get(src, r));
 }
 
+int sc_batch_take_col(sc_batch *dst, int32_t dcol, int64_t d0, const sc_batch *src, int32_t scol,
+                      const int64_t *idx, int64_t n) {
+    if (d0 + n > dst->capacity) return SC_EFULL;
+    const sc_column *x = &src->cols[scol];
+    sc_column *d = &dst->cols[dcol];
+    /* no nulls on either side: the new rows' bits are already 1 (fresh or reset) */
+    for (int64_t i = 0; (x->null_count || d->null_count) && i < n; i++) {
+        bool v = sc_bit_get(x->validity, idx[i]);
+        if (sc_bit_get(d->validity, d0 + i) != v) {
+            sc_bit_set(d->validity, d0 + i, v);
+            d->null_count += v ? -1 : 1;
+        }
+    }
+    switch (x->type) {
+    case SC_COL_INT64:
+    case SC_COL_DOUBLE: {
+        const int64_t *sv = x->values;
+        int64_t *dv = (int64_t *)d->values + d0;
+        for (int64_t i = 0; i < n; i++) dv[i] = sv[idx[i]];
+        break;
+    }
+    case SC_COL_BOOL:
+        for (int64_t i = 0; i < n; i++) sc_bit_set(d->values, d0 + i, sc_bit_get(x->values, idx[i]));
+        break;
+    case SC_COL_UTF8: {
+        int64_t bytes = d->offsets[d0];
+        for (int64_t i = 0; i < n; i++) bytes += x->offsets[idx[i] + 1] - x->offsets[idx[i]];
+        if (bytes > d->data_cap) {
+            if (dst->pool) return SC_EFULL;
+            int64_t cap = d->data_cap * 2;
+            while (cap < bytes) cap *= 2;
+            if (cap > INT32_MAX) return SC_EINVAL;
+            if (grow((void **)&d->data, (size_t)cap)) return SC_ENOMEM;
+            d->data_cap = cap;
+        }
+        int32_t at = d->offsets[d0];
+        for (int64_t i = 0; i < n; i++) {
+            int32_t a = x->offsets[idx[i]], len = x->offsets[idx[i] + 1] - a;
+            memcpy(d->data + at, x->data + a, (size_t)len);
+            at += len;
+            d->offsets[d0 + i + 1] = at;
+        }
+        break;
+    }
+    }
+    return SC_OK;
+}
+
 int sc_batch_take(sc_batch *dst, const sc_batch *src, const int64_t *idx, int64_t n) {
     int64_t d0 = dst->nrows;
     if (d0 + n > dst->capacity) return SC_EFULL;
     for (int32_t c = 0; c < src->ncols; c++) {
-        const sc_column *x = &src->cols[c];
-        sc_column *d = &dst->cols[c];
-        /* no nulls on either side: the new rows' bits are already 1 (fresh or reset) */
-        for (int64_t i = 0; (x->null_count || d->null_count) && i < n; i++) {
-            bool v = sc_bit_get(x->validity, idx[i]);
-            if (sc_bit_get(d->validity, d0 + i) != v) {
-                sc_bit_set(d->validity, d0 + i, v);
-                d->null_count += v ? -1 : 1;
-            }
-        }
-        switch (x->type) {
-        case SC_COL_INT64:
-        case SC_COL_DOUBLE: {
-            const int64_t *sv = x->values;
-            int64_t *dv = (int64_t *)d->values + d0;
-            for (int64_t i = 0; i < n; i++) dv[i] = sv[idx[i]];
-            break;
-        }
-        case SC_COL_BOOL:
-            for (int64_t i = 0; i < n; i++) sc_bit_set(d->values, d0 + i, sc_bit_get(x->values, idx[i]));
-            break;
-        case SC_COL_UTF8: {
-            int64_t bytes = d->offsets[d0];
-            for (int64_t i = 0; i < n; i++) bytes += x->offsets[idx[i] + 1] - x->offsets[idx[i]];
-            if (bytes > d->data_cap) {
-                if (dst->pool) return SC_EFULL;
-                int64_t cap = d->data_cap * 2;
-                while (cap < bytes) cap *= 2;
-                if (cap > INT32_MAX) return SC_EINVAL;
-                if (grow((void **)&d->data, (size_t)cap)) return SC_ENOMEM;
-                d->data_cap = cap;
-            }
-            int32_t at = d->offsets[d0];
-            for (int64_t i = 0; i < n; i++) {
-                int32_t a = x->offsets[idx[i]], len = x->offsets[idx[i] + 1] - a;
-                memcpy(d->data + at, x->data + a, (size_t)len);
-                at += len;
-                d->offsets[d0 + i + 1] = at;
-            }
-            break;
-        }
-        }
+        int rc = sc_batch_take_col(dst, c, d0, src, c, idx, n);
+        if (rc) return rc;
     }
     dst->nrows = d0 + n;
     return SC_OK;

@@ -42,17 +42,40 @@ def test_auto_runs_a_supported_plan_on_the_native_engine():
 
 
 def test_auto_falls_back_to_reference_and_says_why():
-    frame = pl.DataFrame({"id": [1, 2], "tags": [["a", "b"], []]})
-    run = run_plan(sc.source(frame).explode("tags").plan())
+    a, b = pl.DataFrame({"x": [1, 2]}), pl.DataFrame({"x": [10]})
+    run = run_plan(sc.source(a).union(sc.source(b)).plan())
     assert run.engine == "reference"
-    assert "source#1" in run.engine_note and "list columns" in run.engine_note
-    assert run.table()["tags"].to_list() == ["a", "b", None]
+    assert "union#3" in run.engine_note and "fan-in" in run.engine_note
+    assert run.table()["x"].to_list() == [1, 10, 2]
 
 
 def test_explicit_native_on_an_unsupported_plan_raises_naming_the_step():
-    frame = pl.DataFrame({"id": [1], "tags": [["a"]]})
-    with pytest.raises(NotSupportedError, match="not supported on native: step source#1"):
-        sc.source(frame).explode("tags").start("x", engine="native")
+    a, b = pl.DataFrame({"x": [1]}), pl.DataFrame({"x": [2]})
+    with pytest.raises(NotSupportedError, match="not supported on native: step union#3"):
+        sc.source(a).union(sc.source(b)).start("x", engine="native")
+
+
+def test_list_columns_and_explode_run_natively():
+    frame = pl.DataFrame(
+        {
+            "id": [1, 2, 3, 4],
+            "tags": [["a", "b"], [], None, ["c", None]],
+            "xs": [[1.5, None], [], [2.0], [3.0, 4.0]],
+        }
+    )
+    stream = sc.source(frame).filter(col("id") != 3).explode("tags")
+    run = run_plan(stream.plan())
+    assert run.engine == "native"
+    want = run_plan(stream.plan(), RunOptions(engine="reference"))
+    assert_frame_equal(run.table(), want.table())
+    assert run.table()["xs"].to_list() == [[1.5, None], [1.5, None], [], [3.0, 4.0], [3.0, 4.0]]
+
+
+def test_expressions_over_list_columns_fall_back_with_a_reason():
+    frame = pl.DataFrame({"xs": [[1], [2, 3]]})
+    run = run_plan(sc.source(frame).filter(col("xs").is_null()).plan())
+    assert run.engine == "reference"
+    assert "expressions over list columns are not native yet" in run.engine_note
 
 
 @pytest.mark.parametrize("workers", [1, 2, 4])
