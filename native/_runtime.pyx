@@ -198,6 +198,7 @@ cdef extern from "exec/program.h":
     int sc_prog_push(sc_prog *p, sc_batch *b, int64_t timeout_ns) nogil
     int sc_prog_finish(sc_prog *p, int64_t timeout_ns) nogil
     int sc_prog_take(sc_prog *p, int64_t timeout_ns, sc_batch **b) nogil
+    int sc_prog_set_coalesce(sc_prog *p, const sc_schema *out, int64_t chunk_rows) nogil
     int sc_prog_pause(sc_prog *p) nogil
     int sc_prog_resume(sc_prog *p) nogil
     int sc_prog_stop(sc_prog *p) nogil
@@ -545,8 +546,12 @@ cdef class Program:
                                  st, <sc_op_base *>st), "explode")
         self.schemas.append(so)
 
-    def set_output(self, bytes lts):
+    def set_output(self, bytes lts, int64_t coalesce_rows=0):
+        """The output schema; with ``coalesce_rows`` the sink joins output batches into chunks
+        of up to that many rows on the worker that delivers them (exec/program.h)."""
         self.out_schema = _Schema(lts)
+        if coalesce_rows:
+            check_status(sc_prog_set_coalesce(self.p, &self.out_schema.s, coalesce_rows), "set_output")
 
     def op_names(self):
         return [sc_prog_op_name(self.p, j).decode() for j in range(sc_prog_nops(self.p))]

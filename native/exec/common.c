@@ -230,6 +230,41 @@ int sc_batch_take(sc_batch *dst, const sc_batch *src, const int64_t *idx, int64_
     return SC_OK;
 }
 
+int sc_batch_append(sc_batch *dst, const sc_batch *src) {
+    int64_t d0 = dst->nrows, m = src->nrows;
+    if (d0 + m > dst->capacity) {
+        int rc = sc_batch_reserve(dst, d0 + m);
+        if (rc) return rc;
+    }
+    for (int32_t c = 0; c < dst->ncols && m; c++) {
+        sc_column *d = &dst->cols[c];
+        const sc_column *x = &src->cols[c];
+        bits_copy(d->validity, d0, x->validity, m);
+        d->null_count += x->null_count;
+        switch (d->type) {
+        case SC_COL_INT64:
+        case SC_COL_DOUBLE: memcpy((int64_t *)d->values + d0, x->values, (size_t)m * 8); break;
+        case SC_COL_BOOL: bits_copy(d->values, d0, x->values, m); break;
+        case SC_COL_UTF8: {
+            int32_t base = d->offsets[d0], first = x->offsets[0];
+            int64_t bytes = (int64_t)x->offsets[m] - first;
+            if (base + bytes > d->data_cap) {
+                int64_t cap = d->data_cap * 2;
+                while (cap < base + bytes) cap *= 2;
+                if (cap > INT32_MAX) return SC_EINVAL;
+                if (grow((void **)&d->data, (size_t)cap)) return SC_ENOMEM;
+                d->data_cap = cap;
+            }
+            if (bytes) memcpy(d->data + base, x->data + first, (size_t)bytes);
+            for (int64_t r = 1; r <= m; r++) d->offsets[d0 + r] = base + (x->offsets[r] - first);
+            break;
+        }
+        }
+    }
+    dst->nrows = d0 + m;
+    return SC_OK;
+}
+
 int sc_batch_concat(sc_batch **out, const sc_schema *s, sc_batch *const *parts, int32_t n) {
     int64_t total = 0;
     for (int32_t k = 0; k < n; k++) total += parts[k]->nrows;

@@ -113,6 +113,8 @@ int sc_batch_take(sc_batch *dst, const sc_batch *src, const int64_t *idx, int64_
  * dst->nrows is left to the caller. */
 int sc_batch_take_col(sc_batch *dst, int32_t dcol, int64_t d0, const sc_batch *src, int32_t scol,
                       const int64_t *idx, int64_t n);
+/* Append every row of src to the standalone batch dst (same schema), growing it. */
+int sc_batch_append(sc_batch *dst, const sc_batch *src);
 /* One standalone batch holding the rows of parts[0..n) in order (same schema `s`); the
  * header fields (serial, first_row, marker) are the first part's. Used by the driver to hand
  * the sink large chunks instead of one small batch at a time. */

@@ -59,6 +59,10 @@ struct sc_prog {
     sc_batch **q;
     uint32_t qcap, qhead, qlen;
     bool eos_pushed;
+    /* coalescing sink (sc_prog_set_coalesce): rows gather into `acc` on the sink thread */
+    sc_schema out_schema;
+    int64_t chunk_rows; /* 0: off */
+    sc_batch *acc;      /* the open chunk while parked here (NULL while the sink appends) */
 };
 
 /* -------------------------------------------------------------------------- split */
@@ -396,18 +400,77 @@ int64_t sc_prog_state_size(const sc_prog *p, uint32_t op) {
     return s;
 }
 
+static void q_put(sc_prog *p, sc_batch *b) { /* under mu, with room */
+    p->q[(p->qhead + p->qlen) % p->qcap] = b;
+    p->qlen++;
+    pthread_cond_broadcast(&p->cv);
+}
+
+/* Coalescing: chunks in the queue before it counts as full (bounded memory). */
+#define COALESCED_CHUNKS 4
+
+static int sink_coalesce(sc_prog *p, sc_batch *b) {
+    pthread_mutex_lock(&p->mu);
+    sc_batch *acc = p->acc;
+    uint32_t room = COALESCED_CHUNKS < p->qcap ? COALESCED_CHUNKS : p->qcap;
+    if (b->eos) { /* the open chunk, then the marker */
+        if (p->qlen + (acc ? 1 : 0) + 1 > room + 1) {
+            pthread_mutex_unlock(&p->mu);
+            return SC_EFULL;
+        }
+        if (acc) q_put(p, acc);
+        p->acc = NULL;
+        q_put(p, b);
+        pthread_mutex_unlock(&p->mu);
+        return SC_OK;
+    }
+    bool closes = acc && acc->nrows + b->nrows > p->chunk_rows;
+    if (closes && p->qlen >= room) {
+        pthread_mutex_unlock(&p->mu);
+        return SC_EFULL;
+    }
+    if (closes) {
+        q_put(p, acc);
+        acc = NULL;
+    }
+    p->acc = NULL; /* the sink thread appends without the lock; take() cannot steal it meanwhile */
+    pthread_mutex_unlock(&p->mu);
+    int rc = SC_OK;
+    if (!acc) {
+        rc = sc_batch_new(&acc, &p->out_schema, b->nrows > p->chunk_rows ? b->nrows : p->chunk_rows);
+        if (rc == SC_OK) {
+            acc->serial = b->serial;
+            acc->first_row = b->first_row;
+            acc->marker_ns = b->marker_ns;
+        }
+    }
+    if (rc == SC_OK) rc = sc_batch_append(acc, b);
+    pthread_mutex_lock(&p->mu);
+    p->acc = acc;
+    pthread_mutex_unlock(&p->mu);
+    if (rc == SC_OK) sc_batch_release(b);
+    return rc;
+}
+
 static int sink_fn(void *vp, sc_batch *b) {
     sc_prog *p = vp;
+    if (p->chunk_rows) return sink_coalesce(p, b);
     pthread_mutex_lock(&p->mu);
     if (p->qlen == p->qcap) {
         pthread_mutex_unlock(&p->mu);
         return SC_EFULL;
     }
-    p->q[(p->qhead + p->qlen) % p->qcap] = b;
-    p->qlen++;
-    pthread_cond_broadcast(&p->cv);
+    q_put(p, b);
     pthread_mutex_unlock(&p->mu);
     return SC_OK;
+}
+
+int sc_prog_set_coalesce(sc_prog *p, const sc_schema *out, int64_t chunk_rows) {
+    if (p->pool || chunk_rows < 0) return SC_EINVAL;
+    sc_schema_free(&p->out_schema);
+    int rc = sc_schema_copy(&p->out_schema, out);
+    p->chunk_rows = rc ? 0 : chunk_rows;
+    return rc;
 }
 
 int sc_prog_start(sc_prog *p, const sc_pool_config *cfg) {
@@ -455,6 +518,7 @@ int sc_prog_take(sc_prog *p, int64_t timeout_ns, sc_batch **b) {
     pthread_mutex_lock(&p->mu);
     int rc = SC_OK;
     while (p->qlen == 0) {
+        if (p->acc && p->acc->nrows && timeout_ns <= 0) break;
         if (!p->pool || sc_pool_get_state(p->pool) == SC_POOL_STOPPED || sc_pool_error(p->pool, NULL)) {
             rc = SC_ECLOSED;
             break;
@@ -468,6 +532,10 @@ int sc_prog_take(sc_prog *p, int64_t timeout_ns, sc_batch **b) {
         *b = p->q[p->qhead];
         p->qhead = (p->qhead + 1) % p->qcap;
         p->qlen--;
+        rc = SC_OK;
+    } else if (p->acc && p->acc->nrows) { /* the open chunk: rows that arrived so far */
+        *b = p->acc;
+        p->acc = NULL;
         rc = SC_OK;
     }
     pthread_mutex_unlock(&p->mu);
@@ -521,6 +589,8 @@ void sc_prog_destroy(sc_prog *p) {
         p->qhead = (p->qhead + 1) % p->qcap;
         p->qlen--;
     }
+    if (p->acc) sc_batch_release(p->acc);
+    sc_schema_free(&p->out_schema);
     free(p->q);
     sc_metrics_destroy(p->metrics);
     free(p->steps);

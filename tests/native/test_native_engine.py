@@ -115,7 +115,7 @@ def test_kernel_interrupt_in_wait_stops_a_native_run_and_its_threads():
     deadline = time.monotonic() + 10
     while _threads() > before and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert _threads() == before, "a runtime thread outlived its run"
+    assert _threads() <= before, "a runtime thread outlived its run"
 
 
 def test_rerunning_a_name_replaces_a_live_native_run():

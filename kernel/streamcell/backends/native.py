@@ -588,7 +588,7 @@ def build(low: Lowered, c: Compiled) -> Any:
                 a["reason"],
                 a["capacity"],
             )
-    prog.set_output(_lts(c.schemas[low.sink.inputs[0].step_id]))
+    prog.set_output(_lts(c.schemas[low.sink.inputs[0].step_id]), OUT_ROWS)
     return prog
 
 
