@@ -605,8 +605,8 @@ cdef class Program:
         (the rest is not taken).
 
         With ``rate`` > 0 (rows/s) the pushes are paced: the batch starting at row ``seq`` is
-        pushed at ``t0_ns + seq / rate`` (runtime clock, :func:`now_ns`), waiting in C
-        (sleep, then spin for the last ~50 us), so a throttled source keeps its rate exactly
+        pushed at ``t0_ns + seq / rate`` (runtime clock, :func:`now_ns`), sleeping in C
+        until then, so a throttled source keeps its rate
         and each batch enters the pipeline when its rows are due (latency is measured from
         there)."""
         schema_capsule, array_capsule = batch.__arrow_c_array__()
@@ -625,12 +625,10 @@ cdef class Program:
                 if rate > 0:
                     due = t0_ns + <uint64_t>((seq0 + done) * 1e9 / rate)
                     now = sc_now_ns()
-                    while now < due:
-                        if due - now > 80000:
-                            ts.tv_sec = 0
-                            ts.tv_nsec = <long>(due - now - 50000)
-                            nanosleep(&ts, NULL)
-                        now = sc_now_ns()
+                    if now < due:  # sleep, never spin: the workers need the cores
+                        ts.tv_sec = <long>((due - now) // 1000000000)
+                        ts.tv_nsec = <long>((due - now) % 1000000000)
+                        nanosleep(&ts, NULL)
                 b = NULL
                 rc = sc_batch_new(&b, &self.in_schema.s, m)
                 if rc == 0:
