@@ -413,13 +413,16 @@ static int sink_coalesce(sc_prog *p, sc_batch *b) {
     pthread_mutex_lock(&p->mu);
     sc_batch *acc = p->acc;
     uint32_t room = COALESCED_CHUNKS < p->qcap ? COALESCED_CHUNKS : p->qcap;
-    if (b->eos) { /* the open chunk, then the marker */
-        if (p->qlen + (acc ? 1 : 0) + 1 > room + 1) {
-            pthread_mutex_unlock(&p->mu);
-            return SC_EFULL;
+    if (b->eos) { /* the open chunk, then the marker (each needs a free slot of the queue) */
+        if (acc && p->qlen < p->qcap) {
+            q_put(p, acc);
+            p->acc = NULL;
+            acc = NULL;
         }
-        if (acc) q_put(p, acc);
-        p->acc = NULL;
+        if (acc || p->qlen >= p->qcap) {
+            pthread_mutex_unlock(&p->mu);
+            return SC_EFULL; /* retried: the marker waits until the taker makes room */
+        }
         q_put(p, b);
         pthread_mutex_unlock(&p->mu);
         return SC_OK;
