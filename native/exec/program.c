@@ -162,6 +162,47 @@ static void split_destroy(void *vst) {
 
 /* -------------------------------------------------------------------------- merge */
 
+/* m rows [0, n) = row ob_r[k] of batch parts[ob_b[k]], column by column (m is fresh: every
+ * validity bit set, nothing written yet). */
+static int gather_rows(sc_batch *m, sc_batch *const *parts, const int64_t *ob_b, const int64_t *ob_r, int64_t n) {
+    for (int32_t c = 0; c < m->ncols; c++) {
+        sc_column *d = &m->cols[c];
+        int64_t nulls = 0;
+        for (int64_t k = 0; k < n; k++) {
+            const sc_column *x = &parts[ob_b[k]]->cols[c];
+            if (x->null_count && !sc_bit_get(x->validity, ob_r[k])) {
+                sc_bit_set(d->validity, k, false);
+                nulls++;
+            }
+        }
+        d->null_count = nulls;
+        switch (d->type) {
+        case SC_COL_INT64:
+        case SC_COL_DOUBLE: {
+            int64_t *dv = d->values;
+            for (int64_t k = 0; k < n; k++) dv[k] = ((const int64_t *)parts[ob_b[k]]->cols[c].values)[ob_r[k]];
+            break;
+        }
+        case SC_COL_BOOL:
+            for (int64_t k = 0; k < n; k++)
+                sc_bit_set(d->values, k, sc_bit_get(parts[ob_b[k]]->cols[c].values, ob_r[k]));
+            break;
+        case SC_COL_UTF8:
+            for (int64_t k = 0; k < n; k++) {
+                const sc_batch *x = parts[ob_b[k]];
+                int32_t len;
+                const char *p = sc_batch_get_utf8(x, c, ob_r[k], &len);
+                bool valid = sc_bit_get(d->validity, k);
+                int rc = sc_batch_put_utf8(m, c, k, p, valid ? len : 0);
+                if (rc) return rc;
+                if (!valid) sc_batch_set_null(m, c, k);
+            }
+            break;
+        }
+    }
+    return SC_OK;
+}
+
 /* Reassemble the sub-batches of one input: rows in pos order (stable within a sub-batch,
  * where one input row may have produced several output rows). */
 static int merge_group(merge_state *st, sc_batch **out) {
@@ -201,7 +242,7 @@ static int merge_group(merge_state *st, sc_batch **out) {
         }
         sc_batch *m = NULL;
         if (!rc) rc = sc_batch_new(&m, &st->base.in, total);
-        for (int64_t k = 0; !rc && k < total; k++) rc = sc_batch_copy_row(m, k, st->pending[order_b[k]], order_r[k]);
+        if (!rc) rc = gather_rows(m, st->pending, order_b, order_r, total);
         if (!rc) {
             m->nrows = total;
             *out = m;
