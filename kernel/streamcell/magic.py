@@ -28,7 +28,7 @@ class _Parser(argparse.ArgumentParser):
 def _cell_parser() -> _Parser:
     p = _Parser(prog="%%stream", add_help=False)
     p.add_argument("name", help="run name: the handle is bound to this variable")
-    p.add_argument("--engine", choices=["reference", "native", "spark"], default=None)
+    p.add_argument("--engine", choices=["auto", "reference", "native", "spark"], default=None)
     p.add_argument("--workers", type=int, default=None)
     p.add_argument("--batch-size", type=int, default=None, dest="batch_size")
     p.add_argument("--scheduler", choices=["CT", "QST", "LP", "ET"], default=None)

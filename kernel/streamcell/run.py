@@ -127,6 +127,13 @@ class Run:
         """Native engine only: per-operator metrics and end-to-end latency (latest snapshot)."""
         self.dashboard: Any = None
         """The live display of the ``%%stream`` cell (a ``widgets.dashboard.Dashboard``)."""
+        self.engine_note = ""
+        """Why ``engine="auto"`` chose the reference engine (empty when it did not)."""
+
+    @property
+    def engine(self) -> str:
+        """The engine this run runs on (``"auto"`` resolved)."""
+        return self.options.engine
 
     # ---------------------------------------------------------------- lifecycle
     def _make_writers(self) -> None:
@@ -404,22 +411,40 @@ def start(
         plan = P.Plan(plan.sinks, name)
     from .backends import get_backend
 
-    backend = get_backend(opts.engine)
     c = (
         compiled
         if compiled is not None and compiled.plan.name == name
         else compile_plan(plan, compiled.readers if compiled else None)
     )
-    backend.check(c, opts)
+    opts, note = _resolve_engine(c, opts)
+    get_backend(opts.engine).check(c, opts)
     with _REGISTRY_LOCK:
         old = _REGISTRY.get(name)
     if old is not None:
         old.stop()
     run = Run(name, c, opts, cell_id)
+    run.engine_note = note
     with _REGISTRY_LOCK:
         _REGISTRY[name] = run
     run._start()
     return run
+
+
+def _resolve_engine(c: Compiled, opts: RunOptions) -> tuple[RunOptions, str]:
+    """``engine="auto"``: native when built and every step is supported, else reference."""
+    from .backends import available, get_backend
+    from .errors import NotSupportedError
+
+    if opts.engine != "auto":
+        return opts, ""
+    if "native" not in available():
+        return opts.with_(engine="reference"), "native runtime not built: reference engine"
+    native = opts.with_(engine="native")
+    try:
+        get_backend("native").check(c, native)
+    except NotSupportedError as e:
+        return opts.with_(engine="reference"), f"reference engine ({e})"
+    return native, ""
 
 
 def stop_all() -> None:
