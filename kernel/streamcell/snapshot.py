@@ -158,7 +158,8 @@ def _native_operators(nm: Mapping[str, Any]) -> tuple[OperatorStats, ...]:
                 name=str(o.get("op")),
                 rows_in=rin,
                 rows_out=rout,
-                selectivity=(rout / rin if rin else None) if sel is None else _num(sel),
+                # measured rows out / rows in; the scheduler's running estimate before any row
+                selectivity=rout / rin if rin else _num(sel),
                 cost_ns_per_row=cost,
                 queue_depth=int(o.get("queue_depth", o.get("queued", 0))),
                 workers=int(o.get("workers_now", o.get("workers", 0))),

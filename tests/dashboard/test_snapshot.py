@@ -39,6 +39,11 @@ def test_snapshot_matches_the_run_on_every_engine(engine):
     assert snap.operators and all(o.rows_in >= o.rows_out >= 0 for o in snap.operators[:2])
     if engine.options.engine == "native":
         assert all(o.workers is not None and o.cost_ns_per_row is not None for o in snap.operators)
+        assert all(
+            o.selectivity == pytest.approx(o.rows_out / o.rows_in)
+            for o in snap.operators
+            if o.rows_in
+        )
         assert snap.latency_p99_ms is not None and snap.latency_max_ms >= snap.latency_p99_ms
     else:  # one operator per plan step, straight from counts()
         assert [o.name for o in snap.operators] == counts["step"].to_list()
