@@ -320,7 +320,7 @@ test.describe('streamcell in JupyterLab', () => {
     await expect
       .poll(() => dash.locator('.sc-elapsed').textContent())
       .not.toBe(elapsed1);
-    await dash.locator(".sc-ops").scrollIntoViewIfNeeded();
+    await dash.locator('.sc-ops').scrollIntoViewIfNeeded();
     await shot(page, '05-dashboard-running');
 
     await dash.locator('button.sc-stop').click();
