@@ -182,7 +182,7 @@ def status_html(snap: MetricsSnapshot) -> str:
 class Dashboard:
     """The live dashboard of ``run``; ``.widget`` is the root ipywidget (displayed at once)."""
 
-    def __init__(self, run: Any, hz: float = 5.0, history: int = 120, display: bool = True) -> None:
+    def __init__(self, run: Any, hz: float = 4.0, history: int = 120, display: bool = True) -> None:
         import ipywidgets as W
 
         if not 0 < hz <= 20:
@@ -193,7 +193,7 @@ class Dashboard:
         self.history: deque[dict[str, Any]] = deque(maxlen=history)
         self.updates = 0
         self._prev: tuple[float, int, int] | None = None
-        self._chart_every = max(1, round(hz / 2))  # charts at ~2 Hz, numbers at hz
+        self._chart_every = max(1, round(hz))  # charts at ~1 Hz, numbers at hz
 
         self.status = W.HTML()
         self.pause_button = W.Button(description="pause", icon="pause")
