@@ -7,7 +7,8 @@ Each sketch lives in a native module; this package is its public face.
   :func:`theta_jaccard`, and :class:`ConcurrentThetaSketch` (N writers, queries while
   ingesting, relaxation r = 2·N·b reported with every estimate).
 - HyperLogLog: :class:`HllSketch`, :func:`hll_union`.
-- Quantiles: :class:`KllDoublesSketch`, :class:`KllFloatsSketch`.
+- Quantiles: :class:`KllDoublesSketch`, :class:`KllFloatsSketch`, and
+  :class:`ConcurrentKllDoublesSketch` (N writers over the same framework as Θ).
 - Heavy hitters: :class:`FrequentItemsSketch` (int64), :class:`FrequentStringsSketch`.
 
 Serialized bytes follow the Apache DataSketches formats (see each module's header).
@@ -15,7 +16,7 @@ Serialized bytes follow the Apache DataSketches formats (see each module's heade
 
 from streamcell._frequent import FrequentItemsSketch, FrequentStringsSketch
 from streamcell._hll import HllSketch, hll_union
-from streamcell._kll import KllDoublesSketch, KllFloatsSketch
+from streamcell._kll import ConcurrentKllDoublesSketch, KllDoublesSketch, KllFloatsSketch
 from streamcell._theta import (
     CompactThetaSketch,
     ConcurrentThetaEstimate,
@@ -29,6 +30,7 @@ from streamcell._theta import (
 
 __all__ = [
     "CompactThetaSketch",
+    "ConcurrentKllDoublesSketch",
     "ConcurrentThetaEstimate",
     "ConcurrentThetaSketch",
     "FrequentItemsSketch",
