@@ -52,6 +52,11 @@ def _register_native() -> None:
 _register_native()
 
 
+def available() -> list[str]:
+    """The engines this build can run."""
+    return list(_BACKENDS)
+
+
 def get_backend(engine: str) -> Backend:
     if engine not in _BACKENDS:
         raise StreamcellError(
