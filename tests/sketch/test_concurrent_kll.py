@@ -37,7 +37,7 @@ def _feed(cs: ConcurrentKllDoublesSketch, parts: list[np.ndarray], chunk: int) -
     return seen
 
 
-@pytest.mark.parametrize("writers,buffer", [(1, 1), (2, 64), (4, 256)])
+@pytest.mark.parametrize("writers,buffer", [(1, 8), (2, 64), (4, 256)])
 def test_no_lost_updates_and_quantiles_within_error(writers, buffer):
     rng = np.random.default_rng(writers * 7 + buffer)
     n = 300_000

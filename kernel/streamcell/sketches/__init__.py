@@ -6,7 +6,7 @@ Each sketch lives in a native module; this package is its public face.
   :func:`theta_union` / :func:`theta_intersection` / :func:`theta_a_not_b` /
   :func:`theta_jaccard`, and :class:`ConcurrentThetaSketch` (N writers, queries while
   ingesting, relaxation r = 2·N·b reported with every estimate).
-- HyperLogLog: :class:`HllSketch`, :func:`hll_union`.
+- HyperLogLog: :class:`HllSketch`, :func:`hll_union`, :class:`ConcurrentHllSketch`.
 - Quantiles: :class:`KllDoublesSketch`, :class:`KllFloatsSketch`, and
   :class:`ConcurrentKllDoublesSketch` (N writers over the same framework as Θ).
 - Heavy hitters: :class:`FrequentItemsSketch` (int64), :class:`FrequentStringsSketch`.
@@ -15,7 +15,7 @@ Serialized bytes follow the Apache DataSketches formats (see each module's heade
 """
 
 from streamcell._frequent import FrequentItemsSketch, FrequentStringsSketch
-from streamcell._hll import HllSketch, hll_union
+from streamcell._hll import ConcurrentHllSketch, HllSketch, hll_union
 from streamcell._kll import ConcurrentKllDoublesSketch, KllDoublesSketch, KllFloatsSketch
 from streamcell._theta import (
     CompactThetaSketch,
@@ -30,6 +30,7 @@ from streamcell._theta import (
 
 __all__ = [
     "CompactThetaSketch",
+    "ConcurrentHllSketch",
     "ConcurrentKllDoublesSketch",
     "ConcurrentThetaEstimate",
     "ConcurrentThetaSketch",
