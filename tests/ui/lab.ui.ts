@@ -320,7 +320,10 @@ test.describe('streamcell in JupyterLab', () => {
     await expect
       .poll(() => dash.locator('.sc-elapsed').textContent())
       .not.toBe(elapsed1);
-    await dash.locator('.sc-ops').scrollIntoViewIfNeeded();
+    // the table is re-rendered by every update: retry if it is replaced while scrolling
+    await expect(async () => {
+      await dash.locator('.sc-ops').scrollIntoViewIfNeeded({ timeout: 1000 });
+    }).toPass({ timeout: 10_000 });
     await shot(page, '05-dashboard-running');
 
     await dash.locator('button.sc-stop').click();
