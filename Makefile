@@ -10,7 +10,7 @@ EXT_OUT := kernel/streamcell/labextension
 EXT_SRC := package.json tsconfig.json $(wildcard ext/src/*.ts ext/style/*.css ext/schema/*.json)
 EXT_LINK := $(VENV)/share/jupyter/labextensions/streamcell
 
-.PHONY: venv build node_modules ext test test-quick demo lab lint format clean sanitize bench bench-memory bench-structures bench-sketch
+.PHONY: venv build node_modules ext test test-quick demo lab lint format clean sanitize bench bench-memory bench-structures bench-sketch bench-dashboard
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -78,6 +78,10 @@ bench-memory: build
 bench-sketch: build
 	$(BIN)/python bench/bench_sketch_theta.py
 	$(BIN)/python bench/bench_sketch_kll.py
+
+## bench-dashboard: ingestion with vs without a live dashboard attached (same run; >= 0.97)
+bench-dashboard: build
+	$(BIN)/python bench/bench_dashboard.py $(BENCH_ARGS)
 
 ## bench-structures: reorder-buffer and keyed-queue ablation micro-benchmark (C)
 bench-structures:

@@ -63,5 +63,78 @@ def quickstart() -> None:
     nbformat.write(nb, HERE / "quickstart.ipynb")
 
 
+def dashboard() -> None:
+    nb = new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.cells = [
+        new_markdown_cell(
+            "# Live dashboard and queries on clickstream data\n\n"
+            "A `%%stream` cell shows a live dashboard: throughput and latency charts, the "
+            "per-operator table (rows, selectivity, cost per row, queue depth, workers, state), "
+            "late and dead-lettered rows, sketches, and pause / resume / stop buttons."
+        ),
+        new_code_cell("%load_ext streamcell\nimport polars as pl\nimport streamcell as sc"),
+        new_markdown_cell(
+            "An endless, throttled clickstream on the native engine: per-user activity, live."
+        ),
+        new_code_cell(
+            "%%stream clicks --engine native --workers 2\n"
+            "source clickstream(users=5_000, seed=1), rate=20_000\n"
+            "filter user_id.is_not_null()\n"
+            "key_by user_id\n"
+            "agg views=count(), spent=sum(price), last_event=last(event)\n"
+            "sink table"
+        ),
+        new_markdown_cell("A finite sessionization on the reference engine, next to it:"),
+        new_code_cell(
+            "%%stream sessions --wait\n"
+            "source clickstream(rows=30_000, users=5_000, seed=2)\n"
+            'filter event == "view" and user_id.is_not_null()\n'
+            "key_by user_id\n"
+            'session gap="30m", time=ts\n'
+            "agg pages=count(), spent=sum(price)\n"
+            "sink table"
+        ),
+        new_markdown_cell(
+            "Snapshots of the live table while the run continues (a Polars DataFrame):"
+        ),
+        new_code_cell(
+            "import time\ntime.sleep(1.0)\nclicks.table().sort('spent', descending=True).head()"
+        ),
+        new_markdown_cell(
+            "SQL over the live tables of all runs (Polars' SQL engine on snapshots), "
+            "as a line magic or from Python:"
+        ),
+        new_code_cell(
+            "%stream sql SELECT c.user_id, c.views, count(*) AS sessions, sum(s.pages) AS pages "
+            "FROM clicks c JOIN sessions s USING (user_id) GROUP BY c.user_id, c.views "
+            "ORDER BY pages DESC LIMIT 5"
+        ),
+        new_code_cell(
+            'sc.sql("SELECT last_event, count(*) AS users, sum(spent) AS spent '
+            'FROM clicks GROUP BY last_event ORDER BY users DESC")'
+        ),
+        new_markdown_cell(
+            "The metrics history (names close to Spark's StreamingQueryProgress), "
+            "for your own plots:"
+        ),
+        new_code_cell(
+            "m = clicks.metrics()\n"
+            "m.select('batchId', 'timestamp', 'numInputRows', 'inputRowsPerSecond', "
+            "'totalInputRows').tail(3)"
+        ),
+        new_code_cell("%stream list"),
+        new_code_cell("%stream status clicks"),
+        new_markdown_cell("Stop the endless run (the dashboard keeps its final state):"),
+        new_code_cell("%stream stop clicks\nclicks.status"),
+    ]
+    nbformat.write(nb, HERE / "dashboard.ipynb")
+
+
 if __name__ == "__main__":
     quickstart()
+    dashboard()

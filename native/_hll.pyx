@@ -1,5 +1,5 @@
 # distutils: language = c
-# distutils: sources = native/sketch/hll.c native/sketch/murmur3.c
+# distutils: sources = native/sketch/hll.c native/sketch/murmur3.c native/sketch/concurrent.c
 """streamcell._hll: HyperLogLog (HLL_8), DataSketches-compatible bytes.
 
 Thin wrapper over native/sketch/hll.h; columns are normalised by ``streamcell._theta``'s
@@ -7,7 +7,8 @@ Thin wrapper over native/sketch/hll.h; columns are normalised by ``streamcell._t
 """
 
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
-from libc.stdint cimport int32_t, int64_t, uint8_t, uintptr_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, uintptr_t
+from libc.string cimport memcpy
 
 include "common/status.pxi"
 
@@ -38,6 +39,38 @@ cdef extern from "sketch/hll.h" nogil:
     size_t sc_hll_serialized_size(const sc_hll *h)
     int sc_hll_serialize(const sc_hll *h, uint8_t *buf, size_t cap)
     int sc_hll_deserialize(sc_hll **out, const uint8_t *buf, size_t len)
+
+cdef extern from "sketch/concurrent.h" nogil:
+    ctypedef struct sc_sketch_vtable:
+        pass
+    ctypedef struct sc_concurrent:
+        pass
+    ctypedef struct sc_conc_config:
+        const sc_sketch_vtable *vt
+        const void *global_config
+        const void *local_config
+        uint32_t writers
+        uint64_t buffer
+        uint64_t eager_limit
+    ctypedef struct sc_conc_stats:
+        uint64_t seq
+        uint64_t n_global
+        uint64_t propagations
+        uint64_t eager_merges
+        int eager
+    int sc_conc_create(sc_concurrent **out, const sc_conc_config *cfg)
+    void sc_conc_destroy(sc_concurrent *c)
+    int sc_conc_close(sc_concurrent *c)
+    int sc_conc_writer_enter(sc_concurrent *c, uint32_t w)
+    void sc_conc_writer_exit(sc_concurrent *c, uint32_t w)
+    void *sc_conc_local(sc_concurrent *c, uint32_t w)
+    uint64_t sc_conc_room(sc_concurrent *c, uint32_t w)
+    int sc_conc_added(sc_concurrent *c, uint32_t w, uint64_t k)
+    int sc_conc_flush(sc_concurrent *c)
+    int sc_conc_snapshot(sc_concurrent *c, void **out)
+    void sc_conc_summary(const sc_concurrent *c, uint64_t *out, sc_conc_stats *stats)
+    uint64_t sc_conc_relaxation(const sc_concurrent *c)
+    const sc_sketch_vtable sc_hll_vtable
 
 cdef enum:
     KIND_I64 = 0
@@ -223,3 +256,162 @@ def hll_union(sketches, *, lg_k=None):
     for x in items:
         check_status(sc_hll_merge(out.h, (<HllSketch>x).h), "hll_union")
     return out
+
+
+# ---------------------------------------------------------------------------------------
+# concurrent HLL (seed 004's framework over the HLL vtable)
+
+cdef int _conc_ingest(sc_concurrent *c, uint32_t w, const chunk_t *cs, size_t m) noexcept nogil:
+    """Writer w adds the chunks in pieces of at most `room` rows, reporting each piece."""
+    cdef int rc = sc_conc_writer_enter(c, w)
+    cdef size_t i, pos, take
+    cdef uint64_t room
+    cdef sc_hll *loc
+    cdef chunk_t piece
+    if rc != 0:
+        return rc
+    for i in range(m):
+        pos = 0
+        while pos < cs[i].n and rc >= 0:
+            loc = <sc_hll *>sc_conc_local(c, w)
+            room = sc_conc_room(c, w)
+            if room == 0:
+                room = 1
+            take = cs[i].n - pos if cs[i].n - pos < room else <size_t>room
+            piece = cs[i]
+            piece.n = take
+            piece.off = cs[i].off + <int64_t>pos
+            if piece.kind == KIND_I64:
+                piece.values = <const int64_t *>cs[i].values + pos
+            elif piece.kind == KIND_F64:
+                piece.values = <const double *>cs[i].values + pos
+            elif piece.kind == KIND_STR32:
+                piece.values = <const int32_t *>cs[i].values + pos
+            else:
+                piece.values = <const int64_t *>cs[i].values + pos
+            rc = _ingest(loc, &piece, 1)
+            if rc >= 0:
+                rc = sc_conc_added(c, w, take)
+            pos += take
+        if rc < 0:
+            break
+    sc_conc_writer_exit(c, w)
+    return rc if rc < 0 else 0
+
+
+cdef class ConcurrentHllSketch:
+    """HLL_8 sketch several threads update at once (seed 004, Algorithm 2).
+
+    Each writer id owns a double-buffered local HLL; a propagator merges every ``buffer`` rows
+    into the global sketch. ``estimate()`` reads the last published estimate lock-free and
+    misses at most ``relaxation`` = 2·writers·buffer preceding rows; ``snapshot()`` is an
+    HllSketch copy; after ``flush()`` nothing is missing. HLL is always lazy (it keeps no
+    update count to switch on). One thread at a time per writer id.
+    """
+
+    cdef sc_concurrent *c
+    cdef uint8_t lg_k
+    cdef readonly uint32_t writers
+    cdef readonly uint64_t buffer
+
+    def __cinit__(self, *args, **kwargs):
+        self.c = NULL
+
+    def __init__(self, int lg_k=12, *, int writers=1, buffer=1024):
+        cdef sc_conc_config cc
+        if lg_k < 4 or lg_k > 21:
+            raise ValueError(f"ConcurrentHllSketch: lg_k must be in 4..21, got {lg_k}")
+        if not (1 <= writers <= 256):
+            raise ValueError(f"ConcurrentHllSketch: writers must be in [1, 256], got {writers}")
+        if int(buffer) < 1:
+            raise ValueError(f"ConcurrentHllSketch: buffer must be >= 1, got {buffer}")
+        self.lg_k = lg_k
+        self.writers = writers
+        self.buffer = int(buffer)
+        cc.vt = &sc_hll_vtable
+        cc.global_config = &self.lg_k
+        cc.local_config = NULL
+        cc.writers = writers
+        cc.buffer = self.buffer
+        cc.eager_limit = 0
+        check_status(sc_conc_create(&self.c, &cc), "ConcurrentHllSketch")
+
+    def __dealloc__(self):
+        if self.c != NULL:
+            with nogil:
+                sc_conc_destroy(self.c)
+            self.c = NULL
+
+    def update_batch(self, int writer_id, column):
+        """Writer ``writer_id`` adds a NumPy / Arrow / Polars column (GIL released)."""
+        if writer_id < 0 or writer_id >= <int>self.writers:
+            raise ValueError(
+                f"ConcurrentHllSketch.update_batch: writer_id {writer_id} not in "
+                f"[0, {self.writers})")
+        parts = _arrow_chunks(column)
+        cdef size_t m = len(parts)
+        cdef chunk_t *cs = <chunk_t *>PyMem_Malloc(sizeof(chunk_t) * (m + 1))
+        cdef int rc
+        cdef uint32_t w = writer_id
+        if cs == NULL:
+            raise MemoryError()
+        try:
+            for i, (kind, values, data, validity, off, n, _keep) in enumerate(parts):
+                cs[i].kind = kind
+                cs[i].values = <const void *><uintptr_t>values
+                cs[i].data = <const uint8_t *><uintptr_t>data
+                cs[i].validity = <const uint8_t *><uintptr_t>validity
+                cs[i].off = off
+                cs[i].n = n
+            with nogil:
+                rc = _conc_ingest(self.c, w, cs, m)
+        finally:
+            PyMem_Free(cs)
+        check_status(rc, "ConcurrentHllSketch.update_batch")
+
+    def estimate(self):
+        """The last published global estimate (lock-free; never blocks writers)."""
+        cdef uint64_t words[8]
+        cdef sc_conc_stats st
+        cdef double est
+        sc_conc_summary(self.c, words, &st)
+        memcpy(&est, &words[0], 8)
+        return est
+
+    @property
+    def relaxation(self):
+        """r = 2·writers·buffer: the most preceding rows an estimate may miss."""
+        return sc_conc_relaxation(self.c)
+
+    def snapshot(self):
+        """An HllSketch copy of the global sketch (one deep copy under the merge lock)."""
+        cdef void *out = NULL
+        cdef int rc
+        cdef HllSketch h = HllSketch(self.lg_k)
+        with nogil:
+            rc = sc_conc_snapshot(self.c, &out)
+        check_status(rc, "ConcurrentHllSketch.snapshot")
+        sc_hll_destroy(h.h)
+        h.h = <sc_hll *>out
+        return h
+
+    def flush(self):
+        """Merge every writer's partial buffer; afterwards estimates miss nothing."""
+        cdef int rc
+        with nogil:
+            rc = sc_conc_flush(self.c)
+        check_status(rc, "ConcurrentHllSketch.flush")
+
+    def close(self):
+        """Flush and stop the propagator (idempotent)."""
+        cdef int rc
+        with nogil:
+            rc = sc_conc_close(self.c)
+        check_status(rc, "ConcurrentHllSketch.close")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False

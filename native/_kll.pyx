@@ -1,5 +1,5 @@
 # distutils: language = c
-# distutils: sources = native/sketch/kll.c
+# distutils: sources = native/sketch/kll.c native/sketch/concurrent.c
 """streamcell._kll: KLL quantiles sketches (doubles, floats), DataSketches-compatible.
 
 Thin wrapper over native/sketch/kll.h: inputs are collected with the GIL, the work runs in
@@ -50,6 +50,40 @@ cdef extern from "sketch/kll.h" nogil:
     int sc_kll_deserialize(sc_kll **out, sc_kll_kind kind, const uint8_t *buf, size_t n,
                            uint64_t seed)
     int sc_kll_check(const sc_kll *sk)
+
+cdef extern from "sketch/concurrent.h" nogil:
+    ctypedef struct sc_sketch_vtable:
+        pass
+    ctypedef struct sc_concurrent:
+        pass
+    ctypedef struct sc_conc_config:
+        const sc_sketch_vtable *vt
+        const void *global_config
+        const void *local_config
+        uint32_t writers
+        uint64_t buffer
+        uint64_t eager_limit
+    ctypedef struct sc_conc_stats:
+        uint64_t seq
+        uint64_t n_global
+        uint64_t propagations
+        uint64_t eager_merges
+        int eager
+    int sc_conc_create(sc_concurrent **out, const sc_conc_config *cfg)
+    void sc_conc_destroy(sc_concurrent *c)
+    int sc_conc_close(sc_concurrent *c)
+    int sc_conc_writer_enter(sc_concurrent *c, uint32_t w)
+    void sc_conc_writer_exit(sc_concurrent *c, uint32_t w)
+    void *sc_conc_local(sc_concurrent *c, uint32_t w)
+    uint64_t sc_conc_room(sc_concurrent *c, uint32_t w)
+    int sc_conc_added(sc_concurrent *c, uint32_t w, uint64_t k)
+    int sc_conc_flush(sc_concurrent *c)
+    int sc_conc_snapshot(sc_concurrent *c, void **out)
+    void sc_conc_summary(const sc_concurrent *c, uint64_t *out, sc_conc_stats *stats)
+    uint64_t sc_conc_relaxation(const sc_concurrent *c)
+
+cdef extern from "sketch/kll.h" nogil:
+    const sc_sketch_vtable sc_kll_double_vtable
 
 
 # ---------------------------------------------------------------------------------------
@@ -403,3 +437,179 @@ cdef class KllFloatsSketch(_KllSketch):
         return sk._set_from_bytes(SC_KLL_FLOAT, data, seed)
 
     deserialize = from_bytes
+
+
+# ---------------------------------------------------------------------------------------
+# concurrent KLL (seed 004's framework over the KLL vtable, native/sketch/concurrent.h)
+
+cdef int _conc_feed(sc_concurrent *c, uint32_t w, const double *x, size_t n,
+                    const uint8_t *vp, size_t off) noexcept nogil:
+    """Writer w adds x[0:n] in pieces of at most `room` accepted updates."""
+    cdef int rc = sc_conc_writer_enter(c, w)
+    cdef size_t pos = 0, take
+    cdef uint64_t room, before, added
+    cdef sc_kll *loc
+    if rc != 0:
+        return rc
+    while pos < n:
+        loc = <sc_kll *>sc_conc_local(c, w)
+        room = sc_conc_room(c, w)
+        if room == 0:
+            room = 1
+        take = n - pos if n - pos < room else <size_t>room
+        before = sc_kll_n(loc)
+        rc = sc_kll_update_f64(loc, x + pos, take, vp, off + pos)
+        if rc < 0:
+            break
+        added = sc_kll_n(loc) - before  # NaN and nulls are not updates
+        if added:
+            rc = sc_conc_added(c, w, added)
+            if rc < 0:
+                break
+        pos += take
+    sc_conc_writer_exit(c, w)
+    return rc if rc < 0 else 0
+
+
+cdef class ConcurrentKllDoublesSketch:
+    """KLL doubles sketch several threads update at once (seed 004, Algorithm 2).
+
+    Each of ``writers`` writer ids owns a double-buffered local KLL sketch of ``buffer``
+    updates; a propagator thread merges full buffers into the global sketch. While the global
+    sketch holds fewer than ``eager_limit`` items (default k, where KLL is still exact) every
+    update is merged at once. Queries (``n``, ``snapshot()``, ``get_quantile``) run from any
+    thread without blocking writers and miss at most ``relaxation`` = 2·writers·buffer of the
+    updates that precede them. After ``flush()`` nothing is missing.
+
+    One thread at a time per writer id; a second thread on a busy id gets an error.
+    """
+
+    cdef sc_concurrent *c
+    cdef sc_kll_config cfg
+    cdef readonly uint32_t writers
+    cdef readonly uint64_t buffer
+
+    def __cinit__(self, *args, **kwargs):
+        self.c = NULL
+
+    def __init__(self, int k=200, *, int writers=1, buffer=64, seed=None, eager_limit=None):
+        cdef sc_conc_config cc
+        if not (8 <= k <= 65535):
+            raise ValueError(f"ConcurrentKllDoublesSketch: k must be in [8, 65535], got {k}")
+        if not (1 <= writers <= 256):
+            raise ValueError(f"ConcurrentKllDoublesSketch: writers must be in [1, 256], got {writers}")
+        if int(buffer) < 1:
+            raise ValueError(f"ConcurrentKllDoublesSketch: buffer must be >= 1, got {buffer}")
+        self.cfg.k = k
+        self.cfg.seed = _seed(seed)
+        self.writers = writers
+        self.buffer = int(buffer)
+        cc.vt = &sc_kll_double_vtable
+        cc.global_config = &self.cfg
+        cc.local_config = NULL
+        cc.writers = writers
+        cc.buffer = self.buffer
+        cc.eager_limit = k if eager_limit is None else max(0, int(eager_limit))
+        check_status(sc_conc_create(&self.c, &cc), "ConcurrentKllDoublesSketch")
+
+    def __dealloc__(self):
+        if self.c != NULL:
+            with nogil:
+                sc_conc_destroy(self.c)
+            self.c = NULL
+
+    cdef _live(self):
+        if self.c == NULL:
+            raise ValueError("ConcurrentKllDoublesSketch is closed")
+
+    def update_batch(self, int writer_id, column):
+        """Writer ``writer_id`` adds a column of numbers (GIL released; NaN/nulls skipped)."""
+        cdef const double[::1] d
+        cdef const uint8_t[::1] vb
+        cdef const uint8_t *vp
+        cdef size_t n, off
+        cdef int rc
+        self._live()
+        if writer_id < 0 or writer_id >= <int>self.writers:
+            raise ValueError(
+                f"ConcurrentKllDoublesSketch.update_batch: writer_id {writer_id} not in "
+                f"[0, {self.writers})")
+        for arr, validity, offset in _column_chunks(column):
+            d = np.ascontiguousarray(arr, dtype=np.float64)
+            n = d.shape[0]
+            if n == 0:
+                continue
+            vp = NULL
+            if validity is not None:
+                vb = validity
+                vp = &vb[0]
+            off = offset
+            with nogil:
+                rc = _conc_feed(self.c, writer_id, &d[0], n, vp, off)
+            check_status(rc, "ConcurrentKllDoublesSketch.update_batch")
+
+    @property
+    def n(self):
+        """Items in the global sketch at the last publish (lock-free read)."""
+        cdef uint64_t w[8]
+        cdef sc_conc_stats st
+        self._live()
+        sc_conc_summary(self.c, w, &st)
+        return st.n_global
+
+    @property
+    def eager(self):
+        cdef uint64_t w[8]
+        cdef sc_conc_stats st
+        self._live()
+        sc_conc_summary(self.c, w, &st)
+        return bool(st.eager)
+
+    @property
+    def relaxation(self):
+        """r = 2·writers·buffer: the most preceding updates a query may miss."""
+        self._live()
+        return sc_conc_relaxation(self.c)
+
+    def snapshot(self):
+        """A KllDoublesSketch copy of the global sketch (one deep copy under the merge lock)."""
+        cdef void *out = NULL
+        cdef int rc
+        cdef KllDoublesSketch sk = KllDoublesSketch.__new__(KllDoublesSketch)
+        self._live()
+        with nogil:
+            rc = sc_conc_snapshot(self.c, &out)
+        check_status(rc, "ConcurrentKllDoublesSketch.snapshot")
+        sk.kind = SC_KLL_DOUBLE
+        sk.sk = <sc_kll *>out
+        return sk
+
+    def get_quantile(self, double rank, *, bint inclusive=False):
+        return self.snapshot().get_quantile(rank, inclusive=inclusive)
+
+    def get_rank(self, double value, *, bint inclusive=False):
+        return self.snapshot().get_rank(value, inclusive=inclusive)
+
+    def flush(self):
+        """Merge every writer's partial buffer; afterwards queries miss nothing."""
+        cdef int rc
+        self._live()
+        with nogil:
+            rc = sc_conc_flush(self.c)
+        check_status(rc, "ConcurrentKllDoublesSketch.flush")
+
+    def close(self):
+        """Flush and stop the propagator (idempotent)."""
+        cdef int rc
+        if self.c == NULL:
+            return
+        with nogil:
+            rc = sc_conc_close(self.c)
+        check_status(rc, "ConcurrentKllDoublesSketch.close")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False

@@ -1,5 +1,5 @@
 # distutils: language = c
-# distutils: sources = native/exec/common.c native/exec/expr.c native/exec/ops_state.c native/exec/ops_keyed.c native/exec/ops_window.c native/exec/keyhash.c native/exec/rowstore.c native/exec/program.c native/exec/arrow_bridge.c native/runtime/pool.c native/runtime/scheduler.c native/runtime/reorder.c native/runtime/hybrid_queue.c native/runtime/ring.c native/runtime/batch.c native/runtime/metrics.c
+# distutils: sources = native/exec/common.c native/exec/expr.c native/exec/ops_state.c native/exec/ops_keyed.c native/exec/ops_window.c native/exec/keyhash.c native/exec/rowstore.c native/exec/program.c native/exec/arrow_bridge.c native/exec/lists.c native/runtime/pool.c native/runtime/scheduler.c native/runtime/reorder.c native/runtime/hybrid_queue.c native/runtime/ring.c native/runtime/batch.c native/runtime/metrics.c
 # distutils: include_dirs = native native/common native/exec native/runtime
 """streamcell._runtime: the Python face of the native runtime (native/exec, native/runtime).
 
@@ -10,13 +10,18 @@ zero-copy Arrow record batches. Everything between runs on C threads without the
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, uintptr_t
-from libc.stdlib cimport free, malloc, calloc
+from libc.stdlib cimport free, malloc, calloc, realloc, abort
 from libc.string cimport memset
 from cpython.pycapsule cimport PyCapsule_GetPointer
 
 include "common/status.pxi"
 
 cdef extern from "runtime/batch.h":
+    ctypedef struct sc_column:
+        int64_t null_count
+        uint8_t *validity
+        int32_t *offsets
+        char *data
     ctypedef struct sc_batch:
         uint64_t serial
         int64_t nrows
@@ -24,8 +29,26 @@ cdef extern from "runtime/batch.h":
         int32_t ncols
         uint8_t eos
         sc_batch *next
+        sc_column *cols
     void sc_batch_release(sc_batch *b) nogil
     void sc_batch_release_chain(sc_batch *b) nogil
+
+cdef extern from "runtime/atomic_ext.h":
+    uint64_t sc_now_ns() nogil
+    ctypedef struct sc_backoff:
+        pass
+
+cdef extern from "<time.h>":
+    struct timespec:
+        long tv_sec
+        long tv_nsec
+    int nanosleep(const timespec *req, timespec *rem) nogil
+
+
+def now_ns():
+    """The runtime's monotonic clock (ns): the time base of paced pushes and latency markers."""
+    return sc_now_ns()
+
 
 cdef extern from "runtime/scheduler.h":
     ctypedef enum sc_op_kind:
@@ -66,6 +89,7 @@ cdef extern from "runtime/pool.h":
         uint32_t window
         uint32_t marker_every
         uint64_t idle_sleep_ns
+        uint8_t unordered
 
 cdef extern from "exec/exec.h":
     ctypedef struct sc_schema:
@@ -96,6 +120,7 @@ cdef extern from "exec/exec.h":
                         int64_t capacity, bint with_side) nogil
     void sc_op_base_free(sc_op_base *b) nogil
     int sc_batch_new(sc_batch **out, const sc_schema *s, int64_t capacity) nogil
+    int sc_batch_concat(sc_batch **out, const sc_schema *s, sc_batch *const *parts, int32_t n) nogil
 
 cdef extern from "exec/expr.h":
     ctypedef struct sc_enode:
@@ -173,6 +198,7 @@ cdef extern from "exec/program.h":
     int sc_prog_push(sc_prog *p, sc_batch *b, int64_t timeout_ns) nogil
     int sc_prog_finish(sc_prog *p, int64_t timeout_ns) nogil
     int sc_prog_take(sc_prog *p, int64_t timeout_ns, sc_batch **b) nogil
+    int sc_prog_set_coalesce(sc_prog *p, const sc_schema *out, int64_t chunk_rows) nogil
     int sc_prog_pause(sc_prog *p) nogil
     int sc_prog_resume(sc_prog *p) nogil
     int sc_prog_stop(sc_prog *p) nogil
@@ -180,6 +206,22 @@ cdef extern from "exec/program.h":
     sc_metrics *sc_prog_metrics(sc_prog *p) nogil
     const sc_sched *sc_prog_sched(const sc_prog *p) nogil
     int sc_prog_sides(sc_prog *p, sc_side ***sides, uint32_t *n) nogil
+
+cdef extern from "exec/lists.h":
+    ctypedef struct sc_list_decoded:
+        int64_t n, m
+        int64_t *offsets
+        uint8_t *validity
+        void *values
+        int64_t *str_offsets
+        char *str_data
+        int64_t str_bytes
+    int sc_list_decode(const sc_column *c, int64_t n, uint8_t inner, sc_list_decoded *out) nogil
+    void sc_list_decoded_free(sc_list_decoded *d) nogil
+    int sc_op_explode_create(void **st, const sc_op_base *base, const int32_t *cols, int32_t ncols,
+                             const char *reason) nogil
+    int sc_op_explode_run(void *st, sc_batch *inp, sc_batch **out) nogil
+    void sc_op_explode_destroy(void *st) nogil
 
 cdef extern from "exec/arrow_bridge.h":
     struct ArrowSchema:
@@ -199,7 +241,7 @@ EMPTY = SC_EEMPTY
 CLOSED = SC_ECLOSED
 
 SCHEDULERS = {"CT": 0, "QST": 1, "LP": 2, "ET": 3}
-REORDERS = {"nonblocking": 0, "locked": 1}
+REORDERS = {"nonblocking": 0, "locked": 1, "none": 0}
 KEYED_QUEUES = {"hybrid": 0, "partitioned": 1}
 
 
@@ -486,8 +528,30 @@ cdef class Program:
                                  st, <sc_op_base *>st), "window")
         self.schemas.append(so)
 
-    def set_output(self, bytes lts):
+    def add_explode(self, int step, bint cin, bint cout, bytes in_lts, bytes out_lts, list cols,
+                    bytes reason, int64_t capacity):
+        cdef _Schema si = _Schema(in_lts)
+        cdef _Schema so = _Schema(out_lts)
+        cdef sc_op_base b
+        cdef void *st = NULL
+        cdef int32_t *cs = _ints(cols)
+        try:
+            self._base(&b, step, cin, cout, si, so, capacity, True)
+            rc = sc_op_explode_create(&st, &b, cs, <int32_t>len(cols), reason)
+            sc_op_base_free(&b)
+            check_status(rc, f"explode step {step}")
+        finally:
+            free(cs)
+        check_status(sc_prog_add(self.p, b"explode", SC_OP_STATELESS, sc_op_explode_run, sc_op_explode_destroy,
+                                 st, <sc_op_base *>st), "explode")
+        self.schemas.append(so)
+
+    def set_output(self, bytes lts, int64_t coalesce_rows=0):
+        """The output schema; with ``coalesce_rows`` the sink joins output batches into chunks
+        of up to that many rows on the worker that delivers them (exec/program.h)."""
         self.out_schema = _Schema(lts)
+        if coalesce_rows:
+            check_status(sc_prog_set_coalesce(self.p, &self.out_schema.s, coalesce_rows), "set_output")
 
     def op_names(self):
         return [sc_prog_op_name(self.p, j).decode() for j in range(sc_prog_nops(self.p))]
@@ -499,6 +563,7 @@ cdef class Program:
         cfg.workers = workers
         cfg.sched.policy = SCHEDULERS[scheduler]
         cfg.reorder = REORDERS[reorder]
+        cfg.unordered = reorder == "none"
         cfg.keyed = KEYED_QUEUES[keyed]
         cfg.partitions = partitions
         cfg.window = window
@@ -531,6 +596,102 @@ cdef class Program:
             return rc
         check_status(rc, "push")
         return rc
+
+    def push_many(self, batch, int64_t offset, int64_t n, int64_t seq0, int64_t batch_size,
+                  int64_t timeout_ns=-1, double rate=0.0, uint64_t t0_ns=0):
+        """Copy rows [offset, offset+n) in as runtime batches of up to ``batch_size`` rows,
+        in one call without the GIL. Returns (status, rows taken): OK with ``n``, or FULL /
+        CLOSED with fewer when the pipeline stayed full for ``timeout_ns`` or was closed
+        (the rest is not taken).
+
+        With ``rate`` > 0 (rows/s) the pushes are paced: the batch starting at row ``seq`` is
+        pushed at ``t0_ns + seq / rate`` (runtime clock, :func:`now_ns`), sleeping in C
+        until then, so a throttled source keeps its rate
+        and each batch enters the pipeline when its rows are due (latency is measured from
+        there)."""
+        schema_capsule, array_capsule = batch.__arrow_c_array__()
+        cdef ArrowSchema *sch = <ArrowSchema *>PyCapsule_GetPointer(schema_capsule, "arrow_schema")
+        cdef ArrowArray *arr = <ArrowArray *>PyCapsule_GetPointer(array_capsule, "arrow_array")
+        cdef sc_batch *b = NULL
+        cdef int rc = 0
+        cdef int64_t done = 0, m
+        cdef uint64_t due, now
+        cdef timespec ts
+        if batch_size <= 0:
+            raise ValueError("batch_size must be positive")
+        with nogil:
+            while done < n:
+                m = n - done if n - done < batch_size else batch_size
+                if rate > 0:
+                    due = t0_ns + <uint64_t>((seq0 + done) * 1e9 / rate)
+                    now = sc_now_ns()
+                    if now < due:  # sleep, never spin: the workers need the cores
+                        ts.tv_sec = <long>((due - now) // 1000000000)
+                        ts.tv_nsec = <long>((due - now) % 1000000000)
+                        nanosleep(&ts, NULL)
+                b = NULL
+                rc = sc_batch_new(&b, &self.in_schema.s, m)
+                if rc == 0:
+                    rc = sc_arrow_import(sch, arr, offset + done, m, &self.in_schema.s, b, seq0 + done)
+                if rc == 0:
+                    rc = sc_prog_push(self.p, b, timeout_ns)
+                    if rc == SC_OK:
+                        b = NULL
+                if b != NULL:
+                    sc_batch_release(b)
+                if rc != SC_OK:
+                    break
+                done += m
+        if rc != SC_OK and rc != SC_EFULL and rc != SC_ECLOSED:
+            check_status(rc, "push")
+        return rc, done
+
+    def take_many(self, int64_t timeout_ns=0, int64_t max_rows=65536):
+        """(status, eos, pyarrow.RecordBatch | None): every output batch ready now (waiting up
+        to ``timeout_ns`` for the first), up to about ``max_rows`` rows, joined in order into
+        one record batch."""
+        cdef sc_batch *b = NULL
+        cdef sc_batch *joined = NULL
+        cdef sc_batch **parts = NULL
+        cdef int32_t n = 0, cap = 64
+        cdef int64_t rows = 0
+        cdef int rc, rc2
+        cdef bint eos = False
+        parts = <sc_batch **>malloc(cap * sizeof(sc_batch *))
+        if parts == NULL:
+            raise MemoryError()
+        with nogil:
+            rc = sc_prog_take(self.p, timeout_ns, &b)
+            while rc == SC_OK:
+                if b.eos:
+                    sc_batch_release(b)
+                    eos = True
+                    break
+                if n == cap:
+                    cap *= 2
+                    parts = <sc_batch **>realloc(parts, cap * sizeof(sc_batch *))
+                    if parts == NULL:
+                        abort()
+                parts[n] = b
+                n += 1
+                rows += b.nrows
+                if rows >= max_rows:
+                    break
+                rc2 = sc_prog_take(self.p, 0, &b)
+                if rc2 != SC_OK:
+                    break
+            rc2 = 0
+            if n == 1:
+                joined = parts[0]
+            elif n > 1:
+                rc2 = sc_batch_concat(&joined, &self.out_schema.s, parts, n)
+                for i in range(n):
+                    sc_batch_release(parts[i])
+        free(parts)
+        check_status(rc2, "take")
+        if n == 0:
+            return (SC_OK if eos else rc), eos, None
+        return SC_OK, eos, _export(joined, &self.out_schema.s)
 
     def finish(self, int64_t timeout_ns=-1):
         with nogil:
@@ -657,3 +818,46 @@ cdef object _export(sc_batch *b, const sc_schema *s):
     finally:
         free(sch)
         free(arr)
+
+
+def decode_list(encoded, int inner_lt):
+    """The buffers of a large-list column from its encoded values (an Arrow binary array as
+    exported for a list column): (n, validity bytes | None, offsets, m, element validity,
+    values, string offsets, string bytes), each a ``bytes``; see exec/lists.h."""
+    import pyarrow as pa
+    cdef sc_column c
+    cdef sc_list_decoded d
+    cdef int64_t n = len(encoded)
+    cdef int rc
+    if encoded.offset != 0:
+        encoded = pa.concat_arrays([encoded])  # decode from offset 0
+    bufs = encoded.buffers()
+    cdef const uint8_t[:] vb
+    cdef const int32_t[:] ob
+    cdef const char[:] db
+    cdef bytes valid_copy
+    valid_copy = bytes(bufs[0]) if bufs[0] is not None else b"\xff" * ((n + 7) // 8 + 1)
+    offs = memoryview(bufs[1]).cast("B")
+    data = bytes(bufs[2]) if bufs[2] is not None and bufs[2].size else b"\0"
+    cdef bytes offs_copy = bytes(offs)
+    c.validity = <uint8_t *><const char *>valid_copy
+    c.offsets = <int32_t *><const char *>offs_copy
+    c.data = <char *><const char *>data
+    with nogil:
+        rc = sc_list_decode(&c, n, <uint8_t>inner_lt, &d)
+    check_status(rc, "decode list")
+    try:
+        bm = (d.m + 7) // 8
+        out = (
+            n,
+            None if bufs[0] is None else bytes(bufs[0]),
+            (<char *>d.offsets)[:(n + 1) * 8],
+            d.m,
+            (<char *>d.validity)[:bm] if bm else b"",
+            None if d.values == NULL else (<char *>d.values)[:(bm if inner_lt == 3 else d.m * (4 if inner_lt == 6 else 8))],
+            None if d.str_offsets == NULL else (<char *>d.str_offsets)[:(d.m + 1) * 8],
+            None if d.str_data == NULL else (<char *>d.str_data)[:d.str_bytes],
+        )
+    finally:
+        sc_list_decoded_free(&d)
+    return out

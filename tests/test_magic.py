@@ -90,3 +90,32 @@ def test_line_magics_list_status_stop(ip, capsys):
 def test_engine_option_validated(ip, capsys):
     ip.run_cell_magic("stream", "x --engine warp --no-display", "source clickstream(rows=1)\n")
     assert "invalid choice: 'warp'" in capsys.readouterr().out
+
+
+def test_stream_sql_line_magic_over_live_tables_and_notebook_frames(ip, capsys):
+    ip.run_cell_magic(
+        "stream",
+        "by_event --no-display --wait",
+        "source clickstream(rows=3000, seed=4)\nkey_by event\nagg n=count()\n",
+    )
+    ip.user_ns["labels"] = pl.DataFrame({"event": ["view"], "label": ["page view"]})
+    got = ip.run_line_magic("stream", "sql SELECT label, n FROM by_event JOIN labels USING (event)")
+    expect = ip.user_ns["by_event"].table().filter(pl.col("event") == "view")["n"].to_list()
+    assert got["label"].to_list() == ["page view"] and got["n"].to_list() == expect
+    assert ip.run_line_magic("stream", "sql SELECT * FROM missing") is None
+    assert "tables available" in capsys.readouterr().out
+
+
+def test_cell_shows_the_dashboard(ip):
+    pytest.importorskip("ipywidgets")
+    ip.run_cell_magic(
+        "stream", "dashed", "source clickstream(rows=2000, seed=1)\nfilter price > 10\n"
+    )
+    run = ip.user_ns["dashed"]
+    run.wait(30)
+    run.dashboard.join(10)
+    assert "data-status='finished'" in run.dashboard.status.value
+    ip.run_cell_magic("stream", "plain --status-line", "source clickstream(rows=200, seed=1)\n")
+    from streamcell.widgets.status import StatusLine
+
+    assert isinstance(ip.user_ns["plain"].dashboard, StatusLine)

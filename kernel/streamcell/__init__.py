@@ -19,6 +19,8 @@ from .expr import Expr, col, count, count_distinct, first, last, lit, max_, mean
 from .options import RunOptions
 from .plan import Plan, Stream, clickstream, combine, csv, ndjson, parquet, source, store_sales
 from .run import Run, registry, start
+from .snapshot import MetricsSnapshot, metrics_snapshot
+from .sql import sql
 
 __version__ = "0.1.0"
 
@@ -48,6 +50,7 @@ def _jupyter_labextension_paths() -> list[dict[str, str]]:
 __all__ = [
     "DSLSyntaxError",
     "Expr",
+    "MetricsSnapshot",
     "NotSupportedError",
     "Plan",
     "PlanError",
@@ -67,6 +70,7 @@ __all__ = [
     "last",
     "lit",
     "max",
+    "metrics_snapshot",
     "mean",
     "min",
     "ndjson",
@@ -74,6 +78,7 @@ __all__ = [
     "parse",
     "registry",
     "source",
+    "sql",
     "start",
     "store_sales",
     "sum",

@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rows", type=int, default=300_000)
     ap.add_argument("--users", type=int, default=5_000)
-    ap.add_argument("--engine", default="reference")
+    ap.add_argument("--engine", default="auto")
     args = ap.parse_args(argv)
 
     text = PIPELINE.format(rows=args.rows, users=args.users)

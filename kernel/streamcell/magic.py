@@ -28,11 +28,17 @@ class _Parser(argparse.ArgumentParser):
 def _cell_parser() -> _Parser:
     p = _Parser(prog="%%stream", add_help=False)
     p.add_argument("name", help="run name: the handle is bound to this variable")
-    p.add_argument("--engine", choices=["reference", "native", "spark"], default=None)
+    p.add_argument("--engine", choices=["auto", "reference", "native", "spark"], default=None)
     p.add_argument("--workers", type=int, default=None)
     p.add_argument("--batch-size", type=int, default=None, dest="batch_size")
     p.add_argument("--scheduler", choices=["CT", "QST", "LP", "ET"], default=None)
     p.add_argument("--no-display", action="store_true", dest="no_display")
+    p.add_argument(
+        "--status-line",
+        action="store_true",
+        dest="status_line",
+        help="a one-line status instead of the dashboard",
+    )
     p.add_argument("--wait", action="store_true", help="block until the run ends")
     return p
 
@@ -75,16 +81,26 @@ class StreamMagics(Magics):
             return
         ns[args.name] = run
         if not args.no_display:
-            from .widgets.status import StatusLine
-
             display(plan)
-            StatusLine(run)
+            run.dashboard = _show_live(run, args.status_line)
         if args.wait:
             run.wait()
 
     @line_magic("stream")  # type: ignore[arg-type]
     def stream_line(self, line: str) -> Any:
         """``%stream list`` | ``%stream stop NAME`` | ``%stream status NAME`` | ``%stream pause/resume NAME``."""
+        if line.strip().split(None, 1)[:1] == ["sql"]:
+            from .sql import sql
+
+            query = line.strip()[3:].strip()
+            if not query:
+                print("usage: %stream sql SELECT ... (tables: the live tables of all runs)")
+                return None
+            try:
+                return sql(query, **_user_frames(self.shell))
+            except StreamcellError as e:
+                print(f"streamcell: {e}")
+                return None
         parts = shlex.split(line)
         if not parts or parts[0] == "list":
             rows = [r.progress() for r in registry().values()]
@@ -113,8 +129,32 @@ class StreamMagics(Magics):
                 return None
             getattr(run, cmd)()
             return None
-        print("usage: %stream list | stop NAME | status NAME | pause NAME | resume NAME")
+        print(
+            "usage: %stream list | sql QUERY | stop NAME | status NAME | pause NAME | resume NAME"
+        )
         return None
+
+
+def _show_live(run: Any, status_line: bool) -> Any:
+    """The live dashboard (ipywidgets), or the plain status line when asked or unavailable."""
+    if not status_line:
+        try:
+            from .widgets.dashboard import Dashboard
+
+            return Dashboard(run)
+        except ImportError:
+            pass
+    from .widgets.status import StatusLine
+
+    return StatusLine(run)
+
+
+def _user_frames(shell: Any) -> dict[str, Any]:
+    """Polars DataFrames of the notebook namespace, so SQL can join them with live tables."""
+    import polars as pl
+
+    ns = shell.user_ns if shell is not None else {}
+    return {k: v for k, v in ns.items() if isinstance(v, pl.DataFrame) and not k.startswith("_")}
 
 
 def load(ipython: Any) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-Engine = Literal["reference", "native", "spark"]
+Engine = Literal["auto", "reference", "native", "spark"]
 Scheduler = Literal["CT", "QST", "LP", "ET"]
-Reorder = Literal["nonblocking", "locked"]
+Reorder = Literal["nonblocking", "locked", "none"]
 KeyedQueue = Literal["hybrid", "partitioned"]
 
 
@@ -18,8 +18,11 @@ class RunOptions:
     Parameters
     ----------
     engine
-        ``"reference"`` (pure Python, sequential: the oracle). ``"native"`` and ``"spark"``
-        are added by their backends; asking for one that is not available raises a clear error.
+        ``"auto"`` (the default): the native engine when this build has it and it supports
+        every step of the plan, else the reference engine (``run.engine`` says which ran and
+        ``run.engine_note`` why). ``"reference"`` (pure Python, sequential: the oracle),
+        ``"native"`` (the ordered multicore runtime) and ``"spark"`` are added by their
+        backends; asking for one that is not available raises a clear error.
     workers
         Worker threads (native engine).
     batch_size
@@ -30,13 +33,16 @@ class RunOptions:
         Whether a ``%%stream`` cell shows its plan and live status.
     reorder
         Native reorder buffer: ``"nonblocking"`` (seed 003 Fig. 4, the default) or
-        ``"locked"`` (for the ablation benchmark).
+        ``"locked"`` (for the ablation benchmark), or ``"none"``: no order restored after
+        stateless operators, outputs in completion order. ``"none"`` exists only to measure
+        what ordering costs; it breaks the ordering guarantee and is accepted only for plans
+        without keyed or windowed steps.
     keyed_queue
         Native keyed worklist: ``"hybrid"`` (seed 003 hybrid queue, the default) or
         ``"partitioned"`` (one queue per worker, for the ablation benchmark).
     """
 
-    engine: Engine = "reference"
+    engine: Engine = "auto"
     workers: int = 1
     batch_size: int = 1024
     scheduler: Scheduler = "CT"
@@ -45,16 +51,20 @@ class RunOptions:
     keyed_queue: KeyedQueue = "hybrid"
 
     def __post_init__(self) -> None:
-        if self.engine not in ("reference", "native", "spark"):
-            raise ValueError(f"unknown engine {self.engine!r}; engines: reference, native, spark")
+        if self.engine not in ("auto", "reference", "native", "spark"):
+            raise ValueError(
+                f"unknown engine {self.engine!r}; engines: auto, reference, native, spark"
+            )
         if self.workers < 1:
             raise ValueError("workers must be >= 1")
         if self.batch_size < 1:
             raise ValueError("batch_size must be >= 1")
         if self.scheduler not in ("CT", "QST", "LP", "ET"):
             raise ValueError(f"unknown scheduler {self.scheduler!r}; schedulers: CT, QST, LP, ET")
-        if self.reorder not in ("nonblocking", "locked"):
-            raise ValueError(f"unknown reorder {self.reorder!r}; choices: nonblocking, locked")
+        if self.reorder not in ("nonblocking", "locked", "none"):
+            raise ValueError(
+                f"unknown reorder {self.reorder!r}; choices: nonblocking, locked, none"
+            )
         if self.keyed_queue not in ("hybrid", "partitioned"):
             raise ValueError(
                 f"unknown keyed_queue {self.keyed_queue!r}; choices: hybrid, partitioned"

@@ -125,6 +125,15 @@ class Run:
         self.finished_at: float | None = None
         self.native_metrics: dict[str, Any] | None = None
         """Native engine only: per-operator metrics and end-to-end latency (latest snapshot)."""
+        self.dashboard: Any = None
+        """The live display of the ``%%stream`` cell (a ``widgets.dashboard.Dashboard``)."""
+        self.engine_note = ""
+        """Why ``engine="auto"`` chose the reference engine (empty when it did not)."""
+
+    @property
+    def engine(self) -> str:
+        """The engine this run runs on (``"auto"`` resolved)."""
+        return self.options.engine
 
     # ---------------------------------------------------------------- lifecycle
     def _make_writers(self) -> None:
@@ -306,24 +315,68 @@ class Run:
         }
 
     def _sample_metrics(self) -> None:
+        # one row per sample (about 1/s): Spark's StreamingQueryProgress names where the meaning
+        # is the same (numInputRows: rows since the previous sample, like a trigger's)
         p = self.progress()
+        now = time.time()
+        prev = self._metrics[-1] if self._metrics else None
+        n_in = p["rows_in"] - (prev["totalInputRows"] if prev else 0)
+        n_out = p["rows_out"] - (prev["totalOutputRows"] if prev else 0)
+        dt = now - prev["_t"] if prev else p["elapsed_s"]
         self._metrics.append(
             {
-                "timestamp": time.time(),
-                "numInputRows": p["rows_in"],
-                "numOutputRows": p["rows_out"],
-                "inputRowsPerSecond": p["rows_per_s"],
+                "name": self.name,
+                "batchId": len(self._metrics),
+                "timestamp": now,
+                "_t": now,
+                "numInputRows": n_in,
+                "numOutputRows": n_out,
+                "inputRowsPerSecond": n_in / dt if dt > 0 else 0.0,
+                "processedRowsPerSecond": n_out / dt if dt > 0 else 0.0,
+                "totalInputRows": p["rows_in"],
+                "totalOutputRows": p["rows_out"],
                 "latencyP50Ms": p["p50_ms"],
                 "latencyP99Ms": p["p99_ms"],
                 "lateRows": p["late"],
                 "deadLetters": p["dead"],
                 "elapsedSeconds": p["elapsed_s"],
+                "status": p["status"],
             }
         )
 
     def metrics(self) -> pl.DataFrame:
-        """Metrics history (about one row per second), names close to Spark's StreamingQueryProgress."""
-        return pl.DataFrame(list(self._metrics)) if self._metrics else pl.DataFrame()
+        """Metrics history as a Polars DataFrame, about one row per second.
+
+        Names follow Spark's StreamingQueryProgress where the meaning is the same: ``name``,
+        ``batchId`` (sample number), ``timestamp`` (UTC), ``numInputRows`` (rows read since the
+        previous row), ``inputRowsPerSecond``, ``processedRowsPerSecond``; plus running totals
+        (``totalInputRows``, ``totalOutputRows``), ``latencyP50Ms``/``latencyP99Ms``,
+        ``lateRows``, ``deadLetters``, ``elapsedSeconds`` and ``status``.
+        """
+        rows = [{k: v for k, v in m.items() if k != "_t"} for m in list(self._metrics)]
+        schema = {
+            "name": pl.String,
+            "batchId": pl.Int64,
+            "timestamp": pl.Float64,
+            "numInputRows": pl.Int64,
+            "numOutputRows": pl.Int64,
+            "inputRowsPerSecond": pl.Float64,
+            "processedRowsPerSecond": pl.Float64,
+            "totalInputRows": pl.Int64,
+            "totalOutputRows": pl.Int64,
+            "latencyP50Ms": pl.Float64,
+            "latencyP99Ms": pl.Float64,
+            "lateRows": pl.Int64,
+            "deadLetters": pl.Int64,
+            "elapsedSeconds": pl.Float64,
+            "status": pl.String,
+        }
+        df = (
+            pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
+        )
+        return df.with_columns(
+            (pl.col("timestamp") * 1e6).cast(pl.Int64).cast(pl.Datetime("us", "UTC"))
+        )
 
     def explain(self) -> str:
         return self.plan.explain()
@@ -358,22 +411,40 @@ def start(
         plan = P.Plan(plan.sinks, name)
     from .backends import get_backend
 
-    backend = get_backend(opts.engine)
     c = (
         compiled
         if compiled is not None and compiled.plan.name == name
         else compile_plan(plan, compiled.readers if compiled else None)
     )
-    backend.check(c, opts)
+    opts, note = _resolve_engine(c, opts)
+    get_backend(opts.engine).check(c, opts)
     with _REGISTRY_LOCK:
         old = _REGISTRY.get(name)
     if old is not None:
         old.stop()
     run = Run(name, c, opts, cell_id)
+    run.engine_note = note
     with _REGISTRY_LOCK:
         _REGISTRY[name] = run
     run._start()
     return run
+
+
+def _resolve_engine(c: Compiled, opts: RunOptions) -> tuple[RunOptions, str]:
+    """``engine="auto"``: native when built and every step is supported, else reference."""
+    from .backends import available, get_backend
+    from .errors import NotSupportedError
+
+    if opts.engine != "auto":
+        return opts, ""
+    if "native" not in available():
+        return opts.with_(engine="reference"), "native runtime not built: reference engine"
+    native = opts.with_(engine="native")
+    try:
+        get_backend("native").check(c, native)
+    except NotSupportedError as e:
+        return opts.with_(engine="reference"), f"reference engine ({e})"
+    return native, ""
 
 
 def stop_all() -> None:

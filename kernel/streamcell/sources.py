@@ -424,12 +424,8 @@ class ArrowReader(Reader):
             return o
         if isinstance(o, pa.Table):
             return o.to_reader()
-        if type(o).__module__.startswith("polars"):
-            # Arrow through the C stream interface; ask for plain strings (not string_view)
-            import polars as pl
-
-            if isinstance(o, pl.DataFrame):
-                return o.to_arrow(compat_level=pl.CompatLevel.oldest()).to_reader()
+        # Arrow through the C stream interface, zero-copy: Polars hands over its own layout
+        # (strings as string_view), which every engine reads as is
         return pa.RecordBatchReader.from_stream(o)
 
     def arrow_batches(self) -> Iterator[pa.RecordBatch]:

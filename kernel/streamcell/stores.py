@@ -48,8 +48,10 @@ class TableStore:
         with self._lock:
             self._frames.append(df)
             self._frame_rows += df.height
+            # an upsert table keeps at most ~5x its compacted rows + 256K rows of changelog:
+            # bounded memory, and each row is folded in about 1.25 times on average
             if len(self._frames) > 256 or (
-                self.key is not None and self._frame_rows > 2 * self._compacted_rows + 65_536
+                self.key is not None and self._frame_rows > 4 * self._compacted_rows + 262_144
             ):
                 self._compact()
 

@@ -1,6 +1,8 @@
 /* arrow_bridge: see arrow_bridge.h. */
 #include "arrow_bridge.h"
 
+#include "lists.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,11 +71,14 @@ static int import_views(sc_batch *out, int32_t col, const struct ArrowArray *a, 
     return SC_OK;
 }
 
-static int import_column(sc_batch *out, int32_t col, sc_ltype lt, const char *fmt, const struct ArrowArray *a,
-                         int64_t off, int64_t n) {
+static int import_column(sc_batch *out, int32_t col, sc_ltype lt, const struct ArrowSchema *sch,
+                         const struct ArrowArray *a, int64_t off, int64_t n) {
+    const char *fmt = sch->format;
     sc_column *c = &out->cols[col];
     const uint8_t *valid = a->n_buffers > 0 ? a->buffers[0] : NULL;
     int64_t start = a->offset + off;
+    if (sc_ltype_is_list((uint8_t)lt) && strcmp(fmt, "n"))
+        return sc_list_import(out, col, (uint8_t)(lt - SC_LT_LIST), sch, a, start, n);
     if (strcmp(fmt, "n") == 0) {
         for (int64_t r = 0; r < n; r++) sc_batch_set_null(out, col, r);
         return SC_OK;
@@ -142,7 +147,7 @@ int sc_arrow_import(const struct ArrowSchema *schema, const struct ArrowArray *a
     }
     for (int64_t k = 0; k < schema->n_children; k++) {
         int32_t col = (int32_t)(SC_NHIDDEN + k);
-        int rc = import_column(out, col, (sc_ltype)target->lt[col], schema->children[k]->format,
+        int rc = import_column(out, col, (sc_ltype)target->lt[col], schema->children[k],
                                array->children[k], array->offset + offset, n);
         if (rc) return rc;
     }
@@ -195,6 +200,7 @@ static void release_parent(struct ArrowArray *a) {
 }
 
 static const char *format_of(sc_ltype lt) {
+    if (sc_ltype_is_list((uint8_t)lt)) return "z"; /* encoded lists, decoded by the caller (lists.h) */
     switch (lt) {
     case SC_LT_FLOAT: return "g";
     case SC_LT_BOOL: return "b";

@@ -5,11 +5,12 @@
  * column when the slice is byte-aligned, offsets rebased for strings. Accepted child formats
  * per logical type: INT "l"; FLOAT "g"; BOOL "b"; STR "u", "U" (64-bit offsets) and "vu"
  * (string_view); DATETIME "tsu:" (any zone suffix is ignored); DATE "tdD"; NULL "n".
- * Anything else is SC_ETYPE (the driver casts first).
+ * LIST of T "+l" / "+L" with a child of T's format (lists.h). Anything else is SC_ETYPE (the
+ * driver casts first).
  *
  * Export is zero-copy: the batch's buffers are exposed as a struct array whose release
  * callback frees the batch. Formats: INT/DATE/NULL "l" (DATE as int64 days), FLOAT "g",
- * BOOL "b", STR "u", DATETIME "tsu:". Children are named c0..cN-1.
+ * BOOL "b", STR "u", DATETIME "tsu:", LIST "z" (the encoded values, see lists.h). Children are named c0..cN-1.
  */
 #ifndef SC_EXEC_ARROW_BRIDGE_H
 #define SC_EXEC_ARROW_BRIDGE_H

@@ -152,6 +152,168 @@ int sc_batch_copy_row(sc_batch *dst, int64_t drow, const sc_batch *src, int64_t 
     return SC_OK;
 }
 
+/* dst bits [doff, doff+n) = src bits [0, n), a byte of src at a time (shifted into place
+ * when dst is not byte-aligned); bits of dst outside the range are kept. */
+static void bits_copy(uint8_t *dst, int64_t doff, const uint8_t *src, int64_t n) {
+    int64_t whole = n >> 3, r;
+    int sh = (int)(doff & 7);
+    uint8_t *d = dst + (doff >> 3);
+    if (sh == 0) {
+        memcpy(d, src, (size_t)whole);
+    } else {
+        uint8_t lo = (uint8_t)((1u << sh) - 1);
+        for (int64_t i = 0; i < whole; i++) {
+            uint8_t v = src[i];
+            d[i] = (uint8_t)((d[i] & lo) | (v << sh));
+            d[i + 1] = (uint8_t)((d[i + 1] & ~lo) | (v >> (8 - sh)));
+        }
+    }
+    for (r = whole << 3; r < n; r++) sc_bit_set(dst, doff + r, sc_bit_get(src, r));
+}
+
+int sc_batch_take_col(sc_batch *dst, int32_t dcol, int64_t d0, const sc_batch *src, int32_t scol,
+                      const int64_t *idx, int64_t n) {
+    if (d0 + n > dst->capacity) return SC_EFULL;
+    const sc_column *x = &src->cols[scol];
+    sc_column *d = &dst->cols[dcol];
+    /* no nulls on either side: the new rows' bits are already 1 (fresh or reset) */
+    for (int64_t i = 0; (x->null_count || d->null_count) && i < n; i++) {
+        bool v = sc_bit_get(x->validity, idx[i]);
+        if (sc_bit_get(d->validity, d0 + i) != v) {
+            sc_bit_set(d->validity, d0 + i, v);
+            d->null_count += v ? -1 : 1;
+        }
+    }
+    switch (x->type) {
+    case SC_COL_INT64:
+    case SC_COL_DOUBLE: {
+        const int64_t *sv = x->values;
+        int64_t *dv = (int64_t *)d->values + d0;
+        for (int64_t i = 0; i < n; i++) dv[i] = sv[idx[i]];
+        break;
+    }
+    case SC_COL_BOOL:
+        for (int64_t i = 0; i < n; i++) sc_bit_set(d->values, d0 + i, sc_bit_get(x->values, idx[i]));
+        break;
+    case SC_COL_UTF8: {
+        int64_t bytes = d->offsets[d0];
+        for (int64_t i = 0; i < n; i++) bytes += x->offsets[idx[i] + 1] - x->offsets[idx[i]];
+        if (bytes > d->data_cap) {
+            if (dst->pool) return SC_EFULL;
+            int64_t cap = d->data_cap * 2;
+            while (cap < bytes) cap *= 2;
+            if (cap > INT32_MAX) return SC_EINVAL;
+            if (grow((void **)&d->data, (size_t)cap)) return SC_ENOMEM;
+            d->data_cap = cap;
+        }
+        int32_t at = d->offsets[d0];
+        for (int64_t i = 0; i < n; i++) {
+            int32_t a = x->offsets[idx[i]], len = x->offsets[idx[i] + 1] - a;
+            memcpy(d->data + at, x->data + a, (size_t)len);
+            at += len;
+            d->offsets[d0 + i + 1] = at;
+        }
+        break;
+    }
+    }
+    return SC_OK;
+}
+
+int sc_batch_take(sc_batch *dst, const sc_batch *src, const int64_t *idx, int64_t n) {
+    int64_t d0 = dst->nrows;
+    if (d0 + n > dst->capacity) return SC_EFULL;
+    for (int32_t c = 0; c < src->ncols; c++) {
+        int rc = sc_batch_take_col(dst, c, d0, src, c, idx, n);
+        if (rc) return rc;
+    }
+    dst->nrows = d0 + n;
+    return SC_OK;
+}
+
+int sc_batch_append(sc_batch *dst, const sc_batch *src) {
+    int64_t d0 = dst->nrows, m = src->nrows;
+    if (d0 + m > dst->capacity) {
+        int rc = sc_batch_reserve(dst, d0 + m);
+        if (rc) return rc;
+    }
+    for (int32_t c = 0; c < dst->ncols && m; c++) {
+        sc_column *d = &dst->cols[c];
+        const sc_column *x = &src->cols[c];
+        bits_copy(d->validity, d0, x->validity, m);
+        d->null_count += x->null_count;
+        switch (d->type) {
+        case SC_COL_INT64:
+        case SC_COL_DOUBLE: memcpy((int64_t *)d->values + d0, x->values, (size_t)m * 8); break;
+        case SC_COL_BOOL: bits_copy(d->values, d0, x->values, m); break;
+        case SC_COL_UTF8: {
+            int32_t base = d->offsets[d0], first = x->offsets[0];
+            int64_t bytes = (int64_t)x->offsets[m] - first;
+            if (base + bytes > d->data_cap) {
+                int64_t cap = d->data_cap * 2;
+                while (cap < base + bytes) cap *= 2;
+                if (cap > INT32_MAX) return SC_EINVAL;
+                if (grow((void **)&d->data, (size_t)cap)) return SC_ENOMEM;
+                d->data_cap = cap;
+            }
+            if (bytes) memcpy(d->data + base, x->data + first, (size_t)bytes);
+            for (int64_t r = 1; r <= m; r++) d->offsets[d0 + r] = base + (x->offsets[r] - first);
+            break;
+        }
+        }
+    }
+    dst->nrows = d0 + m;
+    return SC_OK;
+}
+
+int sc_batch_concat(sc_batch **out, const sc_schema *s, sc_batch *const *parts, int32_t n) {
+    int64_t total = 0;
+    for (int32_t k = 0; k < n; k++) total += parts[k]->nrows;
+    sc_batch *b = NULL;
+    int rc = sc_batch_new(&b, s, total > 0 ? total : 1);
+    if (rc) return rc;
+    for (int32_t c = 0; c < b->ncols; c++) {
+        sc_column *d = &b->cols[c];
+        int64_t row = 0;
+        for (int32_t k = 0; k < n; k++) {
+            const sc_column *x = &parts[k]->cols[c];
+            int64_t m = parts[k]->nrows;
+            if (!m) continue;
+            bits_copy(d->validity, row, x->validity, m);
+            d->null_count += x->null_count;
+            switch (d->type) {
+            case SC_COL_INT64:
+            case SC_COL_DOUBLE:
+                memcpy((int64_t *)d->values + row, x->values, (size_t)m * 8);
+                break;
+            case SC_COL_BOOL: bits_copy(d->values, row, x->values, m); break;
+            case SC_COL_UTF8: {
+                int32_t base = d->offsets[row], first = x->offsets[0];
+                int64_t bytes = (int64_t)x->offsets[m] - first;
+                if (base + bytes > d->data_cap) {
+                    int64_t cap = d->data_cap * 2;
+                    while (cap < base + bytes) cap *= 2;
+                    if (cap > INT32_MAX) { sc_batch_free_standalone(b); return SC_EINVAL; }
+                    if (grow((void **)&d->data, (size_t)cap)) { sc_batch_free_standalone(b); return SC_ENOMEM; }
+                    d->data_cap = cap;
+                }
+                if (bytes) memcpy(d->data + base, x->data + first, (size_t)bytes);
+                for (int64_t r = 1; r <= m; r++) d->offsets[row + r] = base + (x->offsets[r] - first);
+                break;
+            }
+            }
+            row += m;
+        }
+    }
+    b->nrows = total;
+    if (n > 0) {
+        b->serial = parts[0]->serial;
+        b->first_row = parts[0]->first_row;
+        b->marker_ns = parts[0]->marker_ns;
+    }
+    *out = b;
+    return SC_OK;
+}
+
 int sc_batch_clone(sc_batch **out, const sc_batch *src) {
     sc_batch *b = calloc(1, sizeof *b);
     if (!b) return SC_ENOMEM;

@@ -61,7 +61,13 @@ typedef enum {
 #define SC_SEQ_EOS (UINT64_C(1) << 62)
 #define SC_US_PER_DAY INT64_C(86400000000)
 
+/* list[T]: logical type SC_LT_LIST + T, stored as one encoded value per row in a UTF8-layout
+ * column (see exec/lists.h), so every operator that copies rows carries lists unchanged. */
+#define SC_LT_LIST 16
+static inline bool sc_ltype_is_list(uint8_t t) { return t >= SC_LT_LIST; }
+
 static inline sc_col_type sc_ltype_physical(sc_ltype t) {
+    if (sc_ltype_is_list((uint8_t)t)) return SC_COL_UTF8;
     switch (t) {
     case SC_LT_FLOAT: return SC_COL_DOUBLE;
     case SC_LT_BOOL: return SC_COL_BOOL;
@@ -100,6 +106,19 @@ static inline void sc_batch_set_valid(sc_batch *b, int32_t col, int64_t row) {
     sc_column *c = &b->cols[col];
     if (!sc_bit_get(c->validity, row)) { sc_bit_set(c->validity, row, true); c->null_count--; }
 }
+/* Append src rows idx[0..n) to the standalone batch dst at rows dst->nrows.. (column by
+ * column; same physical types), and advance dst->nrows. dst must have room for n more rows. */
+int sc_batch_take(sc_batch *dst, const sc_batch *src, const int64_t *idx, int64_t n);
+/* One column of that: dst rows d0.. of dcol = src rows idx[0..n) of scol (same physical type);
+ * dst->nrows is left to the caller. */
+int sc_batch_take_col(sc_batch *dst, int32_t dcol, int64_t d0, const sc_batch *src, int32_t scol,
+                      const int64_t *idx, int64_t n);
+/* Append every row of src to the standalone batch dst (same schema), growing it. */
+int sc_batch_append(sc_batch *dst, const sc_batch *src);
+/* One standalone batch holding the rows of parts[0..n) in order (same schema `s`); the
+ * header fields (serial, first_row, marker) are the first part's. Used by the driver to hand
+ * the sink large chunks instead of one small batch at a time. */
+int sc_batch_concat(sc_batch **out, const sc_schema *s, sc_batch *const *parts, int32_t n);
 /* Copy the whole batch (header fields serial/first_row/marker/eos/part/group too). */
 int sc_batch_clone(sc_batch **out, const sc_batch *src);
 

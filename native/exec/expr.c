@@ -2118,17 +2118,21 @@ int sc_op_filter_create(void **st, const sc_op_base *base, const sc_enode *pred,
 static int gather(sc_op_base *base, sc_batch *in, const uint8_t *keep, int64_t nkeep, sc_batch **out) {
     *out = NULL;
     if (nkeep == 0) return SC_OK;
-    int rc = sc_op_new_out(base, in, out);
+    int64_t stack_idx[1024], *idx = stack_idx;
+    if (in->nrows > 1024 && !(idx = malloc((size_t)in->nrows * sizeof *idx))) return SC_ENOMEM;
     int64_t j = 0;
-    for (int64_t r = 0; !rc && r < in->nrows; r++)
-        if (keep[r]) rc = sc_batch_copy_row(*out, j++, in, r);
-    if (rc) {
+    for (int64_t r = 0; r < in->nrows; r++) {
+        idx[j] = r;
+        j += keep[r] != 0;
+    }
+    int rc = sc_op_new_out(base, in, out);
+    if (!rc) rc = sc_batch_take(*out, in, idx, j);
+    if (idx != stack_idx) free(idx);
+    if (rc && *out) {
         sc_batch_release(*out);
         *out = NULL;
-        return rc;
     }
-    (*out)->nrows = j;
-    return SC_OK;
+    return rc;
 }
 
 /* Send error rows to the side log; keep[r] = 0 for them. */
@@ -2247,33 +2251,61 @@ int sc_op_project_create(void **st, const sc_op_base *base, const int32_t *src, 
 static int copy_col(sc_batch *dst, int32_t dc, const sc_batch *src, int32_t scol, int64_t n) {
     const sc_column *s = &src->cols[scol];
     sc_column *d = &dst->cols[dc];
-    if (s->type != SC_COL_INT64 && s->type != SC_COL_DOUBLE) {
-        for (int64_t r = 0; r < n; r++) {
-            int rc = sc_batch_copy_cell(dst, dc, r, src, scol, r);
-            if (rc) return rc;
+    if (s->type == SC_COL_UTF8 && n > 0) {
+        int32_t first = s->offsets[0];
+        int64_t bytes = (int64_t)s->offsets[n] - first;
+        if (bytes > d->data_cap) {
+            if (dst->pool) return SC_EFULL;
+            char *p = realloc(d->data, (size_t)bytes);
+            if (!p) return SC_ENOMEM;
+            d->data = p;
+            d->data_cap = bytes;
         }
-        return SC_OK;
+        memcpy(d->data, s->data + first, (size_t)bytes);
+        for (int64_t r = 0; r <= n; r++) d->offsets[r] = s->offsets[r] - first;
+    } else if (s->type == SC_COL_BOOL) {
+        memcpy(d->values, s->values, (size_t)(n + 7) / 8);
+    } else {
+        memcpy(d->values, s->values, (size_t)n * 8);
     }
-    memcpy(d->values, s->values, (size_t)n * 8);
-    for (int64_t r = 0; r < n; r++) {
-        bool was = sc_bit_get(d->validity, r), now = sc_bit_get(s->validity, r);
-        if (was != now) {
-            sc_bit_set(d->validity, r, now);
-            d->null_count += was ? 1 : -1;
-        }
-    }
+    memcpy(d->validity, s->validity, (size_t)(n + 7) / 8);
+    d->null_count = 0;
+    for (int64_t r = 0; r < n; r++) d->null_count += !sc_bit_get(d->validity, r);
     return SC_OK;
 }
 
-/* Evaluate / copy every output column of `in` into o (code[r]: first error, col[r]: where). */
-static int project_fill(project_st *st, const sc_batch *in, sc_batch *o, uint8_t *code, int32_t *col) {
+/* Evaluate / copy every output column of `in` into o (code[r]: first error, col[r]: where).
+ * Expressions first; then columns passed through. When no row failed, a column passed through
+ * once is moved (buffers swapped with o's empty ones) instead of copied: `in` is released
+ * right after and nothing reads it again. */
+static int project_fill(project_st *st, sc_batch *in, sc_batch *o, uint8_t *code, int32_t *col) {
     int64_t n = in->nrows;
+    bool failed = false;
+    for (int32_t k = SC_NHIDDEN; k < st->nout; k++) {
+        int32_t s = st->src[k];
+        if (s >= 0) continue;
+        int rc = eval_into(st->ex[-s - 1], in, o, k, code);
+        if (rc) return rc;
+        for (int64_t r = 0; r < n; r++)
+            if (code[r] && col[r] < 0) {
+                col[r] = k;
+                failed = true;
+            }
+    }
+    bool movable = !failed && in->pool == NULL && in->capacity == o->capacity;
     for (int32_t k = 0; k < st->nout; k++) {
         int32_t s = k < SC_NHIDDEN ? k : st->src[k];
-        int rc = s >= 0 ? copy_col(o, k, in, s, n) : eval_into(st->ex[-s - 1], in, o, k, code);
+        if (s < 0) continue;
+        int uses = 0;
+        for (int32_t j = 0; movable && j < st->nout; j++) uses += (j < SC_NHIDDEN ? j : st->src[j]) == s;
+        if (movable && uses == 1) {
+            sc_column t = o->cols[k];
+            o->cols[k] = in->cols[s];
+            in->cols[s] = t;
+            continue;
+        }
+        int rc = copy_col(o, k, in, s, n);
         if (rc) return rc;
-        for (int64_t r = 0; s < 0 && r < n; r++)
-            if (code[r] && col[r] < 0) col[r] = k;
     }
     o->nrows = n;
     return SC_OK;

@@ -137,6 +137,10 @@ uint64_t sc_hash_bytes(const void *vp, size_t n) {
 
 static inline uint64_t nz(uint64_t h) { return h ? h : 1; }
 
+static inline const uint8_t *slot_key(const sc_kmap *m, const sc_kmap_slot *s) {
+    return s->len <= SC_KMAP_INLINE ? s->k.key : m->arena + s->k.off;
+}
+
 /* Key bytes equal (keys are short: word compares beat a memcmp call). */
 static inline bool key_eq(const uint8_t *a, const uint8_t *b, uint32_t len) {
     for (; len >= 8; len -= 8, a += 8, b += 8)
@@ -199,7 +203,7 @@ bool sc_kmap_find(const sc_kmap *m, uint64_t hash, const void *key, uint32_t len
     for (size_t i = hash & mask;; i = (i + 1) & mask) {
         const sc_kmap_slot *s = &m->slots[i];
         if (!s->hash) return false;
-        if (s->hash == hash && s->len == len && key_eq(m->arena + s->off, key, len)) {
+        if (s->hash == hash && s->len == len && key_eq(slot_key(m, s), key, len)) {
             *val = s->val;
             return true;
         }
@@ -216,16 +220,20 @@ int sc_kmap_upsert(sc_kmap *m, uint64_t hash, const void *key, uint32_t len, uin
     for (;; i = (i + 1) & mask) {
         sc_kmap_slot *s = &m->slots[i];
         if (!s->hash) break;
-        if (s->hash == hash && s->len == len && key_eq(m->arena + s->off, key, len)) {
+        if (s->hash == hash && s->len == len && key_eq(slot_key(m, s), key, len)) {
             *val = s->val;
             *inserted = false;
             return SC_OK;
         }
     }
-    uint64_t off;
-    int rc = arena_put(m, key, len, &off);
-    if (rc) return rc;
-    m->slots[i] = (sc_kmap_slot){ hash, *val, off, len };
+    sc_kmap_slot ns = { .hash = hash, .val = *val, .len = len };
+    if (len <= SC_KMAP_INLINE) {
+        if (len) memcpy(ns.k.key, key, len);
+    } else {
+        int rc = arena_put(m, key, len, &ns.k.off);
+        if (rc) return rc;
+    }
+    m->slots[i] = ns;
     m->n++;
     *inserted = true;
     return SC_OK;
@@ -239,9 +247,9 @@ static int compact(sc_kmap *m) {
     size_t off = 0;
     for (size_t i = 0; i < m->cap; i++) {
         sc_kmap_slot *s = &m->slots[i];
-        if (!s->hash) continue;
-        memcpy(a + off, m->arena + s->off, s->len);
-        s->off = off;
+        if (!s->hash || s->len <= SC_KMAP_INLINE) continue;
+        memcpy(a + off, m->arena + s->k.off, s->len);
+        s->k.off = off;
         off += s->len;
     }
     free(m->arena);
@@ -259,7 +267,7 @@ int sc_kmap_remove(sc_kmap *m, uint64_t hash, uint64_t val) {
         if (!m->slots[i].hash) return SC_EINTERNAL;
         if (m->slots[i].hash == hash && m->slots[i].val == val) break;
     }
-    m->garbage += m->slots[i].len;
+    if (m->slots[i].len > SC_KMAP_INLINE) m->garbage += m->slots[i].len;
     m->n--;
     /* backward-shift: move later members of the probe run into the hole */
     for (size_t j = (i + 1) & mask;; j = (j + 1) & mask) {

@@ -148,14 +148,20 @@ int sc_key_encode(sc_buf *out, const sc_batch *b, int64_t row, const int32_t *co
 /* 64-bit hash of bytes (not cryptographic; seedless, deterministic). */
 uint64_t sc_hash_bytes(const void *p, size_t n);
 
-/* Open-addressing (linear probing) map from key bytes to a uint64 value. The map stores a
- * copy of each key in an arena (compacted as removals accumulate) and grows by doubling at a
- * load factor of 0.7; removal is by (hash, value) with backward-shift deletion. */
+/* Open-addressing (linear probing) map from key bytes to a uint64 value. Keys of up to
+ * SC_KMAP_INLINE bytes (one int or float key column, short strings) live in the slot itself,
+ * so a lookup touches one cache line; longer keys are copied into an arena (compacted as
+ * removals accumulate). Grows by doubling at a load factor of 0.7; removal is by
+ * (hash, value) with backward-shift deletion. */
+#define SC_KMAP_INLINE 20
 typedef struct sc_kmap_slot {
     uint64_t hash; /* 0: empty (stored hashes are forced non-zero) */
     uint64_t val;
-    uint64_t off;  /* key bytes: arena[off .. off + len) */
     uint32_t len;
+    union {
+        uint64_t off;                /* len > SC_KMAP_INLINE: arena[off .. off + len) */
+        uint8_t key[SC_KMAP_INLINE]; /* len <= SC_KMAP_INLINE: the key bytes */
+    } k;
 } sc_kmap_slot;
 typedef struct sc_kmap {
     sc_kmap_slot *slots;
@@ -171,10 +177,16 @@ int sc_kmap_upsert(sc_kmap *m, uint64_t hash, const void *key, uint32_t len, uin
 bool sc_kmap_find(const sc_kmap *m, uint64_t hash, const void *key, uint32_t len, uint64_t *val);
 /* Remove the entry with this hash and value (SC_EINTERNAL if there is none). */
 int sc_kmap_remove(sc_kmap *m, uint64_t hash, uint64_t val);
+/* Hint: the slot where a lookup of `hash` starts is about to be read (batch probing issues
+ * these a few rows ahead, so the cache misses of a batch overlap). */
+static inline void sc_kmap_prefetch(const sc_kmap *m, uint64_t hash) {
+    __builtin_prefetch(&m->slots[(hash ? hash : 1) & (m->cap - 1)]);
+}
 /* Slot iteration: occupied slots i are those with slots[i].hash != 0, i < cap. */
 static inline const uint8_t *sc_kmap_key(const sc_kmap *m, size_t slot, uint32_t *len) {
-    *len = m->slots[slot].len;
-    return m->arena + m->slots[slot].off;
+    const sc_kmap_slot *s = &m->slots[slot];
+    *len = s->len;
+    return s->len <= SC_KMAP_INLINE ? s->k.key : m->arena + s->k.off;
 }
 
 /* Row store: a copy of columns `cols` of one row as a blob:

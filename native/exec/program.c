@@ -59,6 +59,10 @@ struct sc_prog {
     sc_batch **q;
     uint32_t qcap, qhead, qlen;
     bool eos_pushed;
+    /* coalescing sink (sc_prog_set_coalesce): rows gather into `acc` on the sink thread */
+    sc_schema out_schema;
+    int64_t chunk_rows; /* 0: off */
+    sc_batch *acc;      /* the open chunk while parked here (NULL while the sink appends) */
 };
 
 /* -------------------------------------------------------------------------- split */
@@ -90,7 +94,8 @@ static int split_run(void *vst, sc_batch *in, sc_batch **out) {
         key.len = 0;
         rc = sc_key_encode(&key, in, r, st->keys, st->nkeys);
         if (rc) break;
-        part[r] = (uint32_t)(sc_hash_bytes(key.p, key.len) % P);
+        /* the high half picks the partition: the keyed maps index slots by the low bits */
+        part[r] = (uint32_t)((sc_hash_bytes(key.p, key.len) >> 32) % P);
         count[part[r]]++;
     }
     sc_buf_free(&key);
@@ -115,13 +120,24 @@ static int split_run(void *vst, sc_batch *in, sc_batch **out) {
         sub[i]->part = i;
         sub[i]->group_n = groups;
     }
-    for (int64_t r = 0; rc == SC_OK && r < n; r++) {
-        sc_batch *s = sub[part[r]];
-        int64_t j = s->nrows;
-        rc = sc_batch_copy_row(s, j, in, r);
-        ((int64_t *)s->cols[SC_COL_POS].values)[j] = r;
-        s->nrows = j + 1;
+    /* rows of each partition, in order, then one columnar take per partition */
+    int64_t *idx = rc == SC_OK ? malloc((size_t)(n ? n : 1) * sizeof *idx) : NULL;
+    int64_t *start = rc == SC_OK ? calloc(P + 1, sizeof *start) : NULL;
+    if (rc == SC_OK && (!idx || !start)) rc = SC_ENOMEM;
+    if (rc == SC_OK) {
+        for (uint32_t i = 0; i < P; i++) start[i + 1] = start[i] + count[i];
+        for (int64_t r = 0; r < n; r++) idx[start[part[r]]++] = r;
+        for (uint32_t i = P; i > 0; i--) start[i] = start[i - 1]; /* back to the starts */
+        start[0] = 0;
     }
+    for (uint32_t i = 0; rc == SC_OK && i < P; i++) {
+        if (!count[i]) continue;
+        rc = sc_batch_take(sub[i], in, idx + start[i], count[i]);
+        int64_t *pos = sub[i]->cols[SC_COL_POS].values;
+        for (int64_t j = 0; rc == SC_OK && j < count[i]; j++) pos[j] = idx[start[i] + j];
+    }
+    free(idx);
+    free(start);
     sc_batch *head = NULL, *tail = NULL;
     for (uint32_t i = 0; i < P; i++) {
         if (!sub[i]) continue;
@@ -145,6 +161,47 @@ static void split_destroy(void *vst) {
 }
 
 /* -------------------------------------------------------------------------- merge */
+
+/* m rows [0, n) = row ob_r[k] of batch parts[ob_b[k]], column by column (m is fresh: every
+ * validity bit set, nothing written yet). */
+static int gather_rows(sc_batch *m, sc_batch *const *parts, const int64_t *ob_b, const int64_t *ob_r, int64_t n) {
+    for (int32_t c = 0; c < m->ncols; c++) {
+        sc_column *d = &m->cols[c];
+        int64_t nulls = 0;
+        for (int64_t k = 0; k < n; k++) {
+            const sc_column *x = &parts[ob_b[k]]->cols[c];
+            if (x->null_count && !sc_bit_get(x->validity, ob_r[k])) {
+                sc_bit_set(d->validity, k, false);
+                nulls++;
+            }
+        }
+        d->null_count = nulls;
+        switch (d->type) {
+        case SC_COL_INT64:
+        case SC_COL_DOUBLE: {
+            int64_t *dv = d->values;
+            for (int64_t k = 0; k < n; k++) dv[k] = ((const int64_t *)parts[ob_b[k]]->cols[c].values)[ob_r[k]];
+            break;
+        }
+        case SC_COL_BOOL:
+            for (int64_t k = 0; k < n; k++)
+                sc_bit_set(d->values, k, sc_bit_get(parts[ob_b[k]]->cols[c].values, ob_r[k]));
+            break;
+        case SC_COL_UTF8:
+            for (int64_t k = 0; k < n; k++) {
+                const sc_batch *x = parts[ob_b[k]];
+                int32_t len;
+                const char *p = sc_batch_get_utf8(x, c, ob_r[k], &len);
+                bool valid = sc_bit_get(d->validity, k);
+                int rc = sc_batch_put_utf8(m, c, k, p, valid ? len : 0);
+                if (rc) return rc;
+                if (!valid) sc_batch_set_null(m, c, k);
+            }
+            break;
+        }
+    }
+    return SC_OK;
+}
 
 /* Reassemble the sub-batches of one input: rows in pos order (stable within a sub-batch,
  * where one input row may have produced several output rows). */
@@ -185,7 +242,7 @@ static int merge_group(merge_state *st, sc_batch **out) {
         }
         sc_batch *m = NULL;
         if (!rc) rc = sc_batch_new(&m, &st->base.in, total);
-        for (int64_t k = 0; !rc && k < total; k++) rc = sc_batch_copy_row(m, k, st->pending[order_b[k]], order_r[k]);
+        if (!rc) rc = gather_rows(m, st->pending, order_b, order_r, total);
         if (!rc) {
             m->nrows = total;
             *out = m;
@@ -384,18 +441,80 @@ int64_t sc_prog_state_size(const sc_prog *p, uint32_t op) {
     return s;
 }
 
+static void q_put(sc_prog *p, sc_batch *b) { /* under mu, with room */
+    p->q[(p->qhead + p->qlen) % p->qcap] = b;
+    p->qlen++;
+    pthread_cond_broadcast(&p->cv);
+}
+
+/* Coalescing: chunks in the queue before it counts as full (bounded memory). */
+#define COALESCED_CHUNKS 4
+
+static int sink_coalesce(sc_prog *p, sc_batch *b) {
+    pthread_mutex_lock(&p->mu);
+    sc_batch *acc = p->acc;
+    uint32_t room = COALESCED_CHUNKS < p->qcap ? COALESCED_CHUNKS : p->qcap;
+    if (b->eos) { /* the open chunk, then the marker (each needs a free slot of the queue) */
+        if (acc && p->qlen < p->qcap) {
+            q_put(p, acc);
+            p->acc = NULL;
+            acc = NULL;
+        }
+        if (acc || p->qlen >= p->qcap) {
+            pthread_mutex_unlock(&p->mu);
+            return SC_EFULL; /* retried: the marker waits until the taker makes room */
+        }
+        q_put(p, b);
+        pthread_mutex_unlock(&p->mu);
+        return SC_OK;
+    }
+    bool closes = acc && acc->nrows + b->nrows > p->chunk_rows;
+    if (closes && p->qlen >= room) {
+        pthread_mutex_unlock(&p->mu);
+        return SC_EFULL;
+    }
+    if (closes) {
+        q_put(p, acc);
+        acc = NULL;
+    }
+    p->acc = NULL; /* the sink thread appends without the lock; take() cannot steal it meanwhile */
+    pthread_mutex_unlock(&p->mu);
+    int rc = SC_OK;
+    if (!acc) {
+        rc = sc_batch_new(&acc, &p->out_schema, b->nrows > p->chunk_rows ? b->nrows : p->chunk_rows);
+        if (rc == SC_OK) {
+            acc->serial = b->serial;
+            acc->first_row = b->first_row;
+            acc->marker_ns = b->marker_ns;
+        }
+    }
+    if (rc == SC_OK) rc = sc_batch_append(acc, b);
+    pthread_mutex_lock(&p->mu);
+    p->acc = acc;
+    pthread_mutex_unlock(&p->mu);
+    if (rc == SC_OK) sc_batch_release(b);
+    return rc;
+}
+
 static int sink_fn(void *vp, sc_batch *b) {
     sc_prog *p = vp;
+    if (p->chunk_rows) return sink_coalesce(p, b);
     pthread_mutex_lock(&p->mu);
     if (p->qlen == p->qcap) {
         pthread_mutex_unlock(&p->mu);
         return SC_EFULL;
     }
-    p->q[(p->qhead + p->qlen) % p->qcap] = b;
-    p->qlen++;
-    pthread_cond_broadcast(&p->cv);
+    q_put(p, b);
     pthread_mutex_unlock(&p->mu);
     return SC_OK;
+}
+
+int sc_prog_set_coalesce(sc_prog *p, const sc_schema *out, int64_t chunk_rows) {
+    if (p->pool || chunk_rows < 0) return SC_EINVAL;
+    sc_schema_free(&p->out_schema);
+    int rc = sc_schema_copy(&p->out_schema, out);
+    p->chunk_rows = rc ? 0 : chunk_rows;
+    return rc;
 }
 
 int sc_prog_start(sc_prog *p, const sc_pool_config *cfg) {
@@ -443,6 +562,7 @@ int sc_prog_take(sc_prog *p, int64_t timeout_ns, sc_batch **b) {
     pthread_mutex_lock(&p->mu);
     int rc = SC_OK;
     while (p->qlen == 0) {
+        if (p->acc && p->acc->nrows && timeout_ns <= 0) break;
         if (!p->pool || sc_pool_get_state(p->pool) == SC_POOL_STOPPED || sc_pool_error(p->pool, NULL)) {
             rc = SC_ECLOSED;
             break;
@@ -456,6 +576,10 @@ int sc_prog_take(sc_prog *p, int64_t timeout_ns, sc_batch **b) {
         *b = p->q[p->qhead];
         p->qhead = (p->qhead + 1) % p->qcap;
         p->qlen--;
+        rc = SC_OK;
+    } else if (p->acc && p->acc->nrows) { /* the open chunk: rows that arrived so far */
+        *b = p->acc;
+        p->acc = NULL;
         rc = SC_OK;
     }
     pthread_mutex_unlock(&p->mu);
@@ -509,6 +633,8 @@ void sc_prog_destroy(sc_prog *p) {
         p->qhead = (p->qhead + 1) % p->qcap;
         p->qlen--;
     }
+    if (p->acc) sc_batch_release(p->acc);
+    sc_schema_free(&p->out_schema);
     free(p->q);
     sc_metrics_destroy(p->metrics);
     free(p->steps);

@@ -28,6 +28,7 @@ typedef struct sc_pool_op {
     sc_reorder *ro;
     uint64_t mask;  /* window - 1 */
     SC_ALIGNED sc_atomic_u64 in_serial;
+    SC_ALIGNED sc_atomic_u64 done_ticket; /* unordered ablation: completion order */
     uint64_t carry_marker; /* emitter-private: marker of inputs that produced no output */
     uint64_t *skip_marker; /* [window]: marker of a serial whose output is `nothing` */
     char nothing;          /* &nothing is the reorder item for "no output" */
@@ -166,6 +167,7 @@ static int send_output(sc_pool *p, sc_pool_op *op, uint64_t serial, void *item) 
 static int process_one(sc_pool *p, sc_pool_op *op, sc_batch *b, sc_counts *c) {
     uint64_t serial = b->serial, marker = b->marker_ns;
     int64_t rows_in = b->nrows;
+    bool eos = b->eos;
     sc_batch *out = NULL;
     int rc = op->d.run(op->d.state, b, &out);
     if (rc < 0) {
@@ -175,6 +177,15 @@ static int process_one(sc_pool *p, sc_pool_op *op, sc_batch *b, sc_counts *c) {
     c->in++;
     uint64_t rows_out = 0, nout = 0;
     void *item = &op->nothing;
+    if (p->cfg.unordered && op->d.kind == SC_OP_STATELESS) {
+        /* the end-of-stream marker (the last serial) still leaves last: it waits until every
+         * earlier input has taken its ticket (they are running on other workers) */
+        sc_backoff bo;
+        sc_backoff_reset(&bo);
+        while (eos && sc_u64_load_acquire(&op->done_ticket) != serial && !sc_u64_load_acquire(&p->stop))
+            sc_backoff_wait(&bo, p->cfg.idle_sleep_ns);
+        serial = sc_u64_fetch_add_acqrel(&op->done_ticket, 1); /* < next + window, as serial */
+    }
     if (out) {
         if (marker && !out->marker_ns) out->marker_ns = marker;
         for (sc_batch *o = out; o; o = o->next) { rows_out += (uint64_t)o->nrows; nout++; }
@@ -328,6 +339,7 @@ int sc_pool_create(sc_pool **out, const sc_pool_config *cfg_in, const sc_op_desc
         op->d = ops[j];
         op->mask = window - 1;
         sc_u64_init(&op->in_serial, 0);
+        sc_u64_init(&op->done_ticket, 0);
         op->skip_marker = calloc(window, sizeof(uint64_t));
         if (!op->skip_marker) { rc = SC_ENOMEM; break; }
         rc = sc_reorder_create(&op->ro, cfg.reorder, window, 0, op_emit, op);

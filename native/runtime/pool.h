@@ -72,6 +72,9 @@ typedef struct sc_pool_config {
     uint32_t window;           /* per-operator in-flight bound (0: 256; rounded to 2^k) */
     uint32_t marker_every;     /* latency marker on every k-th pushed batch (0: none) */
     uint64_t idle_sleep_ns;    /* longest idle back-off sleep (0: 50 us) */
+    uint8_t unordered;         /* ablation only: stateless operators' outputs leave in completion
+                                * order (a ticket taken when done replaces the input serial), so
+                                * the ordering cost can be measured; breaks the semantics contract */
 } sc_pool_config;
 
 typedef enum {

@@ -7,6 +7,7 @@
 
 #include "sc_status.h"
 #include "sketch/murmur3.h"
+#include "sketch/concurrent.h"
 
 #define KEY_BITS_26 26
 #define KEY_MASK_26 ((1u << KEY_BITS_26) - 1)
@@ -322,3 +323,27 @@ int sc_hll_deserialize(sc_hll **out, const uint8_t *buf, size_t len) {
     *out = h;
     return SC_OK;
 }
+
+/* ---- concurrent framework vtable (native/sketch/concurrent.h) ----
+ * config: a uint8_t lg_k. HLL keeps no update count, so n is 0 and the framework is never
+ * eager for HLL (eager_limit must be 0); summarize publishes the estimate (a double, word 0)
+ * so queries read it lock-free. */
+static void *hll_vt_create(const void *cfg) {
+    sc_hll *h;
+    return sc_hll_create(&h, *(const uint8_t *)cfg) ? NULL : h;
+}
+static void hll_vt_destroy(void *h) { sc_hll_destroy((sc_hll *)h); }
+static void hll_vt_reset(void *h) { sc_hll_reset((sc_hll *)h); }
+static int hll_vt_merge_into(void *g, const void *l) { return sc_hll_merge((sc_hll *)g, (const sc_hll *)l); }
+static int hll_vt_copy(void **out, const void *h) { return sc_hll_copy((sc_hll **)out, (const sc_hll *)h); }
+static uint64_t hll_vt_hint(const void *g) { (void)g; return 0; }
+static uint64_t hll_vt_n(const void *h) { (void)h; return 0; }
+static void hll_vt_summarize(const void *g, uint64_t out[SC_CONC_SUMMARY_WORDS]) {
+    double est = sc_hll_estimate((const sc_hll *)g);
+    memset(out, 0, SC_CONC_SUMMARY_WORDS * sizeof(uint64_t));
+    memcpy(&out[0], &est, 8);
+}
+const sc_sketch_vtable sc_hll_vtable = {
+    .name = "hll8", .create = hll_vt_create, .destroy = hll_vt_destroy, .reset = hll_vt_reset,
+    .merge_into = hll_vt_merge_into, .copy = hll_vt_copy, .hint = hll_vt_hint, .n = hll_vt_n,
+    .summarize = hll_vt_summarize, .finalize = NULL};

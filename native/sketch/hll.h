@@ -73,4 +73,8 @@ size_t sc_hll_serialized_size(const sc_hll *h);
 int sc_hll_serialize(const sc_hll *h, uint8_t *buf, size_t cap);
 int sc_hll_deserialize(sc_hll **out, const uint8_t *buf, size_t len);
 
+/* the concurrent-framework vtable (config: const uint8_t *lg_k; never eager: n is 0) */
+struct sc_sketch_vtable;
+extern const struct sc_sketch_vtable sc_hll_vtable;
+
 #endif

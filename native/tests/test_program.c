@@ -1,7 +1,7 @@
 // sources: exec/program.c exec/common.c exec/ops_state.c exec/ops_keyed.c exec/ops_window.c exec/keyhash.c exec/rowstore.c runtime/pool.c runtime/scheduler.c runtime/reorder.c runtime/hybrid_queue.c runtime/ring.c runtime/batch.c runtime/metrics.c
 /* Stress test for exec/program: a running count per key (the keyed split -> partitioned
  * aggregate on the hybrid / partitioned queue -> order-restoring merge) followed by the
- * output queue, on many configurations (1..6 workers on 2 cores, every scheduler, both
+ * output queue (per batch or coalesced into chunks), on many configurations (1..6 workers on 2 cores, every scheduler, both
  * reorder buffers, both keyed queues, batch sizes 1..97, tiny windows and output queues).
  * The output must be exactly the sequential result: every input row once, in arrival order,
  * with the running count of its key. Run under ASan/UBSan and TSan by the harness. */
@@ -31,6 +31,7 @@ static uint64_t rnd(void) {
 typedef struct {
     uint32_t workers, batch, window, max_out, partitions;
     int policy, reorder, keyed;
+    int64_t coalesce; /* 0: one output batch per delivered batch */
 } config;
 
 static void run_config(const config *cf, int64_t nrows, int nkeys) {
@@ -66,6 +67,8 @@ static void run_config(const config *cf, int64_t nrows, int nkeys) {
     pc.window = cf->window;
     pc.marker_every = 3;
     pc.idle_sleep_ns = 20000;
+    /* half the configurations join outputs into chunks on the sink side (the driver's mode) */
+    if (cf->coalesce) CHECK(sc_prog_set_coalesce(p, &out, cf->coalesce) == SC_OK);
     CHECK(sc_prog_start(p, &pc) == SC_OK);
 
     int64_t *key_of = malloc(sizeof(int64_t) * (size_t)nrows);
@@ -149,7 +152,8 @@ int main(void) {
         for (int bi = 0; bi < 3; bi++)
             for (int policy = 0; policy < 4; policy++) {
                 config cf = { workers[wi], batches[bi], (uint32_t)(bi == 0 ? 4 : 64), (uint32_t)(1 + policy * 3),
-                              (uint32_t)(policy % 2 ? 8 : 32), policy, (wi + policy) % 2, (bi + policy) % 2 };
+                              (uint32_t)(policy % 2 ? 8 : 32), policy, (wi + policy) % 2, (bi + policy) % 2,
+                              (wi + bi) % 2 ? (int64_t)(1 + rnd() % 300) : 0 };
                 run_config(&cf, bi == 0 ? 600 : 3000, 1 + (int)(rnd() % 40));
                 n++;
             }

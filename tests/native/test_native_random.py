@@ -1,8 +1,9 @@
 """Randomized contract tests: native output == reference output, exactly.
 
 Hypothesis draws an input frame (ints, floats with NaN/inf/nulls, strings with nulls and
-non-ASCII text, bools, datetimes, an unordered event-time column) and a random linear
-pipeline over it (filters, computed columns with every expression family, dedup, running
+non-ASCII text, bools, datetimes, an unordered event-time column, lists of ints and strings) and a random linear
+pipeline over it (filters, computed columns with every expression family, explode of list
+columns with nulls, empty lists and unequal lengths, dedup, running
 and keyed aggregates, tumbling / sliding / session windows with lateness, top-k, select),
 then requires every table, the conservation counts, the late rows and the dead letters of
 the native run at 1, 2 and 4 workers and several batch sizes (1 included) to equal the
@@ -52,6 +53,14 @@ def frames(draw):
                 for x in draw(st.lists(st.integers(0, 600), min_size=n, max_size=n))
             ],
             "n": draw(st.lists(st.one_of(st.none(), st.integers(0, 600)), min_size=n, max_size=n)),
+            "li": draw(st.lists(st.one_of(st.none(), st.lists(ints, max_size=3)), min_size=n, max_size=n)),
+            "ls": draw(
+                st.lists(
+                    st.one_of(st.none(), st.lists(st.sampled_from(STRS), max_size=3)),
+                    min_size=n,
+                    max_size=n,
+                )
+            ),
         },
         schema={
             "k": pl.Int64,
@@ -61,6 +70,8 @@ def frames(draw):
             "b": pl.Boolean,
             "t": pl.Datetime("us"),
             "n": pl.Int64,
+            "li": pl.List(pl.Int64),
+            "ls": pl.List(pl.String),
         },
     )
 
@@ -169,16 +180,24 @@ AGGS = ["count", "sum", "min", "max", "mean", "first", "last", "count_distinct"]
 def pipelines(draw):
     df = draw(frames())
     s = sc.source(df)
+    lists = {"li", "ls"}
     for _ in range(draw(st.integers(0, 3))):
-        kind = draw(st.sampled_from(["filter", "with", "with_str", "dedup"]))
-        if kind == "filter":
+        kind = draw(st.sampled_from(["filter", "with", "with_str", "dedup", "explode"]))
+        if kind == "explode":
+            if not lists:
+                continue
+            cols = draw(st.sampled_from([c for c in (("li",), ("ls",), ("li", "ls")) if lists >= set(c)]))
+            s = s.explode(*cols)  # lists of different lengths in lockstep: dead letters
+            lists -= set(cols)
+        elif kind == "filter":
             s = s.filter(draw(pred()))
         elif kind == "with":
             s = s.with_columns(x=draw(num()))
         elif kind == "with_str":
             s = s.with_columns(s=draw(st.sampled_from(STR_EXPRS)))
         else:
-            s = s.dedup(*draw(st.sampled_from([("k",), ("k", "s"), ()])))
+            # dedup over every column compares lists natively only once they are exploded
+            s = s.dedup(*draw(st.sampled_from([("k",), ("k", "s")] + ([()] if not lists else []))))
     end = draw(st.sampled_from(["none", "agg", "running", "window", "top_k", "select"]))
     keys = draw(st.sampled_from([(), ("k",), ("s",), ("k", "b")]))
     keyed = s.key_by(*keys) if keys else s

@@ -7,6 +7,8 @@
  * 2. (needs streamcell.run and the magic) `%load_ext streamcell`, run a %%stream cell:
  *    the run appears in the Streams panel with a rising row count; the name links to
  *    the cell; the stop button stops it.
+ * 3. (same) open examples/dashboard.ipynb, run its %%stream cell: the live dashboard under
+ *    the cell shows rising numbers and drawn charts; its stop button stops the run.
  * Screenshots go to $STREAMCELL_UI_SCREENSHOTS.
  */
 
@@ -20,6 +22,7 @@ const NOTEBOOKS = process.env.STREAMCELL_UI_NOTEBOOKS ?? '';
 const SHOTS =
   process.env.STREAMCELL_UI_SCREENSHOTS ?? 'test-artifacts/ui/screenshots';
 const CAN_RUN = process.env.STREAMCELL_UI_RUN === '1';
+const EXAMPLES = path.resolve(__dirname, '..', '..', 'examples');
 
 /** The cell typed in test 1 (one line per stage; see kernel/streamcell/dsl.py). */
 const STREAM_CELL = [
@@ -270,5 +273,65 @@ test.describe('streamcell in JupyterLab', () => {
       row.locator('.sc-run-action[data-action="stop"]')
     ).toBeHidden();
     await shot(page, '04-panel-stopped');
+  });
+
+  test('runs the dashboard notebook: live numbers, charts, stop button', async ({
+    page
+  }) => {
+    test.skip(
+      !CAN_RUN,
+      'streamcell.run / streamcell.magic are not importable by the server Python'
+    );
+    fs.copyFileSync(
+      path.join(EXAMPLES, 'dashboard.ipynb'),
+      path.join(NOTEBOOKS, 'dashboard.ipynb')
+    );
+    await openNotebook(page, 'dashboard.ipynb');
+    const code = page.locator(
+      '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell'
+    );
+    await code.nth(0).locator('.jp-InputPrompt').click();
+    await page.keyboard.press('Control+Enter'); // %load_ext streamcell
+    await expect(code.nth(0).locator('.jp-InputPrompt')).toContainText('[1]');
+    await expect(code.nth(1)).toContainText('%%stream clicks');
+    await code.nth(1).locator('.jp-InputPrompt').click();
+    await page.keyboard.press('Control+Enter'); // the %%stream cell; returns at once
+    await expect(code.nth(1).locator('.jp-InputPrompt')).toContainText('[2]');
+
+    const dash = code.nth(1).locator('.streamcell-dashboard');
+    await expect(dash).toBeVisible();
+    await expect(dash.locator('.sc-status')).toHaveText('running');
+    const rowsIn = async () =>
+      Number(
+        ((await dash.locator('.sc-rows-in').textContent()) || '0').replace(
+          /,/g,
+          ''
+        )
+      );
+    await expect.poll(rowsIn).toBeGreaterThan(0);
+    const before = await rowsIn();
+    await expect.poll(rowsIn, { timeout: 30_000 }).toBeGreaterThan(before);
+    // the operator table and both charts (Vega, offline bundle) are drawn
+    await expect(dash.locator('.sc-ops tbody tr').first()).toBeVisible();
+    await expect(
+      dash.locator('.vega-embed canvas, .vega-embed svg.marks')
+    ).toHaveCount(2);
+    const elapsed1 = await dash.locator('.sc-elapsed').textContent();
+    await expect
+      .poll(() => dash.locator('.sc-elapsed').textContent())
+      .not.toBe(elapsed1);
+    // the table is re-rendered by every update: retry if it is replaced while scrolling
+    await expect(async () => {
+      await dash.locator('.sc-ops').scrollIntoViewIfNeeded({ timeout: 1000 });
+    }).toPass({ timeout: 10_000 });
+    await shot(page, '05-dashboard-running');
+
+    await dash.locator('button.sc-stop').click();
+    await expect(dash.locator('.sc-status')).toHaveText('stopped');
+    await expect(dash.locator('button.sc-stop')).toBeDisabled();
+    const stopped = await rowsIn();
+    await page.waitForTimeout(1500);
+    expect(await rowsIn()).toBe(stopped);
+    await shot(page, '06-dashboard-stopped');
   });
 });

@@ -35,6 +35,7 @@ TIMEOUT_S = 900
 
 HIGHLIGHT_TEST = "highlights a %%stream cell"
 RUN_TEST = "runs a stream, watches it in the Streams panel and stops it"
+DASHBOARD_TEST = "runs the dashboard notebook: live numbers, charts, stop button"
 
 
 def _missing() -> list[str]:
@@ -148,6 +149,16 @@ def test_streams_panel_run_and_stop_in_lab(ui_results):
         pytest.skip("streamcell.run / streamcell.magic are not importable yet")
     _check(ui_results, RUN_TEST)
     for name in ("03-panel-running", "04-panel-stopped"):
+        assert (ARTIFACTS / "screenshots" / f"{name}.png").stat().st_size > 0
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_dashboard_notebook_in_lab(ui_results):
+    if not _can_run_streams():
+        pytest.skip("streamcell.run / streamcell.magic are not importable yet")
+    _check(ui_results, DASHBOARD_TEST)
+    for name in ("05-dashboard-running", "06-dashboard-stopped"):
         assert (ARTIFACTS / "screenshots" / f"{name}.png").stat().st_size > 0
 
 

@@ -63,6 +63,11 @@ def _register_spark() -> None:
 _register_spark()
 
 
+def available() -> list[str]:
+    """The engines this build can run."""
+    return list(_BACKENDS)
+
+
 def get_backend(engine: str) -> Backend:
     if engine not in _BACKENDS:
         raise StreamcellError(

@@ -119,10 +119,28 @@ AGG = {
 OUT_INPUT, OUT_AGG, OUT_WSTART, OUT_WEND, OUT_RANK = 1, 2, 3, 4, 5
 WINDOW_KIND = {"tumbling": 1, "sliding": 2, "session": 3}
 PARTITIONS = 32
+PUSH_ROWS = 65_536  # rows per push call (stop / pause / drain are checked between)
+OUT_ROWS = 65_536  # rows per chunk handed to the sink
+FLUSH_S = 0.002  # a throttled source pushes what is due at least this often
+
+
+LT_LIST = 16  # list[T] is LT_LIST + LT[T]: encoded values in a string-layout column (lists.h)
+
+
+def _lt(t: DType) -> int:
+    if t.name == "list":
+        assert t.inner is not None
+        return LT_LIST + LT[t.inner.name]
+    return LT[t.name]
 
 
 def _lts(schema: Schema) -> bytes:
-    return _HIDDEN + bytes(LT[t.name] for _, t in schema)
+    return _HIDDEN + bytes(_lt(t) for _, t in schema)
+
+
+def _no_lists(step: P.Step, what: str, types: list[DType]) -> None:
+    if any(t.name == "list" for t in types):
+        raise NotSupportedError(step.step_id, NAME, f"{what} over list columns is not native yet")
 
 
 # --------------------------------------------------------------------------- checking
@@ -147,11 +165,9 @@ def _chain(c: Compiled) -> list[P.Step]:
             raise NotSupportedError(
                 s.step_id, NAME, "fan-out to several branches runs natively with DAG support"
             )
-        if isinstance(s, P.Explode):
-            raise NotSupportedError(s.step_id, NAME, "list columns (explode) are not native yet")
         for _, t in c.schemas[s.step_id]:
-            if t.name == "list":
-                raise NotSupportedError(s.step_id, NAME, "list columns are not native yet")
+            if t.name == "list" and t.inner is not None and t.inner.name == "list":
+                raise NotSupportedError(s.step_id, NAME, "lists of lists are not native yet")
     if len(sources) != 1:
         raise NotSupportedError(sources[1].step_id, NAME, "several sources need DAG support")
     return list(steps)
@@ -165,7 +181,16 @@ class NativeBackend:
         for s in c.plan.steps:
             if isinstance(s, P.Sink) and s.target not in ("table", "parquet", "callback"):
                 raise NotSupportedError(s.step_id, NAME, f"sink {s.target}")
-        lower(c, options)  # expression support is checked by lowering
+        low = lower(c, options)  # expression support is checked by lowering
+        if options.reorder == "none":
+            for s in c.plan.steps:
+                if isinstance(s, (P.Aggregate, P.Running, P.TopK, P.Dedup)):
+                    raise NotSupportedError(
+                        s.step_id,
+                        NAME,
+                        "reorder='none' (the ordering-cost ablation) takes stateless plans only",
+                    )
+        del low
 
     def execute(self, c: Compiled, env: Any, options: RunOptions) -> bool:
         return Driver(c, env, options).run()
@@ -230,6 +255,10 @@ def lower_expr(e: IR, schema: Schema, step: P.Step) -> list[dict[str, Any]]:
 
     def go(e: IR) -> int:  # noqa: C901 - one dispatch over the IR
         t = typer.type(e)
+        if t.name == "list":
+            raise NotSupportedError(
+                step.step_id, NAME, "expressions over list columns are not native yet"
+            )
         lt = LT[t.name]
         if isinstance(e, Col):
             return add({"op": E["col"], "lt": lt, "a": index[e.name]})
@@ -298,7 +327,9 @@ def _agg_args(
     specs: list[tuple[int, int, int]] = []
     names = {n: i + 2 for i, (n, _) in enumerate(schema)}
     for j, (_, a) in enumerate(s.aggs):
-        rt = LT[typer.agg(a).name]
+        if a.arg is not None and a.fn != "count":
+            _no_lists(s, f"{a.fn}()", [typer.type(a.arg)])
+        rt = _lt(typer.agg(a))
         if a.arg is None:
             specs.append((AGG[a.fn], -1, rt))
         elif isinstance(a.arg, Col):
@@ -356,10 +387,12 @@ def lower(c: Compiled, options: RunOptions) -> Lowered:  # noqa: C901 - one disp
                 )
             )
         elif isinstance(s, (P.Select, P.WithColumns)):
-            computed = {n: k for k, (n, _) in enumerate(s.exprs)}
+            # a plain column reference is passed through (moved or copied), not evaluated
+            passed = {n: e.name for n, e in s.exprs if isinstance(e, Col) and e.name in pos}
+            computed = {n: k for k, n in enumerate(n for n, _ in s.exprs if n not in passed)}
             src = [0, 1]
             for n, _ in out:
-                src.append(-(computed[n] + 1) if n in computed else pos[n])
+                src.append(-(computed[n] + 1) if n in computed else pos[passed.get(n, n)])
             low.ops.append(
                 (
                     "project",
@@ -370,7 +403,26 @@ def lower(c: Compiled, options: RunOptions) -> Lowered:  # noqa: C901 - one disp
                         in_lts=_lts(schema),
                         out_lts=_lts(out),
                         src=src,
-                        exprs=[lower_expr(e, schema, s) for _, e in s.exprs],
+                        exprs=[lower_expr(e, schema, s) for n, e in s.exprs if n in computed],
+                        capacity=cap,
+                    ),
+                )
+            )
+        elif isinstance(s, P.Explode):
+            low.ops.append(
+                (
+                    "explode",
+                    dict(
+                        step=idx,
+                        cin=True,
+                        cout=True,
+                        in_lts=_lts(schema),
+                        out_lts=_lts(out),
+                        cols=[pos[n] for n in s.columns],
+                        # the reference's dead-letter reason, word for word
+                        reason=(
+                            f"explode: lists of different lengths in {', '.join(s.columns)}"
+                        ).encode(),
                         capacity=cap,
                     ),
                 )
@@ -411,6 +463,7 @@ def lower(c: Compiled, options: RunOptions) -> Lowered:  # noqa: C901 - one disp
                 )
                 low.ops.append(("window", dict(agg, **window)))
         elif isinstance(s, P.TopK):
+            _no_lists(s, "top_k ordering", [dict(schema)[s.by]])
             low.ops.append(
                 (
                     "keyed",
@@ -432,6 +485,7 @@ def lower(c: Compiled, options: RunOptions) -> Lowered:  # noqa: C901 - one disp
             )
         elif isinstance(s, P.Dedup):
             dkeys = s.keys or tuple(n for n, _ in schema)
+            _no_lists(s, "dedup", [dict(schema)[k] for k in dkeys])
             low.ops.append(
                 (
                     "keyed",
@@ -523,40 +577,83 @@ def build(low: Lowered, c: Compiled) -> Any:
                 a["lateness"],
                 a["capacity"],
             )
-    prog.set_output(_lts(c.schemas[low.sink.inputs[0].step_id]))
+        elif kind == "explode":
+            prog.add_explode(
+                a["step"],
+                a["cin"],
+                a["cout"],
+                a["in_lts"],
+                a["out_lts"],
+                a["cols"],
+                a["reason"],
+                a["capacity"],
+            )
+    prog.set_output(_lts(c.schemas[low.sink.inputs[0].step_id]), OUT_ROWS)
     return prog
 
 
 # ----------------------------------------------------------------------------- driver
 
 
+_ARROW = {
+    "int": pa.int64(),
+    "float": pa.float64(),
+    "bool": pa.bool_(),
+    "str": pa.large_string(),
+    "datetime": pa.timestamp("us"),
+    "date": pa.date32(),
+    "null": pa.null(),
+}
+
+
+def _arrow_type(t: DType) -> pa.DataType:
+    if t.name == "list":
+        assert t.inner is not None
+        return pa.large_list(_arrow_type(t.inner))
+    return _ARROW[t.name]
+
+
 def _arrow_target(schema: Schema) -> pa.Schema:
-    fields = []
-    for n, t in schema:
-        fields.append(
-            pa.field(
-                n,
-                {
-                    "int": pa.int64(),
-                    "float": pa.float64(),
-                    "bool": pa.bool_(),
-                    "str": pa.large_string(),
-                    "datetime": pa.timestamp("us"),
-                    "date": pa.date32(),
-                    "null": pa.null(),
-                }[t.name],
-            )
+    return pa.schema([pa.field(n, _arrow_type(t)) for n, t in schema])
+
+
+def _decode_list(a: pa.Array, t: DType) -> pa.Array:
+    """An exported list column (encoded values, lists.h) as a large-list array."""
+    from .. import _runtime as R
+
+    assert t.inner is not None
+    inner = _arrow_type(t.inner)
+    n, valid, offs, m, evalid, values, soffs, sdata = R.decode_list(a, LT[t.inner.name])
+    vb = pa.py_buffer(evalid)
+    if t.inner.name == "null":
+        child = pa.nulls(m)
+    elif t.inner.name == "str":
+        child = pa.Array.from_buffers(
+            inner, m, [vb, pa.py_buffer(soffs), pa.py_buffer(sdata or b"")]
         )
-    return pa.schema(fields)
+    else:
+        child = pa.Array.from_buffers(inner, m, [vb, pa.py_buffer(values or b"")])
+    return pa.Array.from_buffers(
+        pa.large_list(inner),
+        n,
+        [None if valid is None else pa.py_buffer(valid), pa.py_buffer(offs)],
+        children=[child],
+    )
 
 
-def to_frame(rb: pa.RecordBatch, schema: Schema) -> pl.DataFrame:
-    """An exported runtime batch (hidden columns first) as a frame of ``schema``."""
+def to_frame(rb: pa.RecordBatch | list[pa.RecordBatch], schema: Schema) -> pl.DataFrame:
+    """Exported runtime batches (hidden columns first) as one frame of ``schema``."""
+    data: Any = rb
+    if isinstance(rb, list):
+        data = rb[0] if len(rb) == 1 else pa.Table.from_batches(rb)
     cols = []
     for k, (_, t) in enumerate(schema):
-        a = rb.column(k + 2)
-        if t == DATE:
-            a = a.cast(pa.int32()).view(pa.date32())
+        a = data.column(k + 2)
+        if t.name == "list":
+            chunks = a.chunks if isinstance(a, pa.ChunkedArray) else [a]
+            a = pa.chunked_array([_decode_list(x, t) for x in chunks], type=_arrow_type(t))
+        elif t == DATE:
+            a = a.cast(pa.int32()).cast(pa.date32())
         elif t == NULL:
             a = pa.nulls(len(a))
         cols.append(a)
@@ -639,7 +736,10 @@ class Driver:
         try:
             o = self.options
             prog.start(
-                workers=o.workers, scheduler=o.scheduler, reorder=o.reorder, keyed=o.keyed_queue
+                workers=o.workers,
+                scheduler=o.scheduler,
+                reorder=o.reorder,
+                keyed=o.keyed_queue,
             )
             ok = self._feed(prog)
             if ok:
@@ -647,6 +747,7 @@ class Driver:
             return ok
         finally:
             prog.stop()
+            self._flush_out()
             self._drain_sides(prog)
             self._sync_counters(prog)
             self._flush_side()
@@ -664,7 +765,7 @@ class Driver:
         bs = self.options.batch_size
         seq = 0
         rate = self.source.rate
-        t0 = time.monotonic()
+        t0 = R.now_ns()
         for item in self._batches():
             if isinstance(item, BadRow):
                 cnt.rows_in += 1
@@ -687,30 +788,30 @@ class Driver:
             n = item.num_rows
             off = 0
             while off < n:
-                m = min(bs, n - off)
+                if env.should_stop() or not env.wait_if_paused():
+                    return False
                 if rate:
-                    delay = t0 + seq / rate - time.monotonic()
-                    if delay > 0:
-                        time.sleep(min(delay, 0.05))
-                        if env.should_stop():
-                            return False
-                        continue
-                    m = min(m, max(1, int(rate * 0.002)))
-                while True:
-                    if env.should_stop() or not env.wait_if_paused():
-                        return False
-                    rc = prog.push(item, off, m, seq, 2_000_000)
-                    if rc == R.OK:
-                        break
-                    if rc == R.CLOSED:
-                        return False
-                    self._drain(prog)
-                off += m
-                seq += m
-                cnt.rows_in += m
-                cnt.rows_out += m
-                env.on_source_row(seq)
-                self.last_position = f"{sid} row {seq - 1}"
+                    # paced in C: each batch_size slice is pushed when its rows are due; a
+                    # slow stream pushes what is due at least every FLUSH_S (low latency); one
+                    # call covers at most ~20 ms and 32 batches, so stop / pause stay prompt
+                    # and the driver drains outputs before the output queue fills
+                    b = min(bs, max(1, int(rate * FLUSH_S)))
+                    m = min(n - off, max(1, int(rate * 0.02)), 32 * b)
+                    rc, took = prog.push_many(item, off, m, seq, b, 2_000_000, rate, t0)
+                else:
+                    # one call, no GIL: cut into batch_size runtime batches; a full pipeline
+                    # makes it wait up to 2 ms and return what it took (backpressure)
+                    m = min(n - off, PUSH_ROWS)
+                    rc, took = prog.push_many(item, off, m, seq, bs, 2_000_000)
+                if took:
+                    off += took
+                    seq += took
+                    cnt.rows_in += took
+                    cnt.rows_out += took
+                    env.on_source_row(seq)
+                    self.last_position = f"{sid} row {seq - 1}"
+                if rc == R.CLOSED:
+                    return False
                 self._drain(prog)
         return True
 
@@ -729,12 +830,13 @@ class Driver:
         while True:
             if self.env.should_stop():
                 return False
-            rc, eos, rb = prog.take(20_000_000)
+            rc, eos, rb = prog.take_many(20_000_000)
             if rc == R.CLOSED:
                 return False
             if rb is not None:
                 self._write(rb)
             if eos:
+                self._flush_out()
                 self._flush_callback()
                 return True
             self._periodic(prog)
@@ -745,6 +847,8 @@ class Driver:
         now = time.monotonic()
         if now >= self._next_sync:
             self._next_sync = now + 0.1
+            if self._pending_rows and now - self._pending_since > 0.02:
+                self._flush_out()
             self.env.run.native_metrics = prog.metrics()
             self._drain_sides(prog)
             self._sync_counters(prog)
@@ -753,16 +857,34 @@ class Driver:
         from .. import _runtime as R
 
         while True:
-            rc, eos, rb = prog.take(0)
-            if rc != R.OK:
-                break
+            rc, eos, rb = prog.take_many(0)
             if rb is not None:
                 self._write(rb)
+            if rc != R.OK or rb is None:
+                break
         self._periodic(prog)
 
     # ---------------------------------------------------------------- outputs
+    _pending: list[pa.RecordBatch]
+    _pending_rows = 0
+    _pending_since = 0.0
+
     def _write(self, rb: pa.RecordBatch) -> None:
-        df = to_frame(rb, self.sink_schema)
+        """Queue an ordered output chunk; the sink sees chunks of ~64K rows, or what arrived
+        in the last ~20 ms when the stream is slow (so live tables stay fresh)."""
+        if not self._pending_rows:
+            self._pending = []
+            self._pending_since = time.monotonic()
+        self._pending.append(rb)
+        self._pending_rows += rb.num_rows
+        if self._pending_rows >= OUT_ROWS or time.monotonic() - self._pending_since > 0.02:
+            self._flush_out()
+
+    def _flush_out(self) -> None:
+        if not self._pending_rows:
+            return
+        batches, self._pending, self._pending_rows = self._pending, [], 0
+        df = to_frame(batches, self.sink_schema)
         cnt = self.env.counters[self.sink.step_id]
         cnt.rows_in += df.height
         store = self.frame_writer
@@ -848,5 +970,19 @@ def _conform_batch(b: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
         if pa.types.is_timestamp(a.type) and pa.types.is_timestamp(f.type) and a.type.unit == "us":
             arrays.append(a)
             continue
+        if pa.types.is_large_list(f.type) and _list_readable(a.type, f.type.value_type):
+            arrays.append(a)  # read as is (+l / +L with a child the runtime reads)
+            continue
         arrays.append(a.cast(f.type))
     return pa.RecordBatch.from_arrays(arrays, names=target.names)
+
+
+def _list_readable(t: pa.DataType, value: pa.DataType) -> bool:
+    if not (pa.types.is_list(t) or pa.types.is_large_list(t)):
+        return False
+    v = t.value_type
+    if value == pa.large_string():
+        return v in (pa.string(), pa.large_string(), pa.string_view())
+    if pa.types.is_timestamp(value):
+        return pa.types.is_timestamp(v) and v.unit == "us"
+    return bool(v == value)

@@ -6,16 +6,17 @@ Each sketch lives in a native module; this package is its public face.
   :func:`theta_union` / :func:`theta_intersection` / :func:`theta_a_not_b` /
   :func:`theta_jaccard`, and :class:`ConcurrentThetaSketch` (N writers, queries while
   ingesting, relaxation r = 2·N·b reported with every estimate).
-- HyperLogLog: :class:`HllSketch`, :func:`hll_union`.
-- Quantiles: :class:`KllDoublesSketch`, :class:`KllFloatsSketch`.
+- HyperLogLog: :class:`HllSketch`, :func:`hll_union`, :class:`ConcurrentHllSketch`.
+- Quantiles: :class:`KllDoublesSketch`, :class:`KllFloatsSketch`, and
+  :class:`ConcurrentKllDoublesSketch` (N writers over the same framework as Θ).
 - Heavy hitters: :class:`FrequentItemsSketch` (int64), :class:`FrequentStringsSketch`.
 
 Serialized bytes follow the Apache DataSketches formats (see each module's header).
 """
 
 from streamcell._frequent import FrequentItemsSketch, FrequentStringsSketch
-from streamcell._hll import HllSketch, hll_union
-from streamcell._kll import KllDoublesSketch, KllFloatsSketch
+from streamcell._hll import ConcurrentHllSketch, HllSketch, hll_union
+from streamcell._kll import ConcurrentKllDoublesSketch, KllDoublesSketch, KllFloatsSketch
 from streamcell._theta import (
     CompactThetaSketch,
     ConcurrentThetaEstimate,
@@ -29,6 +30,8 @@ from streamcell._theta import (
 
 __all__ = [
     "CompactThetaSketch",
+    "ConcurrentHllSketch",
+    "ConcurrentKllDoublesSketch",
     "ConcurrentThetaEstimate",
     "ConcurrentThetaSketch",
     "FrequentItemsSketch",

@@ -1,0 +1,57 @@
+/* lists: list[T] columns in runtime batches, and the explode operator.
+ *
+ * Encoding. A list value is stored in a UTF8-layout column (offsets + bytes), one encoded
+ * value per row; a null list is a null row, an empty list is zero bytes. Each element is one
+ * tag byte (0 null, 1 valid) followed, for a valid element, by its value: INT, FLOAT,
+ * DATETIME (microseconds) and DATE (days) as 8 little-endian bytes, BOOL as 1 byte, STR as a
+ * 4-byte length and the UTF-8 bytes; a list[null] element is the tag alone. Operators that
+ * copy rows (filter, project pass-through, keyed outputs, windows' input columns, the joins
+ * of the driver) move the bytes without decoding them.
+ *
+ * Import reads an Arrow list ("+l") or large list ("+L") array whose child has the format
+ * the inner type takes on import (see arrow_bridge.h); export decodes a column back into
+ * large-list buffers that the Python layer wraps without copying again.
+ *
+ * Thread safety: functions touch only the batches / buffers passed in.
+ */
+#ifndef SC_EXEC_LISTS_H
+#define SC_EXEC_LISTS_H
+
+#include "arrow_abi.h"
+#include "exec.h"
+
+/* rows [start, start + n) of an Arrow list array (its `offset` already added by the caller
+ * to start) into rows [0, n) of column `col` of `out` (list of `inner`). */
+int sc_list_import(sc_batch *out, int32_t col, uint8_t inner, const struct ArrowSchema *schema,
+                   const struct ArrowArray *a, int64_t start, int64_t n);
+
+/* Decoded column: `n` lists. offsets[n + 1] index the elements; elements have a validity
+ * bitmap and values: int64/double (8 bytes), bool (bitmap) or strings (int64 offsets[m + 1]
+ * and bytes). Every buffer is malloc'd; sc_list_decoded_free frees them. */
+typedef struct sc_list_decoded {
+    int64_t n, m;      /* lists, elements */
+    int64_t *offsets;  /* n + 1 */
+    uint8_t *validity; /* elements, 1 = valid */
+    void *values;      /* fixed-width values, or the bool bitmap */
+    int64_t *str_offsets;
+    char *str_data;
+    int64_t str_bytes;
+} sc_list_decoded;
+
+int sc_list_decode(const sc_column *c, int64_t n, uint8_t inner, sc_list_decoded *out);
+void sc_list_decoded_free(sc_list_decoded *d);
+
+/* Elements in one encoded list (SC_EINVAL for malformed bytes). */
+int sc_list_count(const char *p, int32_t len, uint8_t inner, int64_t *count);
+
+/* explode: each input row becomes one row per element of the exploded list columns (in
+ * lockstep); a row whose exploded lists are all null or empty becomes one row with nulls
+ * there; lists of different lengths (null and empty ones aside) send the row to the
+ * dead-letter log with `reason`. Output columns: the input's, the exploded ones typed by
+ * their element type. Stateless. */
+int sc_op_explode_create(void **st, const sc_op_base *base, const int32_t *cols, int32_t ncols,
+                         const char *reason);
+int sc_op_explode_run(void *st, sc_batch *in, sc_batch **out);
+void sc_op_explode_destroy(void *st);
+
+#endif
