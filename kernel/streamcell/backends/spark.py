@@ -4,9 +4,8 @@ Two modes, chosen by the source:
 
 - **finite sources** (files, DataFrames, iterables, generators with ``rows=N``) run as one
   Spark batch job (:class:`BatchDriver`);
-- **streaming sources** (a directory watched for new files: ``parquet(dir, watch=True)`` and
-  likewise csv/ndjson; an unbounded generator, fed by Spark's rate source) run as a
-  Structured Streaming query (:mod:`.spark_stream`).
+- **streaming sources** (a directory watched for new files, an unbounded generator) are to run
+  as Structured Streaming queries; not built yet, they are refused at compile time.
 
 Lowering, step by step (both modes share it):
 
@@ -155,19 +154,18 @@ class SparkBackend:
         for s in steps:
             check_step(s, streaming)
         if streaming:
-            from .spark_stream import check_streaming
-
-            check_streaming(steps)
+            raise NotSupportedError(
+                steps[0].step_id,
+                NAME,
+                "streaming sources (watched folders, unbounded generators) are not on Spark yet;"
+                " give the source a finite size or use engine='native'",
+            )
         problem = environment_problem()
         if problem:
             raise StreamcellError(problem)
 
     def execute(self, c: Compiled, env: Any, options: RunOptions) -> bool:
         steps = chain(c)
-        if is_streaming(steps[0]):  # type: ignore[arg-type]
-            from .spark_stream import StreamDriver
-
-            return StreamDriver(c, env, options, steps).run()
         return BatchDriver(c, env, options, steps).run()
 
 
@@ -401,7 +399,7 @@ class Lowering:
         if not keys:
             return df.repartition(1).sortWithinPartitions("_o")
         types = dict(schema)
-        parts = []
+        parts: list[Any] = []
         for k in keys:
             c = qcol(k)
             if types[k].name == "float":  # one partition for every NaN, and for 0.0 / -0.0

@@ -184,7 +184,7 @@ class Translator:
             err = oe
             for c, ce, ve in reversed(errs):
                 taken = F.coalesce(c, F.lit(False))
-                inner = F.when(taken, ve if ve is not None else F.lit(False)).otherwise(
+                inner: Any = F.when(taken, ve if ve is not None else F.lit(False)).otherwise(
                     err if err is not None else F.lit(False)
                 )
                 if ve is None and err is None:
