@@ -416,8 +416,10 @@ def start(
         if compiled is not None and compiled.plan.name == name
         else compile_plan(plan, compiled.readers if compiled else None)
     )
-    opts, note = _resolve_engine(c, opts)
-    get_backend(opts.engine).check(c, opts)
+    resolved, note = _resolve_engine(c, opts)
+    if opts.engine != "auto":  # "auto" checked the engine it chose
+        get_backend(resolved.engine).check(c, resolved)
+    opts = resolved
     with _REGISTRY_LOCK:
         old = _REGISTRY.get(name)
     if old is not None:

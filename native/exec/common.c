@@ -270,41 +270,11 @@ int sc_batch_concat(sc_batch **out, const sc_schema *s, sc_batch *const *parts, 
     for (int32_t k = 0; k < n; k++) total += parts[k]->nrows;
     sc_batch *b = NULL;
     int rc = sc_batch_new(&b, s, total > 0 ? total : 1);
-    if (rc) return rc;
-    for (int32_t c = 0; c < b->ncols; c++) {
-        sc_column *d = &b->cols[c];
-        int64_t row = 0;
-        for (int32_t k = 0; k < n; k++) {
-            const sc_column *x = &parts[k]->cols[c];
-            int64_t m = parts[k]->nrows;
-            if (!m) continue;
-            bits_copy(d->validity, row, x->validity, m);
-            d->null_count += x->null_count;
-            switch (d->type) {
-            case SC_COL_INT64:
-            case SC_COL_DOUBLE:
-                memcpy((int64_t *)d->values + row, x->values, (size_t)m * 8);
-                break;
-            case SC_COL_BOOL: bits_copy(d->values, row, x->values, m); break;
-            case SC_COL_UTF8: {
-                int32_t base = d->offsets[row], first = x->offsets[0];
-                int64_t bytes = (int64_t)x->offsets[m] - first;
-                if (base + bytes > d->data_cap) {
-                    int64_t cap = d->data_cap * 2;
-                    while (cap < base + bytes) cap *= 2;
-                    if (cap > INT32_MAX) { sc_batch_free_standalone(b); return SC_EINVAL; }
-                    if (grow((void **)&d->data, (size_t)cap)) { sc_batch_free_standalone(b); return SC_ENOMEM; }
-                    d->data_cap = cap;
-                }
-                if (bytes) memcpy(d->data + base, x->data + first, (size_t)bytes);
-                for (int64_t r = 1; r <= m; r++) d->offsets[row + r] = base + (x->offsets[r] - first);
-                break;
-            }
-            }
-            row += m;
-        }
+    for (int32_t k = 0; !rc && k < n; k++) rc = sc_batch_append(b, parts[k]);
+    if (rc) {
+        if (b) sc_batch_free_standalone(b);
+        return rc;
     }
-    b->nrows = total;
     if (n > 0) {
         b->serial = parts[0]->serial;
         b->first_row = parts[0]->first_row;

@@ -181,7 +181,7 @@ class NativeBackend:
         for s in c.plan.steps:
             if isinstance(s, P.Sink) and s.target not in ("table", "parquet", "callback"):
                 raise NotSupportedError(s.step_id, NAME, f"sink {s.target}")
-        low = lower(c, options)  # expression support is checked by lowering
+        lower(c, options)  # expression support is checked by lowering
         if options.reorder == "none":
             for s in c.plan.steps:
                 if isinstance(s, (P.Aggregate, P.Running, P.TopK, P.Dedup)):
@@ -190,7 +190,6 @@ class NativeBackend:
                         NAME,
                         "reorder='none' (the ordering-cost ablation) takes stateless plans only",
                     )
-        del low
 
     def execute(self, c: Compiled, env: Any, options: RunOptions) -> bool:
         return Driver(c, env, options).run()
