@@ -178,6 +178,7 @@ void sc_batch_release(sc_batch *b) {
         SC_INVARIANT(++spins < (1u << 30), "batch free list overflow");
     }
     (void)rc;
+    (void)spins;
 }
 
 void sc_batch_release_chain(sc_batch *b) {
