@@ -1,6 +1,7 @@
 /* lists: see lists.h. */
 #include "lists.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -156,6 +157,133 @@ int sc_list_count(const char *p, int32_t len, uint8_t inner, int64_t *count) {
     }
     *count = n;
     return SC_OK;
+}
+
+int sc_list_next(const char **p, const char *e, uint8_t inner, uint8_t *tag, const char **val,
+                 int32_t *vlen) {
+    return next_elem(p, e, inner, tag, val, vlen);
+}
+
+/* ----------------------------------------------------------------------- comparing */
+
+typedef struct lval {
+    uint8_t tag, t; /* t: the element's type */
+    int64_t i;
+    double f;
+    const char *s;
+    int32_t sl;
+} lval;
+
+static lval lval_of(uint8_t tag, uint8_t t, const char *v, int32_t vl) {
+    lval x = { tag, t, 0, 0.0, v, vl };
+    if (!tag) return x;
+    if (t == SC_LT_FLOAT) memcpy(&x.f, v, 8);
+    else if (t == SC_LT_BOOL) x.i = *v != 0;
+    else if (t != SC_LT_STR) memcpy(&x.i, v, 8);
+    return x;
+}
+
+/* Exact order of an int and a float (not NaN): -1, 0, 1. */
+static int cmp_int_float(int64_t i, double d) {
+    if (d >= 9223372036854775808.0) return -1;
+    if (d < -9223372036854775808.0) return 1;
+    double t = trunc(d);
+    int64_t ti = (int64_t)t;
+    if (i != ti) return i < ti ? -1 : 1;
+    double fr = d - t;
+    return fr > 0 ? -1 : (fr < 0 ? 1 : 0);
+}
+
+/* Order of two valid elements; 2 when unordered (a NaN is involved). */
+static int lval_cmp(const lval *x, const lval *y) {
+    if (x->t == SC_LT_STR) {
+        int32_t n = x->sl < y->sl ? x->sl : y->sl;
+        int m = n ? memcmp(x->s, y->s, (size_t)n) : 0;
+        if (m) return m < 0 ? -1 : 1;
+        return (x->sl > y->sl) - (x->sl < y->sl);
+    }
+    bool xf = x->t == SC_LT_FLOAT, yf = y->t == SC_LT_FLOAT;
+    if ((xf && isnan(x->f)) || (yf && isnan(y->f))) return 2;
+    if (xf && yf) return (x->f > y->f) - (x->f < y->f);
+    if (xf) return -cmp_int_float(y->i, x->f);
+    if (yf) return cmp_int_float(x->i, y->f);
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+int sc_list_compare(const char *a, int32_t la, uint8_t ia, const char *b, int32_t lb, uint8_t ib, int op) {
+    const char *ea = a + la, *eb = b + lb;
+    if (op == SC_LCMP_EQ || op == SC_LCMP_NE) {
+        int64_t na = 0, nb = 0;
+        if (sc_list_count(a, la, ia, &na) || sc_list_count(b, lb, ib, &nb)) return SC_LCMP_ERR;
+        if (na != nb) return op == SC_LCMP_NE;
+    }
+    while (a < ea && b < eb) {
+        uint8_t ta, tb;
+        const char *va, *vb;
+        int32_t vla, vlb;
+        if (next_elem(&a, ea, ia, &ta, &va, &vla) || next_elem(&b, eb, ib, &tb, &vb, &vlb)) return SC_LCMP_ERR;
+        lval x = lval_of(ta, ia, va, vla), y = lval_of(tb, ib, vb, vlb);
+        if (!ta && !tb) continue; /* None is None */
+        int c = ta && tb ? lval_cmp(&x, &y) : 3; /* 3: null against a value */
+        if (c == 0) continue;
+        /* the first differing element decides */
+        if (op == SC_LCMP_EQ) return 0;
+        if (op == SC_LCMP_NE) return 1;
+        if (c == 3) return SC_LCMP_ERR;
+        if (c == 2) return 0; /* NaN: every ordering is false */
+        switch (op) {
+        case SC_LCMP_LT: return c < 0;
+        case SC_LCMP_LE: return c <= 0;
+        case SC_LCMP_GT: return c > 0;
+        default: return c >= 0;
+        }
+    }
+    int c = (a < ea) - (b < eb); /* the longer list is greater */
+    switch (op) {
+    case SC_LCMP_EQ: return c == 0;
+    case SC_LCMP_NE: return c != 0;
+    case SC_LCMP_LT: return c < 0;
+    case SC_LCMP_LE: return c <= 0;
+    case SC_LCMP_GT: return c > 0;
+    default: return c >= 0;
+    }
+}
+
+void sc_list_ints_to_floats(const char *p, int32_t len, char *out) {
+    const char *e = p + len, *v;
+    char *o = out;
+    uint8_t tag;
+    int32_t vl;
+    while (p < e) {
+        const char *at = p;
+        if (next_elem(&p, e, SC_LT_INT, &tag, &v, &vl)) {
+            memcpy(o, at, (size_t)(e - at)); /* malformed: copied as is */
+            return;
+        }
+        *o++ = (char)tag;
+        if (tag) {
+            int64_t i;
+            memcpy(&i, v, 8);
+            double d = (double)i;
+            memcpy(o, &d, 8);
+            o += 8;
+        }
+    }
+}
+
+void sc_list_norm_floats(char *p, int32_t len) {
+    char *e = p + len;
+    while (p < e) {
+        uint8_t tag = (uint8_t)*p++;
+        if (!tag) continue;
+        if (e - p < 8) return;
+        double d;
+        memcpy(&d, p, 8);
+        if (isnan(d)) d = NAN;
+        else if (d == 0.0) d = 0.0;
+        memcpy(p, &d, 8);
+        p += 8;
+    }
 }
 
 void sc_list_decoded_free(sc_list_decoded *d) {

@@ -2,6 +2,8 @@
 /* Tests for exec/lists (list columns: Arrow import, decode, explode) and the columnar batch
  * helpers the driver relies on (sc_batch_take, sc_batch_concat at unaligned bit offsets).
  * Expectations are written out by hand or computed by a per-row model in the test. */
+#include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,10 +184,73 @@ static void test_take_concat(void) {
     sc_schema_free(&s);
 }
 
+typedef struct lbuf_t {
+    char b[64];
+    int32_t len;
+} lbuf_t;
+
+static lbuf_t mk_list(int n, const double *v, const char *nulls, bool ints) {
+    lbuf_t L = { .len = 0 };
+    for (int k = 0; k < n; k++) {
+        bool nul = nulls && nulls[k] == 'n';
+        L.b[L.len++] = (char)!nul;
+        if (nul) continue;
+        if (ints) {
+            int64_t x = (int64_t)v[k];
+            memcpy(L.b + L.len, &x, 8);
+        } else {
+            memcpy(L.b + L.len, &v[k], 8);
+        }
+        L.len += 8;
+    }
+    return L;
+}
+
+/* Python list comparison, element conversion and key normalization. */
+static void test_compare_convert_normalize(void) {
+    static const double a[] = { 1, 2, 3 }, big[] = { 9007199254740993.0 }, z[] = { -0.0, NAN };
+    lbuf_t i123 = mk_list(3, a, NULL, true), i12 = mk_list(2, a, NULL, true), f12 = mk_list(2, a, NULL, false);
+    lbuf_t in2 = mk_list(2, a, ".n", true), s = { .len = 0 };
+    CHECK(sc_list_compare(i12.b, i12.len, SC_LT_INT, f12.b, f12.len, SC_LT_FLOAT, SC_LCMP_EQ) == 1);
+    CHECK(sc_list_compare(i12.b, i12.len, SC_LT_INT, i123.b, i123.len, SC_LT_INT, SC_LCMP_EQ) == 0);
+    CHECK(sc_list_compare(i12.b, i12.len, SC_LT_INT, i123.b, i123.len, SC_LT_INT, SC_LCMP_LT) == 1);
+    CHECK(sc_list_compare(i123.b, i123.len, SC_LT_INT, i12.b, i12.len, SC_LT_INT, SC_LCMP_GE) == 1);
+    CHECK(sc_list_compare(in2.b, in2.len, SC_LT_INT, i12.b, i12.len, SC_LT_INT, SC_LCMP_NE) == 1);
+    CHECK(sc_list_compare(in2.b, in2.len, SC_LT_INT, i12.b, i12.len, SC_LT_INT, SC_LCMP_LT) == SC_LCMP_ERR);
+    CHECK(sc_list_compare(in2.b, in2.len, SC_LT_INT, in2.b, in2.len, SC_LT_INT, SC_LCMP_GE) == 1);
+    CHECK(sc_list_compare(s.b, 0, SC_LT_NULL, i12.b, i12.len, SC_LT_INT, SC_LCMP_LE) == 1);
+    /* int and float compare exactly: 2**53 + 1 != float(2**53 + 1) */
+    lbuf_t ib = { .len = 9 }, fb = mk_list(1, big, NULL, false);
+    int64_t x = 9007199254740993;
+    ib.b[0] = 1;
+    memcpy(ib.b + 1, &x, 8);
+    CHECK(sc_list_compare(ib.b, ib.len, SC_LT_INT, fb.b, fb.len, SC_LT_FLOAT, SC_LCMP_EQ) == 0);
+    CHECK(sc_list_compare(ib.b, ib.len, SC_LT_INT, fb.b, fb.len, SC_LT_FLOAT, SC_LCMP_GT) == 1);
+    /* strings by UTF-8 bytes (code points) */
+    const char sa[] = { 1, 1, 0, 0, 0, 'b' }, sb[] = { 1, 2, 0, 0, 0, (char)0xc3, (char)0xa9 };
+    CHECK(sc_list_compare(sa, 6, SC_LT_STR, sb, 7, SC_LT_STR, SC_LCMP_LT) == 1);
+    /* malformed input is an error, not a read past the end */
+    CHECK(sc_list_compare("\x01\x02", 2, SC_LT_INT, i12.b, i12.len, SC_LT_INT, SC_LCMP_EQ) == SC_LCMP_ERR);
+    /* ints re-encoded as floats: the same bytes as the float list */
+    char out[64];
+    sc_list_ints_to_floats(in2.b, in2.len, out);
+    lbuf_t fn2 = mk_list(2, a, ".n", false);
+    CHECK(memcmp(out, fn2.b, (size_t)fn2.len) == 0);
+    /* normalized: -0.0 as 0.0, NaN one bit pattern */
+    lbuf_t zn = mk_list(2, z, NULL, false), zn2 = zn;
+    double other_nan = -NAN, pz = 0.0;
+    memcpy(zn2.b + 10, &other_nan, 8);
+    sc_list_norm_floats(zn.b, zn.len);
+    sc_list_norm_floats(zn2.b, zn2.len);
+    CHECK(memcmp(zn.b, zn2.b, (size_t)zn.len) == 0);
+    CHECK(memcmp(zn.b + 1, &pz, 8) == 0);
+}
+
 int main(void) {
     test_import_decode_int_lists();
     test_explode();
     test_take_concat();
+    test_compare_convert_normalize();
     puts("test_lists: ok");
     return 0;
 }

@@ -22,6 +22,7 @@ the reference's exactly.
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -198,10 +199,72 @@ class NativeBackend:
 # --------------------------------------------------------------------------- lowering
 
 
+def _elem(v: Any, inner: str) -> Any:
+    """A list element as a value of the element type ``inner``, or _NO when no value of that
+    type equals it (Python equality: 1 == 1.0 == True)."""
+    if v is None:
+        return None
+    if inner in ("int", "float", "bool"):
+        if not isinstance(v, (bool, int, float)):
+            return _NO
+        if inner == "float":
+            return float(v)
+        if isinstance(v, float) and not (math.isfinite(v) and v.is_integer()):
+            return _NO
+        if inner == "int":
+            return int(v) if -(2**63) <= v < 2**63 else _NO
+        return bool(v) if v in (0, 1) else _NO
+    if inner == "str":
+        return v if isinstance(v, str) else _NO
+    if inner == "datetime":
+        return epoch_us(v) if isinstance(v, _dt.datetime) else _NO
+    if inner == "date":
+        ok = isinstance(v, _dt.date) and not isinstance(v, _dt.datetime)
+        return epoch_days(v) if ok else _NO
+    return _NO  # list[null]: only null elements
+
+
+_NO = object()
+
+
+def encode_list(values: Any, inner: DType) -> bytes | None:
+    """A list literal in the runtime's list encoding (lists.h) with elements of type ``inner``,
+    or None when an element has no value of that type (the list equals no such list)."""
+    import struct
+
+    out = bytearray()
+    for v in values:
+        x = _elem(v, inner.name)
+        if x is _NO:
+            return None
+        if x is None:
+            out.append(0)
+            continue
+        out.append(1)
+        if inner.name == "float":
+            out += struct.pack("<d", x)
+        elif inner.name == "bool":
+            out.append(int(x))
+        elif inner.name == "str":
+            b = x.encode()
+            out += struct.pack("<i", len(b)) + b
+        else:
+            out += struct.pack("<q", x)
+    return bytes(out)
+
+
 def _lit_node(v: Any, t: DType) -> dict[str, Any]:
-    n: dict[str, Any] = {"op": E["lit"], "lt": LT[t.name]}
+    n: dict[str, Any] = {"op": E["lit"], "lt": _lt(t)}
     if v is None:
         n["is_null"] = True
+    elif t.name == "list":
+        assert t.inner is not None
+        if t.inner.name == "list":
+            raise ValueError("list literal of lists")
+        enc = encode_list(v, t.inner)
+        if enc is None:
+            raise ValueError(f"list literal {v!r} with elements that are not {t.inner}")
+        n["s"] = enc
     elif t.name == "bool":
         n["i"] = int(v)
     elif t.name == "int":
@@ -254,15 +317,16 @@ def lower_expr(e: IR, schema: Schema, step: P.Step) -> list[dict[str, Any]]:
 
     def go(e: IR) -> int:  # noqa: C901 - one dispatch over the IR
         t = typer.type(e)
-        if t.name == "list":
-            raise NotSupportedError(
-                step.step_id, NAME, "expressions over list columns are not native yet"
-            )
-        lt = LT[t.name]
+        if t.name == "list" and t.inner is not None and t.inner.name == "list":
+            raise NotSupportedError(step.step_id, NAME, "lists of lists are not native yet")
+        lt = _lt(t)
         if isinstance(e, Col):
             return add({"op": E["col"], "lt": lt, "a": index[e.name]})
         if isinstance(e, Lit):
-            return add(_lit_node(e.value, t))
+            try:
+                return add(_lit_node(e.value, t))
+            except ValueError as ex:
+                raise NotSupportedError(step.step_id, NAME, str(ex)) from None
         if isinstance(e, Unary):
             return add({"op": E[e.op], "lt": lt, "a": go(e.operand)})
         if isinstance(e, Binary):
@@ -280,7 +344,16 @@ def lower_expr(e: IR, schema: Schema, step: P.Step) -> list[dict[str, Any]]:
                 lit = e.args[1]
                 assert isinstance(lit, Lit)
                 st = typer.type(e.args[0])
-                kind, values = _in_list(tuple(lit.value), st)
+                if st.name == "list":  # equal to one of the literal's lists (tuples never are)
+                    assert st.inner is not None
+                    if st.inner.name == "list":
+                        raise NotSupportedError(
+                            step.step_id, NAME, "lists of lists are not native yet"
+                        )
+                    encoded = [encode_list(v, st.inner) for v in lit.value if isinstance(v, list)]
+                    kind, values = "s", [b for b in encoded if b is not None]
+                else:
+                    kind, values = _in_list(tuple(lit.value), st)
                 return add(
                     {
                         "op": E["is_in"],
@@ -326,8 +399,6 @@ def _agg_args(
     specs: list[tuple[int, int, int]] = []
     names = {n: i + 2 for i, (n, _) in enumerate(schema)}
     for j, (_, a) in enumerate(s.aggs):
-        if a.arg is not None and a.fn != "count":
-            _no_lists(s, f"{a.fn}()", [typer.type(a.arg)])
         rt = _lt(typer.agg(a))
         if a.arg is None:
             specs.append((AGG[a.fn], -1, rt))
@@ -462,7 +533,7 @@ def lower(c: Compiled, options: RunOptions) -> Lowered:  # noqa: C901 - one disp
                 )
                 low.ops.append(("window", dict(agg, **window)))
         elif isinstance(s, P.TopK):
-            _no_lists(s, "top_k ordering", [dict(schema)[s.by]])
+            _no_lists(s, "top_k ordering", [dict(schema)[s.by]])  # the compiler refuses it
             low.ops.append(
                 (
                     "keyed",
@@ -484,7 +555,6 @@ def lower(c: Compiled, options: RunOptions) -> Lowered:  # noqa: C901 - one disp
             )
         elif isinstance(s, P.Dedup):
             dkeys = s.keys or tuple(n for n, _ in schema)
-            _no_lists(s, "dedup", [dict(schema)[k] for k in dkeys])
             low.ops.append(
                 (
                     "keyed",

@@ -229,7 +229,7 @@ _NAN = float("nan")
 
 def _key_part(v: Any) -> Any:
     if isinstance(v, list):
-        return tuple(v)
+        return tuple(_key_part(x) for x in v)  # NaN elements one value too
     if isinstance(v, float) and v != v:
         return _NAN  # one NaN object: all NaN keys are one group (as in Polars)
     return v
