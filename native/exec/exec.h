@@ -61,8 +61,10 @@ typedef enum {
 #define SC_SEQ_EOS (UINT64_C(1) << 62)
 #define SC_US_PER_DAY INT64_C(86400000000)
 
-/* list[T]: logical type SC_LT_LIST + T, stored as one encoded value per row in a UTF8-layout
- * column (see exec/lists.h), so every operator that copies rows carries lists unchanged. */
+/* list[T]: logical type SC_LT_LIST + T (T a scalar type or itself a list type: a list of
+ * lists of int is 2 * SC_LT_LIST + SC_LT_INT), stored as one encoded value per row in a
+ * UTF8-layout column (see exec/lists.h), so every operator that copies rows carries lists
+ * unchanged. */
 #define SC_LT_LIST 16
 static inline bool sc_ltype_is_list(uint8_t t) { return t >= SC_LT_LIST; }
 

@@ -1262,9 +1262,10 @@ static int compare(ctx *c, int8_t *cm, const vec *a, const vec *b) {
     return SC_OK;
 }
 
-/* The element type of row r of a list vector (list[int] rows of a list[float] vector). */
+/* The element type of row r of a list vector (rows with int leaves in a vector with float
+ * leaves: the same type with an INT leaf, which is one less). */
 static inline uint8_t elem_type(const vec *v, int64_t r) {
-    return v->isint && v->isint[r] ? (uint8_t)SC_LT_INT : (uint8_t)(v->lt - SC_LT_LIST);
+    return (uint8_t)(v->lt - SC_LT_LIST - (v->isint && v->isint[r] ? 1 : 0));
 }
 
 /* Lists compare as Python lists (lists.h); an unorderable pair is a row error. */
@@ -1350,8 +1351,8 @@ static int pick(ctx *c, vec *o, const uint8_t *take, const vec *A, const vec *B)
     bool ints = o->lt == SC_LT_FLOAT && (A->lt == SC_LT_INT || B->lt == SC_LT_INT || A->isint || B->isint);
     if (ints && v_mixed(c, o)) return SC_ENOMEM;
     if (sc_ltype_is_list(o->lt)) { /* list[int] rows of a list[float] result keep their ints */
-        const uint8_t LI = SC_LT_LIST + SC_LT_INT;
-        bool li = o->lt == SC_LT_LIST + SC_LT_FLOAT && (A->lt == LI || B->lt == LI || A->isint || B->isint);
+        const uint8_t LI = (uint8_t)(o->lt - 1); /* the same list type with int leaves */
+        bool li = sc_list_leaf(o->lt) == SC_LT_FLOAT && (A->lt == LI || B->lt == LI || A->isint || B->isint);
         if (li && !(o->isint = cx_zalloc(c, (size_t)c->n))) return SC_ENOMEM;
         for (int64_t r = 0; r < c->n; r++) {
             const vec *s = take[r] ? A : B;
@@ -1924,7 +1925,7 @@ static int write_col(const ctx *c, const vec *v, sc_batch *out, int32_t col) {
                     break;
                 }
                 conv = q;
-                sc_list_ints_to_floats(p, v->sl[r], conv);
+                sc_list_ints_to_floats(p, v->sl[r], (uint8_t)(v->lt - SC_LT_LIST - 1), conv);
                 p = conv;
             }
             rc = sc_batch_put_utf8(out, col, r, p, v->sl[r]);
@@ -2014,7 +2015,7 @@ static int node_type(const sc_enode *nodes, int32_t k, const sc_schema *in) {
     if (nd->op == SC_E_LIT) {
         if (sc_ltype_is_list(nd->lt)) { /* an encoded list literal */
             int64_t cnt;
-            bool ok = nd->lt - SC_LT_LIST <= SC_LT_DATE &&
+            bool ok = sc_list_leaf(nd->lt) <= SC_LT_DATE &&
                       (nd->is_null || (nd->slen >= 0 && (nd->s || !nd->slen) &&
                                        sc_list_count(nd->s, nd->slen, (uint8_t)(nd->lt - SC_LT_LIST), &cnt) == SC_OK));
             return ok ? nd->lt : -1;

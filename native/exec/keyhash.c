@@ -94,7 +94,8 @@ int sc_key_encode(sc_buf *out, const sc_batch *b, int64_t row, const int32_t *co
             uint32_t l = (uint32_t)len;
             memcpy(p, &l, 4);
             if (len) memcpy(p + 4, s, (size_t)len);
-            if (lt && lt[c] == SC_LT_LIST + SC_LT_FLOAT) sc_list_norm_floats((char *)p + 4, len);
+            if (lt && sc_ltype_is_list(lt[c]) && sc_list_leaf(lt[c]) == SC_LT_FLOAT)
+                sc_list_norm_floats((char *)p + 4, len, (uint8_t)(lt[c] - SC_LT_LIST));
             out->len += 5 + (size_t)len;
             break;
         }

@@ -201,8 +201,8 @@ static int dset_add(const sc_agg_plan *p, sc_acc *a, const sc_batch *b, int64_t 
     if (p->at == SC_COL_UTF8) {
         scratch->len = 0;
         rc = sc_key_encode(scratch, b, row, &p->arg, 1, NULL);
-        if (!rc && p->lt == SC_LT_LIST + SC_LT_FLOAT && scratch->len > 5) /* equality as keys */
-            sc_list_norm_floats((char *)scratch->p + 5, (int32_t)(scratch->len - 5));
+        if (!rc && sc_ltype_is_list(p->lt) && sc_list_leaf(p->lt) == SC_LT_FLOAT && scratch->len > 5)
+            sc_list_norm_floats((char *)scratch->p + 5, (int32_t)(scratch->len - 5), (uint8_t)(p->lt - SC_LT_LIST));
         return rc ? rc : dset_add_key(a, scratch->p, (uint32_t)scratch->len);
     }
     if (!sc_batch_is_valid(b, p->arg, row)) {

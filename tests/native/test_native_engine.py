@@ -84,11 +84,11 @@ def test_expressions_over_list_columns_run_natively():
     assert run.table()["xs"].to_list() == [[2, 3], None]
 
 
-def test_lists_of_lists_fall_back_with_a_reason():
-    frame = pl.DataFrame({"xs": [[[1]], [[2, 3], []]]})
-    run = run_plan(sc.source(frame).plan())
-    assert run.engine == "reference"
-    assert "lists of lists are not native yet" in run.engine_note
+def test_lists_of_lists_run_natively():
+    frame = pl.DataFrame({"xs": [[[1]], [[2, 3], [], None], None]})
+    run = run_plan(sc.source(frame).filter(col("xs") != [[1]]).explode("xs").plan())
+    assert run.engine == "native" and run.engine_note == ""
+    assert run.table()["xs"].to_list() == [[2, 3], [], None]
 
 
 @pytest.mark.parametrize("workers", [1, 2, 4])

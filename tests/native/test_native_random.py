@@ -58,6 +58,22 @@ def frames(draw):
             "li": draw(
                 st.lists(st.one_of(st.none(), st.lists(ints, max_size=3)), min_size=n, max_size=n)
             ),
+            "ll": draw(
+                st.lists(
+                    st.one_of(
+                        st.none(),
+                        st.lists(
+                            st.one_of(
+                                st.none(),
+                                st.lists(st.one_of(st.none(), st.integers(-2, 2)), max_size=2),
+                            ),
+                            max_size=2,
+                        ),
+                    ),
+                    min_size=n,
+                    max_size=n,
+                )
+            ),
             "lf": draw(
                 st.lists(st.one_of(st.none(), st.lists(floats, max_size=2)), min_size=n, max_size=n)
             ),
@@ -80,6 +96,7 @@ def frames(draw):
             "li": pl.List(pl.Int64),
             "lf": pl.List(pl.Float64),
             "ls": pl.List(pl.String),
+            "ll": pl.List(pl.List(pl.Int64)),
         },
     )
 
@@ -184,7 +201,7 @@ STR_EXPRS = [
 AGGS = ["count", "sum", "min", "max", "mean", "first", "last", "count_distinct"]
 
 
-def list_preds(lists: set[str]) -> list[sc.Expr]:
+def list_preds(lists: set[str]) -> list[sc.Expr]:  # noqa: C901
     """Predicates over the list columns still unexploded (Python list semantics; ordering
     lists that differ at a null element is a dead letter)."""
     out: list[sc.Expr] = []
@@ -202,6 +219,16 @@ def list_preds(lists: set[str]) -> list[sc.Expr]:
     if "ls" in lists:
         ls = col("ls")
         out += [ls.is_not_null(), ls >= sc.lit(["a"]), ls == sc.lit(["ab", None])]
+    if "ll" in lists:  # a list of lists (exploded once: "ll1", a list of ints)
+        ll = col("ll")
+        out += [
+            ll == sc.lit([[1], []]),
+            ll < sc.lit([[0, 5]]),
+            ll.is_null(),
+            ll.is_in([[[1]], [], [None]]),
+        ]
+    if "ll1" in lists:
+        out += [col("ll") == sc.lit([1]), col("ll") >= sc.lit([0])]
     if "lf" in lists:  # never against itself: the reference's NaN would then equal itself
         lf = col("lf")
         out += [lf <= sc.lit([0.5, 2.5]), lf == sc.lit([float("nan")])]
@@ -221,6 +248,10 @@ def list_values(lists: set[str]) -> list[tuple[str, sc.Expr]]:
         out += [("ls", sc.when(col("b")).then(sc.lit(["é"])).otherwise(col("ls")))]
     if "lf" in lists:
         out += [("lf", col("lf").fill_null([float("nan"), -0.0]))]
+    if "ll" in lists:
+        out += [("ll", col("ll").fill_null([[None], []]))]
+    if "ll1" in lists:
+        out += [("ll", col("ll").fill_null([7]))]
     return out
 
 
@@ -228,25 +259,25 @@ def list_values(lists: set[str]) -> list[tuple[str, sc.Expr]]:
 def pipelines(draw):
     df = draw(frames())
     s = sc.source(df)
-    lists = {"li", "ls", "lf"}
+    lists = {"li", "ls", "lf", "ll"}
     for _ in range(draw(st.integers(0, 3))):
         kind = draw(
             st.sampled_from(["filter", "with", "with_str", "dedup", "explode", "list_f", "list_w"])
         )
         if kind == "explode":
-            if not lists:
+            options = [
+                c
+                for c in (("li",), ("ls",), ("lf",), ("li", "ls"), ("li", "lf"), ("ll",), ("ll1",))
+                if lists >= set(c)
+            ]
+            if not options:
                 continue
-            cols = draw(
-                st.sampled_from(
-                    [
-                        c
-                        for c in (("li",), ("ls",), ("lf",), ("li", "ls"), ("li", "lf"))
-                        if lists >= set(c)
-                    ]
-                )
-            )
-            s = s.explode(*cols)  # lists of different lengths in lockstep: dead letters
-            lists -= set(cols)
+            cols = draw(st.sampled_from(options))
+            # "ll1" names column ll once exploded (list[list[int]] -> list[int] -> int)
+            s = s.explode(*["ll" if c == "ll1" else c for c in cols])
+            lists -= set(cols)  # lists of different lengths in lockstep: dead letters
+            if "ll" in cols:
+                lists.add("ll1")
         elif kind == "list_f":
             if lists:
                 s = s.filter(draw(st.sampled_from(list_preds(lists))))
@@ -267,7 +298,7 @@ def pipelines(draw):
     keyed = s.key_by(*keys) if keys else s
     if end in ("agg", "running", "window"):
         fns = draw(st.lists(st.sampled_from(AGGS), min_size=1, max_size=3, unique=True))
-        arg_name = draw(st.sampled_from(["i", "f", "s", "i*2", "int(s)", "li", "ls", "lf"]))
+        arg_name = draw(st.sampled_from(["i", "f", "s", "i*2", "int(s)", "li", "ls", "lf", "ll"]))
         arg = {
             "i": col("i"),
             "f": col("f"),
@@ -277,12 +308,15 @@ def pipelines(draw):
             "li": col("li"),
             "ls": col("ls"),
             "lf": col("lf"),
+            "ll": col("ll"),
         }[arg_name]
         aggs = {}
         for f in fns:
             if f in ("sum", "mean") and arg_name in ("s", "ls"):
                 continue
-            if f in ("sum", "mean", "min", "max") and arg_name in lists:
+            if f in ("sum", "mean", "min", "max") and (
+                arg_name in lists or (arg_name == "ll" and "ll1" in lists)
+            ):
                 continue  # a list column still unexploded: first / last / count_distinct only
             aggs[f"a_{f}"] = getattr(arg, "n_unique" if f == "count_distinct" else f)()
         aggs["c"] = sc.count()

@@ -233,3 +233,66 @@ def test_dedup_over_list_columns(engine):
     want = [0, 1, 4, 5, 7]
     assert [repr(r) for r in got.rows()] == [repr((f[i], s_[i])) for i in want]
     assert counts(out)["dedup#2"]["filtered"] == 3
+
+
+# ------------------------------------------------------------------------ lists of lists
+
+LL = [[[1, 2], None, []], None, [[3]], [[1, 2], None, []], [[None], [4, 5]]]
+LLF = [[[1.0, NAN]], [[-0.0]], [[0.0]], None, [[1.0, NAN], []]]
+
+
+def nested() -> pl.DataFrame:
+    return pl.DataFrame(
+        {"k": [1, 1, 2, 1, 2], "ll": LL, "lf": LLF},
+        schema={
+            "k": pl.Int64,
+            "ll": pl.List(pl.List(pl.Int64)),
+            "lf": pl.List(pl.List(pl.Float64)),
+        },
+    )
+
+
+def test_lists_of_lists_pass_through_and_explode_twice(engine):
+    got = table(sc.source(nested()).explode("ll").explode("ll").plan(), engine.options)
+    # Polars: each explode turns a null or empty list into one null row
+    want = nested().explode("ll", empty_as_null=True, keep_nulls=True)
+    want = want.explode("ll", empty_as_null=True, keep_nulls=True)
+    assert got["ll"].to_list() == want["ll"].to_list()
+    assert [repr(x) for x in got["lf"].to_list()] == [repr(x) for x in want["lf"].to_list()]
+
+
+def test_lists_of_lists_in_expressions(engine):
+    got = table(
+        sc.source(nested())
+        .select(
+            eq=col("ll") == [[1, 2], None, []],
+            lt=col("ll") < [[1, 3]],
+            w=sc.when(col("k") == 1).then(col("ll")).otherwise(col("lf")),
+            isin=col("ll").is_in([[[3]], [[1, 2], None, []]]),
+        )
+        .plan(),
+        engine.options,
+    )
+    # row 4: [[None], [4, 5]] < [[1, 3]] orders None against 1: a dead letter
+    keep = [0, 1, 2, 3]
+    assert got["eq"].to_list() == [
+        None if LL[i] is None else LL[i] == [[1, 2], None, []] for i in keep
+    ]
+    assert got["lt"].to_list() == [None if LL[i] is None else LL[i] < [[1, 3]] for i in keep]
+    assert got.schema["w"] == pl.List(pl.List(pl.Float64))
+    assert got["w"].to_list()[:2] == [[[1.0, 2.0], None, []], None]
+    assert got["w"].to_list()[2] == [[0.0]]
+    assert got["isin"].to_list() == [True, None, True, True]
+
+
+def test_dedup_and_aggregates_over_lists_of_lists(engine):
+    out = check_against_reference(sc.source(nested()).select("ll").dedup().plan(), engine.options)
+    got = next(iter(out["tables"].values()))
+    assert got["ll"].to_list() == [LL[0], None, LL[2], LL[4]]  # row 3 repeats row 0
+    agg = table(
+        sc.source(nested()).key_by("k").agg(f=col("ll").first(), n=col("lf").n_unique()).plan(),
+        engine.options,
+    )
+    final = agg.unique("k", keep="last", maintain_order=True).sort("k")
+    # k=1: [[1.0, NaN]], [[-0.0]], null -> 3; k=2: [[0.0]], [[1.0, NaN], []] -> 2
+    assert final.rows() == [(1, LL[0], 3), (2, LL[2], 2)]

@@ -238,13 +238,18 @@ _FUNCS: dict[str, Callable[..., Any]] = {
 }
 
 
+def _as_lists(v: Any) -> Any:
+    """A literal's value with its (nested) tuples as lists: a list literal is a list."""
+    return [_as_lists(x) for x in v] if isinstance(v, (tuple, list)) else v
+
+
 def compile_row_expr(e: IR) -> Fn:  # noqa: C901 - one dispatch over the IR
     """Compile an expression to ``f(row) -> value`` (may raise :class:`RowError`)."""
     if isinstance(e, Col):
         name = e.name
         return lambda r: r[name]
     if isinstance(e, Lit):
-        v = list(e.value) if isinstance(e.value, tuple) else e.value
+        v = _as_lists(e.value)
         return lambda r: v
     if isinstance(e, Unary):
         f = compile_row_expr(e.operand)
@@ -334,7 +339,7 @@ def _compile_call(e: Call) -> Fn:
     if fn == "is_in":
         lit = e.args[1]
         assert isinstance(lit, Lit)
-        values = list(lit.value)
+        values = _as_lists(lit.value)
         has_null = None in values
 
         def is_in(r: Row) -> Any:

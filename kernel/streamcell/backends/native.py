@@ -125,13 +125,13 @@ OUT_ROWS = 65_536  # rows per chunk handed to the sink
 FLUSH_S = 0.002  # a throttled source pushes what is due at least this often
 
 
-LT_LIST = 16  # list[T] is LT_LIST + LT[T]: encoded values in a string-layout column (lists.h)
+LT_LIST = 16  # list[T] is LT_LIST + lt(T) (lists of lists too): encoded values (lists.h)
 
 
 def _lt(t: DType) -> int:
     if t.name == "list":
         assert t.inner is not None
-        return LT_LIST + LT[t.inner.name]
+        return LT_LIST + _lt(t.inner)
     return LT[t.name]
 
 
@@ -166,9 +166,6 @@ def _chain(c: Compiled) -> list[P.Step]:
             raise NotSupportedError(
                 s.step_id, NAME, "fan-out to several branches runs natively with DAG support"
             )
-        for _, t in c.schemas[s.step_id]:
-            if t.name == "list" and t.inner is not None and t.inner.name == "list":
-                raise NotSupportedError(s.step_id, NAME, "lists of lists are not native yet")
     if len(sources) != 1:
         raise NotSupportedError(sources[1].step_id, NAME, "several sources need DAG support")
     return list(steps)
@@ -199,11 +196,21 @@ class NativeBackend:
 # --------------------------------------------------------------------------- lowering
 
 
-def _elem(v: Any, inner: str) -> Any:
-    """A list element as a value of the element type ``inner``, or _NO when no value of that
-    type equals it (Python equality: 1 == 1.0 == True)."""
+def _elem(v: Any, inner: DType) -> Any:
+    """A list element as a value of the element type ``inner`` (a nested list: its encoding),
+    or _NO when no value of that type equals it (Python equality: 1 == 1.0 == True)."""
     if v is None:
         return None
+    if inner.name == "list":
+        assert inner.inner is not None
+        if not isinstance(v, (list, tuple)):
+            return _NO
+        enc = encode_list(v, inner.inner)
+        return _NO if enc is None else enc
+    return _scalar_elem(v, inner.name)
+
+
+def _scalar_elem(v: Any, inner: str) -> Any:
     if inner in ("int", "float", "bool"):
         if not isinstance(v, (bool, int, float)):
             return _NO
@@ -234,14 +241,16 @@ def encode_list(values: Any, inner: DType) -> bytes | None:
 
     out = bytearray()
     for v in values:
-        x = _elem(v, inner.name)
+        x = _elem(v, inner)
         if x is _NO:
             return None
         if x is None:
             out.append(0)
             continue
         out.append(1)
-        if inner.name == "float":
+        if inner.name == "list":
+            out += struct.pack("<i", len(x)) + x
+        elif inner.name == "float":
             out += struct.pack("<d", x)
         elif inner.name == "bool":
             out.append(int(x))
@@ -259,8 +268,6 @@ def _lit_node(v: Any, t: DType) -> dict[str, Any]:
         n["is_null"] = True
     elif t.name == "list":
         assert t.inner is not None
-        if t.inner.name == "list":
-            raise ValueError("list literal of lists")
         enc = encode_list(v, t.inner)
         if enc is None:
             raise ValueError(f"list literal {v!r} with elements that are not {t.inner}")
@@ -317,8 +324,6 @@ def lower_expr(e: IR, schema: Schema, step: P.Step) -> list[dict[str, Any]]:
 
     def go(e: IR) -> int:  # noqa: C901 - one dispatch over the IR
         t = typer.type(e)
-        if t.name == "list" and t.inner is not None and t.inner.name == "list":
-            raise NotSupportedError(step.step_id, NAME, "lists of lists are not native yet")
         lt = _lt(t)
         if isinstance(e, Col):
             return add({"op": E["col"], "lt": lt, "a": index[e.name]})
@@ -344,13 +349,11 @@ def lower_expr(e: IR, schema: Schema, step: P.Step) -> list[dict[str, Any]]:
                 lit = e.args[1]
                 assert isinstance(lit, Lit)
                 st = typer.type(e.args[0])
-                if st.name == "list":  # equal to one of the literal's lists (tuples never are)
+                if st.name == "list":  # equal to one of the literal's lists
                     assert st.inner is not None
-                    if st.inner.name == "list":
-                        raise NotSupportedError(
-                            step.step_id, NAME, "lists of lists are not native yet"
-                        )
-                    encoded = [encode_list(v, st.inner) for v in lit.value if isinstance(v, list)]
+                    encoded = [
+                        encode_list(v, st.inner) for v in lit.value if isinstance(v, (list, tuple))
+                    ]
                     kind, values = "s", [b for b in encoded if b is not None]
                 else:
                     kind, values = _in_list(tuple(lit.value), st)
@@ -692,10 +695,15 @@ def _decode_list(a: pa.Array, t: DType) -> pa.Array:
 
     assert t.inner is not None
     inner = _arrow_type(t.inner)
-    n, valid, offs, m, evalid, values, soffs, sdata = R.decode_list(a, LT[t.inner.name])
+    n, valid, offs, m, evalid, values, soffs, sdata = R.decode_list(a, _lt(t.inner))
     vb = pa.py_buffer(evalid)
     if t.inner.name == "null":
         child = pa.nulls(m)
+    elif t.inner.name == "list":  # the elements are encoded lists: decode them in turn
+        enc = pa.Array.from_buffers(
+            pa.large_binary(), m, [vb, pa.py_buffer(soffs), pa.py_buffer(sdata or b"")]
+        ).cast(pa.binary())
+        child = _decode_list(enc, t.inner)
     elif t.inner.name == "str":
         child = pa.Array.from_buffers(
             inner, m, [vb, pa.py_buffer(soffs), pa.py_buffer(sdata or b"")]
@@ -1050,6 +1058,8 @@ def _list_readable(t: pa.DataType, value: pa.DataType) -> bool:
     if not (pa.types.is_list(t) or pa.types.is_large_list(t)):
         return False
     v = t.value_type
+    if pa.types.is_large_list(value):
+        return _list_readable(v, value.value_type)
     if value == pa.large_string():
         return v in (pa.string(), pa.large_string(), pa.string_view())
     if pa.types.is_timestamp(value):
