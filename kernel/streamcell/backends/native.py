@@ -166,6 +166,11 @@ def _chain(c: Compiled) -> list[P.Step]:
             raise NotSupportedError(
                 s.step_id, NAME, "fan-out to several branches runs natively with DAG support"
             )
+        for _, t in c.schemas[s.step_id]:
+            if _lt(t) > 255:  # a type is one byte: depth * 16 + leaf
+                raise NotSupportedError(
+                    s.step_id, NAME, f"lists nested deeper than 15 levels ({t})"
+                )
     if len(sources) != 1:
         raise NotSupportedError(sources[1].step_id, NAME, "several sources need DAG support")
     return list(steps)
