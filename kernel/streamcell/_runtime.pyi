@@ -45,6 +45,17 @@ class Program:
         reason: bytes,
         capacity: int,
     ) -> None: ...
+    def add_sketch(
+        self,
+        step: int,
+        cin: bool,
+        cout: bool,
+        lts: bytes,
+        keys: list[int],
+        specs: list[tuple[int, int, int]],
+        partitions: int,
+        capacity: int,
+    ) -> SketchTap: ...
     def op_names(self) -> list[str]: ...
     def start(
         self,
@@ -79,3 +90,11 @@ class Program:
     def resume(self) -> int: ...
     def stop(self) -> int: ...
     def error(self) -> tuple[int, str, str] | None: ...
+
+class SketchTap:
+    """Queries into a running sketch stage (exec/ops_sketch.h)."""
+
+    states: list[int]
+    def nkeys(self, part: int = 0) -> int: ...
+    def keys(self, part: int) -> Any: ...
+    def to_bytes(self, part: int, key: int, spec: int) -> bytes: ...

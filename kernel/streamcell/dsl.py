@@ -494,8 +494,10 @@ def parse(text: str, namespace: dict[str, Any] | None = None, name: str | None =
                     1,
                 )
             continue
-        default = "none" if isinstance(ch.step, P.Sketch) else "table"
-        sinks.append(ch.sunk or P.Sink(inputs=(ch.step,), target=default))
+        final_sketch = isinstance(ch.step, P.Sketch)
+        sinks.append(
+            ch.sunk or P.Sink(inputs=(ch.step,), target="none" if final_sketch else "table")
+        )
     return P.Plan.of(tuple(sinks), name)
 
 
@@ -661,7 +663,17 @@ def _apply(
         ch.sunk = _sink(st, cur, ns, pos)
     if (
         kw_
-        not in ("key_by", "agg", "running", "top_k", "dedup", "sketch", "tumbling", "sliding", "session")
+        not in (
+            "key_by",
+            "agg",
+            "running",
+            "top_k",
+            "dedup",
+            "sketch",
+            "tumbling",
+            "sliding",
+            "session",
+        )
         and ch.keys is not None
         and kw_ in ("union", "join", "sink")
     ):

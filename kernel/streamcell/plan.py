@@ -206,7 +206,12 @@ class Dedup(Step):
     kind = "dedup"
 
 
-SKETCH_PARAMS = {"theta": ("lg_k", 12), "hll": ("lg_k", 12), "kll": ("k", 200), "frequent": ("lg_max_map_size", 10)}
+SKETCH_PARAMS = {
+    "theta": ("lg_k", 12),
+    "hll": ("lg_k", 12),
+    "kll": ("k", 200),
+    "frequent": ("lg_max_map_size", 10),
+}
 """Each sketch function's one size parameter and its default."""
 
 
@@ -237,7 +242,11 @@ def sketch_call(fn: str, column: Any, **params: Any) -> SketchCall:
     if bad:
         raise ValueError(f"{fn}() takes {name}=, not {', '.join(sorted(bad))}")
     value = params.get(name, default)
-    limits = {"lg_k": (5, 26) if fn == "theta" else (4, 21), "k": (8, 65535), "lg_max_map_size": (3, 26)}
+    limits = {
+        "lg_k": (5, 26) if fn == "theta" else (4, 21),
+        "k": (8, 65535),
+        "lg_max_map_size": (3, 26),
+    }
     lo, hi = limits[name]
     if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
         raise ValueError(f"{fn}(): {name} must be an integer in [{lo}, {hi}], got {value!r}")

@@ -293,11 +293,11 @@ class Run:
         out: dict[str, Any] = {}
         for name, slot in self._sketches.items():
             if not slot.step.keys:
-                out[name] = _display(slot.value())
+                out[name] = _display(name, slot.value())
                 continue
             for key in slot.keys()[:3]:
                 label = ", ".join(str(k) for k in key)
-                out[f"{name}[{label}]"] = _display(slot.value(key))
+                out[f"{name}[{label}]"] = _display(f"{name}[{label}]", slot.value(key))
         return out
 
     def late(self, step: str | None = None) -> pl.DataFrame:
@@ -491,12 +491,12 @@ def _resolve_engine(c: Compiled, opts: RunOptions) -> tuple[RunOptions, str]:
     return native, ""
 
 
-def _display(v: SketchValue) -> Any:
+def _display(label: str, v: SketchValue) -> Any:
     import dataclasses
 
     from .snapshot import sketch_snapshot
 
-    return dataclasses.replace(sketch_snapshot(v.name, v.snapshot()), kind=v.kind)
+    return dataclasses.replace(sketch_snapshot(label, v.snapshot()), kind=v.kind)
 
 
 def stop_all() -> None:

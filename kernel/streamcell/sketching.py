@@ -185,7 +185,13 @@ class ExactFrequent:
 
 
 def exact_for(fn: str) -> Any:
-    return ExactFrequent() if fn == "frequent" else ExactQuantiles() if fn == "kll" else ExactDistinct()
+    return (
+        ExactFrequent()
+        if fn == "frequent"
+        else ExactQuantiles()
+        if fn == "kll"
+        else ExactDistinct()
+    )
 
 
 # ------------------------------------------------------------------------------ one answer
@@ -227,7 +233,9 @@ class SketchValue:
 
     def _need(self, *kinds: str) -> None:
         if self.kind not in kinds:
-            raise TypeError(f"sketch {self.name!r} is {self.kind}; this query is for {'/'.join(kinds)}")
+            raise TypeError(
+                f"sketch {self.name!r} is {self.kind}; this query is for {'/'.join(kinds)}"
+            )
 
     def estimate(self, item: Any = None) -> float:
         """Distinct count (theta/hll), or an item's estimated count (frequent)."""

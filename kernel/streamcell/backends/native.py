@@ -596,7 +596,13 @@ def build(low: Lowered, c: Compiled) -> Any:
             )
         elif kind == "sketch":
             low.taps[a["sid"]] = prog.add_sketch(
-                a["step"], a["cin"], a["cout"], a["lts"], a["keys"], a["specs"], PARTITIONS,
+                a["step"],
+                a["cin"],
+                a["cout"],
+                a["lts"],
+                a["keys"],
+                a["specs"],
+                PARTITIONS,
                 a["capacity"],
             )
         elif kind == "explode":
