@@ -447,6 +447,20 @@ def live(slot: SketchSlot) -> SketchValue | KeyedSketch:
     return KeyedSketch(slot) if slot.step.keys else slot.value()
 
 
+class FixedStage(_Stage):
+    """Answers computed once, after the fact (the Spark engine's merged partial sketches)."""
+
+    def __init__(self, answers: dict[tuple[Any, ...], list[Any]]):
+        self.answers = answers
+
+    def keys(self) -> list[tuple[Any, ...]]:
+        return list(self.answers)
+
+    def value(self, key: tuple[Any, ...], index: int) -> Any:
+        st = self.answers.get(key)
+        return None if st is None else st[index]
+
+
 # ---------------------------------------------------------------------- native engine
 
 
