@@ -235,6 +235,7 @@ cdef extern from "exec/ops_sketch.h":
     int64_t sc_op_sketch_nkeys(void *st) nogil
     int sc_op_sketch_keys(void *st, sc_batch **out, const sc_schema *key_schema) nogil
     int sc_op_sketch_bytes(void *st, int64_t key, int32_t spec, uint8_t **buf, size_t *len) nogil
+    int sc_op_sketch_summary(void *st, int64_t key, int32_t spec, double *out) nogil
 
 cdef extern from "exec/arrow_bridge.h":
     struct ArrowSchema:
@@ -895,6 +896,15 @@ cdef class SketchTap:
         if b == NULL:
             return None
         return _export(b, &self.schema.s)
+
+    def summary(self, int part, int64_t key, int spec):
+        """Headline numbers without a copy (exec/ops_sketch.h, sc_op_sketch_summary)."""
+        cdef double out[7]
+        cdef void *st = self._state(part)
+        with nogil:
+            rc = sc_op_sketch_summary(st, key, spec, out)
+        check_status(rc, "sketch summary")
+        return tuple(out[i] for i in range(7))
 
     def to_bytes(self, int part, int64_t key, int spec):
         """DataSketches bytes of sketch ``spec`` for key index ``key`` of partition ``part``."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -208,8 +209,25 @@ class SketchValue:
     DataSketches format), the exact answer on the reference engine.
     """
 
-    def __init__(self, name: str, call: P.SketchCall, sk: Any):
-        self.name, self.call, self._sk = name, call, sk
+    def __init__(
+        self,
+        name: str,
+        call: P.SketchCall,
+        sk: Any = None,
+        *,
+        load: Callable[[], Any] | None = None,
+        fast: Callable[[], tuple[float, ...]] | None = None,
+    ):
+        self.name, self.call = name, call
+        self._sk_cache, self._load, self._fast = sk, load, fast
+
+    @property
+    def _sk(self) -> Any:
+        """The underlying sketch, copied from the live operator on first use."""
+        if self._sk_cache is None:
+            assert self._load is not None
+            self._sk_cache = self._load()
+        return self._sk_cache
 
     @property
     def kind(self) -> str:
@@ -217,6 +235,8 @@ class SketchValue:
 
     @property
     def exact(self) -> bool:
+        if self._sk_cache is None and self._fast is not None:
+            return False  # a live native sketch
         return bool(getattr(self._sk, "exact", False))
 
     def snapshot(self) -> Any:
@@ -244,22 +264,32 @@ class SketchValue:
                 raise TypeError(f"sketch {self.name!r} is frequent items: estimate(item)")
             return self._sk.get_estimate(item)
         self._need("theta", "hll")
+        if self._fast is not None and self._sk_cache is None:
+            return self._fast()[0]
         return float(self._sk.estimate())
 
-    def lower_bound(self, num_std: int = 2) -> float:
+    def _bound(self, num_std: int, upper: bool) -> float:
         self._need("theta", "hll")
-        return float(self._sk.lower_bound(num_std))
+        if num_std not in (1, 2, 3):
+            raise ValueError("num_std must be 1, 2 or 3")
+        if self._fast is not None and self._sk_cache is None:
+            return self._fast()[num_std + (3 if upper else 0)]
+        return float((self._sk.upper_bound if upper else self._sk.lower_bound)(num_std))
+
+    def lower_bound(self, num_std: int = 2) -> float:
+        return self._bound(num_std, upper=False)
 
     def upper_bound(self, num_std: int = 2) -> float:
-        self._need("theta", "hll")
-        return float(self._sk.upper_bound(num_std))
+        return self._bound(num_std, upper=True)
 
     @property
     def n(self) -> int:
         """Values absorbed (kll), total count (frequent)."""
+        self._need("kll", "frequent")
+        if self._fast is not None and self._sk_cache is None:
+            return int(self._fast()[0])
         if self.kind == "kll":
             return int(self._sk.n)
-        self._need("frequent")
         return int(self._sk.total_weight)
 
     def quantile(self, q: float, *, inclusive: bool = False) -> float:
@@ -372,6 +402,11 @@ class SketchSlot:
 
     def value(self, key: tuple[Any, ...] = ()) -> SketchValue:
         st = self.stage
+        if isinstance(st, NativeStage):
+            live = st.live(key, self.index)
+            if live is not None:
+                load, fast = live
+                return SketchValue(self.name, self.call, load=load, fast=fast)
         sk = None if st is None else st.value(key, self.index)
         if sk is None:
             if self.step.keys and st is not None:
@@ -471,6 +506,7 @@ class NativeStage(_Stage):
     def __init__(self, step: P.Sketch, tap: Any, schema: Schema):
         self.step, self.tap = step, tap
         self.lock = threading.Lock()
+        self._cached: tuple[int, dict[tuple[Any, ...], tuple[int, int]]] = (-1, {})
         self.names = [n for n, _ in schema]
         self.key_pos = [self.names.index(k) for k in step.keys]
         self.types = dict(schema)
@@ -480,6 +516,10 @@ class NativeStage(_Stage):
         """key -> (partition, key index) (caller holds the lock)."""
         if not self.step.keys:
             return {(): (0, 0)}
+        # keys only ever get added: the index is rebuilt when the count changes
+        total = sum(self.tap.nkeys(p) for p in range(len(self.tap.states)))
+        if total == self._cached[0]:
+            return self._cached[1]
         found: list[tuple[int, tuple[Any, ...], int, int]] = []
         for part in range(len(self.tap.states)):
             rb = self.tap.keys(part)
@@ -490,7 +530,9 @@ class NativeStage(_Stage):
             for i, key in enumerate(zip(*cols)):
                 found.append((seqs[i], tuple(key), part, i))
         found.sort(key=lambda t: t[0])  # keys in order of first arrival, as the reference
-        return {key: (part, i) for _, key, part, i in found}
+        index = {key: (part, i) for _, key, part, i in found}
+        self._cached = (total, index)
+        return index
 
     def _load(self, part: int, i: int, index: int) -> Any:
         from . import sketches as S
@@ -520,6 +562,34 @@ class NativeStage(_Stage):
             where = self._index().get(key)
             return None if where is None else self._load(*where, index)
 
+    def live(
+        self, key: tuple[Any, ...], index: int
+    ) -> tuple[Callable[[], Any], Callable[[], tuple[float, ...]]] | None:
+        """While the program lives: a loader of the sketch (a copy, on first use) and a fast
+        path to its headline numbers; None once frozen or for an unknown key."""
+        with self.lock:
+            if self.frozen is not None:
+                return None
+            where = self._index().get(key)
+        if where is None:
+            return None
+        part, i = where
+
+        def load() -> Any:
+            with self.lock:
+                if self.frozen is not None:
+                    return self.frozen[key][index]
+                return self._load(part, i, index)
+
+        def fast() -> tuple[float, ...]:
+            with self.lock:
+                if self.frozen is not None:
+                    sk = self.frozen[key][index]
+                    return _summary_of(self.step.sketches[index][1], sk)
+                return tuple(self.tap.summary(part, i, index))
+
+        return load, fast
+
     def freeze(self) -> None:
         """Copy every answer out of the operator (the driver calls this before closing)."""
         with self.lock:
@@ -530,6 +600,19 @@ class NativeStage(_Stage):
                 frozen[key] = [self._load(part, i, j) for j in range(len(self.step.sketches))]
             self.frozen = frozen
             self.tap = None
+
+
+def _summary_of(call: P.SketchCall, sk: Any) -> tuple[float, ...]:
+    """The numbers of sc_op_sketch_summary, from a sketch object."""
+    if call.fn in ("theta", "hll"):
+        return (
+            float(sk.estimate()),
+            *(float(sk.lower_bound(z)) for z in (1, 2, 3)),
+            *(float(sk.upper_bound(z)) for z in (1, 2, 3)),
+        )
+    if call.fn == "kll":
+        return (float(sk.n), float(sk.min_value), float(sk.max_value), 0.0, 0.0, 0.0, 0.0)
+    return (float(sk.total_weight), float(sk.maximum_error), 0.0, 0.0, 0.0, 0.0, 0.0)
 
 
 __all__ = [

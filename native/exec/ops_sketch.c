@@ -312,3 +312,42 @@ int sc_op_sketch_bytes(void *vst, int64_t key, int32_t spec, uint8_t **buf, size
     pthread_mutex_unlock(&op->mu);
     return rc;
 }
+
+int sc_op_sketch_summary(void *vst, int64_t key, int32_t spec, double out[7]) {
+    sk_op *op = vst;
+    if (spec < 0 || spec >= op->nspecs) return SC_EINVAL;
+    for (int i = 0; i < 7; i++) out[i] = 0;
+    pthread_mutex_lock(&op->mu);
+    int rc = SC_OK;
+    if (key < 0 || key >= op->nkeys_seen) {
+        rc = SC_EINVAL;
+    } else {
+        const void *s = op->sk[key * op->nspecs + spec];
+        switch (op->specs[spec].kind) {
+        case SC_SK_THETA:
+            out[0] = sc_theta_estimate(s);
+            for (int z = 1; z <= 3; z++) {
+                out[z] = sc_theta_lower_bound(s, z);
+                out[3 + z] = sc_theta_upper_bound(s, z);
+            }
+            break;
+        case SC_SK_HLL:
+            out[0] = sc_hll_estimate(s);
+            for (int z = 1; z <= 3; z++) {
+                out[z] = sc_hll_lower_bound(s, z);
+                out[3 + z] = sc_hll_upper_bound(s, z);
+            }
+            break;
+        case SC_SK_KLL:
+            out[0] = (double)sc_kll_n(s);
+            out[1] = sc_kll_min(s);
+            out[2] = sc_kll_max(s);
+            break;
+        default:
+            out[0] = (double)sc_frequent_total_weight(s);
+            out[1] = (double)sc_frequent_maximum_error(s);
+        }
+    }
+    pthread_mutex_unlock(&op->mu);
+    return rc;
+}

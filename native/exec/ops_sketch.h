@@ -61,4 +61,12 @@ int sc_op_sketch_keys(void *st, sc_batch **out, const sc_schema *key_schema);
  * a malloc'd buffer (*buf, *len; free() it). */
 int sc_op_sketch_bytes(void *st, int64_t key, int32_t spec, uint8_t **buf, size_t *len);
 
+/* The headline numbers of sketch `spec` of key `key`, computed under the lock without a
+ * copy (a few microseconds):
+ *   Θ / HLL: out[0] estimate, out[1..3] lower bounds at 1..3 standard deviations,
+ *            out[4..6] upper bounds at 1..3;
+ *   KLL: out[0] n, out[1] min, out[2] max (NaN when empty);
+ *   frequent: out[0] total weight, out[1] maximum error. */
+int sc_op_sketch_summary(void *st, int64_t key, int32_t spec, double out[7]);
+
 #endif

@@ -127,7 +127,24 @@ static void model_bytes(const model *m, int spec, uint8_t **buf, size_t *len) {
     *len = w;
 }
 
+static void check_summary(void *op, int64_t key, const model *m) {
+    double out[7];
+    CHECK_RC(sc_op_sketch_summary(op, key, 0, out));
+    CHECK(out[0] == sc_theta_estimate(m->th));
+    CHECK(out[2] == sc_theta_lower_bound(m->th, 2) && out[5] == sc_theta_upper_bound(m->th, 2));
+    CHECK(out[1] <= out[0] && out[0] <= out[4]);
+    CHECK_RC(sc_op_sketch_summary(op, key, 1, out));
+    CHECK(out[0] == sc_hll_estimate(m->hll));
+    CHECK_RC(sc_op_sketch_summary(op, key, 2, out));
+    CHECK(out[0] == (double)sc_kll_n(m->kll) && out[1] == sc_kll_min(m->kll) && out[2] == sc_kll_max(m->kll));
+    CHECK_RC(sc_op_sketch_summary(op, key, 3, out));
+    CHECK(out[0] == (double)sc_frequent_total_weight(m->fr));
+    CHECK(out[1] == (double)sc_frequent_maximum_error(m->fr));
+    CHECK(sc_op_sketch_summary(op, key, 4, out) == SC_EINVAL);
+}
+
 static void check_same(void *op, int64_t key, const model *m) {
+    check_summary(op, key, m);
     for (int s = 0; s < 4; s++) {
         uint8_t *a, *b;
         size_t na, nb;
@@ -239,6 +256,8 @@ static void *query_loop(void *p) {
                 CHECK_RC(sc_op_sketch_bytes(a->op, n - 1, s, &buf, &len));
                 CHECK(len > 0);
                 free(buf);
+                double out[7];
+                CHECK_RC(sc_op_sketch_summary(a->op, n - 1, s, out));
             }
             sc_batch *kb = NULL;
             CHECK_RC(sc_op_sketch_keys(a->op, &kb, NULL));

@@ -923,8 +923,11 @@ class Driver:
         if not self._pending_rows:
             return
         batches, self._pending, self._pending_rows = self._pending, [], 0
-        df = to_frame(batches, self.sink_schema)
         cnt = self.env.counters[self.sink.step_id]
+        if self.sink.target == "none":  # rows are dropped: count them, build nothing
+            cnt.rows_in += sum(b.num_rows for b in batches)
+            return
+        df = to_frame(batches, self.sink_schema)
         cnt.rows_in += df.height
         store = self.frame_writer
         if store is not None and hasattr(store, "write_frame"):

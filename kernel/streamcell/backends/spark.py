@@ -712,7 +712,8 @@ class BatchDriver:
         sink = self.sink
         assert isinstance(sink, P.Sink)
         self.env.counters[sink.step_id].rows_in += frame.height
-        write_frame(self.env.sink_writer(sink), frame)
+        if sink.target != "none":
+            write_frame(self.env.sink_writer(sink), frame)
 
 
 def write_frame(writer: Callable[[list[dict[str, Any]]], None], frame: pl.DataFrame) -> None:
