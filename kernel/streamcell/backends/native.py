@@ -36,7 +36,7 @@ from ..errors import NotSupportedError
 from ..expr import IR, Binary, Call, Col, Lit, Unary, When
 from ..options import RunOptions
 from ..sources import BadRow
-from ..types import DATE, NULL, DType, Schema, polars_schema
+from ..types import DATE, INT, NULL, DType, Schema, polars_schema
 from .evaluate import RowError, compile_row_expr, epoch_days, epoch_us
 
 NAME = "native"
@@ -185,7 +185,7 @@ class NativeBackend:
         lower(c, options)  # expression support is checked by lowering
         if options.reorder == "none":
             for s in c.plan.steps:
-                if isinstance(s, (P.Aggregate, P.Running, P.TopK, P.Dedup)):
+                if isinstance(s, (P.Aggregate, P.Running, P.TopK, P.Dedup, P.Transfer, P.Sketch)):
                     raise NotSupportedError(
                         s.step_id,
                         NAME,
@@ -316,6 +316,7 @@ class Lowered:
     ops: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     step_index: dict[str, int] = field(default_factory=dict)
     taps: dict[str, Any] = field(default_factory=dict)  # sketch step id -> _runtime.SketchTap
+    entities: dict[str, int] = field(default_factory=dict)  # transfer step id -> entity table
 
 
 def _agg_args(
@@ -502,6 +503,38 @@ def lower(c: Compiled, options: RunOptions) -> Lowered:  # noqa: C901 - one disp
                     ),
                 )
             )
+        elif isinstance(s, P.Transfer):
+            is_float = dict(out)[s.balance_columns[0]].name == "float"
+            mid = tuple(schema) + tuple((f"\x00t{i}", INT) for i in range(5))
+            low.ops.append(
+                (
+                    "transfer",
+                    dict(
+                        step=idx,
+                        in_lts=_lts(schema),
+                        mid_lts=_lts(mid),
+                        out_lts=_lts(out),
+                        keys=[pos[k] for k in s.keys],
+                        amount=pos[s.amount],
+                        is_float=is_float,
+                        initial_f=float(s.initial),
+                        initial_i=int(s.initial) if not is_float else 0,
+                        overdraft=s.overdraft,
+                        serial=options.entity_order == "serial",
+                        # the reference's dead-letter reasons, word for word
+                        reasons=[
+                            f"transfer: {s.keys[0]} is null".encode(),
+                            f"transfer: {s.keys[1]} is null".encode(),
+                            f"transfer: {s.amount} is null".encode(),
+                            b"transfer: amount is NaN",
+                            b"transfer: amount is negative",
+                        ],
+                        rejected=f"transfer rejected: {s.keys[0]} balance below amount".encode(),
+                        sid=s.step_id,
+                        capacity=cap,
+                    ),
+                )
+            )
         elif isinstance(s, P.Sketch):
             low.ops.append(
                 (
@@ -592,6 +625,23 @@ def build(low: Lowered, c: Compiled) -> Any:
                 a["size"],
                 a["every"],
                 a["lateness"],
+                a["capacity"],
+            )
+        elif kind == "transfer":
+            low.entities[a["sid"]] = prog.add_transfer(
+                a["step"],
+                a["in_lts"],
+                a["mid_lts"],
+                a["out_lts"],
+                a["keys"],
+                a["amount"],
+                a["is_float"],
+                a["initial_f"],
+                a["initial_i"],
+                a["overdraft"],
+                a["serial"],
+                a["reasons"],
+                a["rejected"],
                 a["capacity"],
             )
         elif kind == "sketch":
@@ -788,7 +838,12 @@ class Driver:
             self._drain_sides(prog)
             self._sync_counters(prog)
             self._flush_side()
-            self.env.run.native_metrics = prog.metrics()
+            metrics = prog.metrics()
+            metrics["entities"] = {
+                sid: dict(zip(("entities", "waited"), prog.entity_stats(t)))
+                for sid, t in self.low.entities.items()
+            }
+            self.env.run.native_metrics = metrics
             err = prog.error()
             for stage in stages:  # answers outlive the program
                 stage.freeze()
