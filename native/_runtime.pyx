@@ -1,5 +1,5 @@
 # distutils: language = c
-# distutils: sources = native/exec/common.c native/exec/expr.c native/exec/ops_state.c native/exec/ops_keyed.c native/exec/ops_window.c native/exec/keyhash.c native/exec/rowstore.c native/exec/program.c native/exec/arrow_bridge.c native/exec/lists.c native/runtime/pool.c native/runtime/scheduler.c native/runtime/reorder.c native/runtime/hybrid_queue.c native/runtime/ring.c native/runtime/batch.c native/runtime/metrics.c
+# distutils: sources = native/exec/common.c native/exec/expr.c native/exec/ops_state.c native/exec/ops_keyed.c native/exec/ops_window.c native/exec/keyhash.c native/exec/rowstore.c native/exec/program.c native/exec/arrow_bridge.c native/exec/lists.c native/exec/ops_sketch.c native/exec/ops_entities.c native/sketch/theta.c native/sketch/hll.c native/sketch/kll.c native/sketch/frequent.c native/sketch/murmur3.c native/sketch/concurrent.c native/runtime/pool.c native/runtime/scheduler.c native/runtime/reorder.c native/runtime/hybrid_queue.c native/runtime/ring.c native/runtime/batch.c native/runtime/metrics.c
 # distutils: include_dirs = native native/common native/exec native/runtime
 """streamcell._runtime: the Python face of the native runtime (native/exec, native/runtime).
 
@@ -223,6 +223,37 @@ cdef extern from "exec/lists.h":
     int sc_op_explode_run(void *st, sc_batch *inp, sc_batch **out) nogil
     void sc_op_explode_destroy(void *st) nogil
 
+cdef extern from "exec/ops_sketch.h":
+    ctypedef struct sc_sketch_spec:
+        int32_t kind
+        int32_t col
+        int32_t param
+    int sc_op_sketch_create(void **st, const sc_op_base *base, const int32_t *keys, int32_t nkeys,
+                            const sc_sketch_spec *specs, int32_t nspecs) nogil
+    int sc_op_sketch_run(void *st, sc_batch *inp, sc_batch **out) nogil
+    void sc_op_sketch_destroy(void *st) nogil
+    int64_t sc_op_sketch_nkeys(void *st) nogil
+    int sc_op_sketch_keys(void *st, sc_batch **out, const sc_schema *key_schema) nogil
+    int sc_op_sketch_bytes(void *st, int64_t key, int32_t spec, uint8_t **buf, size_t *len) nogil
+    int sc_op_sketch_summary(void *st, int64_t key, int32_t spec, double *out) nogil
+
+cdef extern from "exec/ops_entities.h":
+    ctypedef struct sc_entities:
+        pass
+    int sc_entities_create(sc_entities **out, bint is_float, double initial_f, int64_t initial_i,
+                           bint overdraft, bint serial) nogil
+    void sc_entities_destroy(sc_entities *e) nogil
+    int64_t sc_entities_count(const sc_entities *e) nogil
+    uint64_t sc_entities_waits(const sc_entities *e) nogil
+    int sc_op_order_create(void **st, const sc_op_base *base, sc_entities *ents, const int32_t *keys,
+                           int32_t amount, const char *const *reasons) nogil
+    int sc_op_order_run(void *st, sc_batch *inp, sc_batch **out) nogil
+    void sc_op_order_destroy(void *st) nogil
+    int sc_op_apply_create(void **st, const sc_op_base *base, sc_entities *ents, int32_t amount,
+                           const char *rejected) nogil
+    int sc_op_apply_run(void *st, sc_batch *inp, sc_batch **out) nogil
+    void sc_op_apply_destroy(void *st) nogil
+
 cdef extern from "exec/arrow_bridge.h":
     struct ArrowSchema:
         void (*release)(ArrowSchema *) nogil
@@ -361,6 +392,9 @@ cdef sc_agg_spec *_aggs(list aggs) except NULL:
     return a
 
 
+cdef class SketchTap
+
+
 cdef class Program:
     """A native operator chain (see module doc). Build with the ``add_*`` methods, then
     ``start``; feed with ``push``; drain with ``take``; always ``close``."""
@@ -371,10 +405,12 @@ cdef class Program:
     cdef _Schema out_schema
     cdef _Schema in_schema
     cdef bint started
+    cdef list entities      # sc_entities tables (addresses), freed after the program
 
     def __cinit__(self, int nsteps, int max_out=64):
         check_status(sc_prog_create(&self.p, nsteps, max_out), "program")
         self.nsteps = nsteps
+        self.entities = []
         self.schemas = []
         self.op_steps = []
 
@@ -383,6 +419,13 @@ cdef class Program:
             with nogil:
                 sc_prog_destroy(self.p)
             self.p = NULL
+        self._free_entities()
+
+    cdef _free_entities(self):
+        if self.entities:
+            for a in self.entities:
+                sc_entities_destroy(<sc_entities *><uintptr_t>a)
+            self.entities = []
 
     def close(self):
         """Stop the workers and free everything (idempotent)."""
@@ -390,6 +433,49 @@ cdef class Program:
             with nogil:
                 sc_prog_destroy(self.p)
             self.p = NULL
+        self._free_entities()
+
+    def add_transfer(self, int step, bytes in_lts, bytes mid_lts, bytes out_lts, list keys, int amount,
+                     bint is_float, double initial_f, int64_t initial_i, bint overdraft, bint serial,
+                     list reasons, bytes rejected, int64_t capacity):
+        """A multi-entity transfer (exec/ops_entities.h): ORDER (stateful) then APPLY
+        (stateless, many workers) over one entity table. Returns the table's address."""
+        cdef _Schema si = _Schema(in_lts)
+        cdef _Schema sm = _Schema(mid_lts)
+        cdef _Schema so = _Schema(out_lts)
+        cdef sc_entities *ents = NULL
+        cdef int32_t ks[2]
+        cdef const char *rs[5]
+        cdef sc_op_base b
+        cdef void *st = NULL
+        cdef list keep = [bytes(r) for r in reasons]
+        ks[0], ks[1] = keys
+        for i in range(5):
+            rs[i] = <const char *>keep[i]
+        check_status(sc_entities_create(&ents, is_float, initial_f, initial_i, overdraft, serial), "entities")
+        self.entities.append(<uintptr_t>ents)
+        self._base(&b, step, True, False, si, sm, capacity, True)
+        rc = sc_op_order_create(&st, &b, ents, ks, amount, rs)
+        sc_op_base_free(&b)
+        check_status(rc, f"transfer step {step} (order)")
+        check_status(sc_prog_add(self.p, b"order", SC_OP_STATEFUL, sc_op_order_run, sc_op_order_destroy,
+                                 st, <sc_op_base *>st), "order")
+        self.schemas.append(sm)
+        self._base(&b, step, False, True, sm, so, capacity, True)
+        rc = sc_op_apply_create(&st, &b, ents, amount, rejected)
+        sc_op_base_free(&b)
+        check_status(rc, f"transfer step {step} (apply)")
+        check_status(sc_prog_add(self.p, b"apply", SC_OP_STATELESS, sc_op_apply_run, sc_op_apply_destroy,
+                                 st, <sc_op_base *>st), "apply")
+        self.schemas.append(so)
+        return <uintptr_t>ents
+
+    def entity_stats(self, uintptr_t table):
+        """(entities, events that waited for a ticket) of a table from add_transfer."""
+        if table not in self.entities:
+            raise ValueError("not an entity table of this program")
+        cdef sc_entities *e = <sc_entities *>table
+        return sc_entities_count(e), sc_entities_waits(e)
 
     cdef int _base(self, sc_op_base *b, int step, bint cin, bint cout, _Schema i, _Schema o, int64_t capacity,
                    bint side) except -1:
@@ -495,6 +581,54 @@ cdef class Program:
             free(states)
             free(bases)
         self.schemas.extend([si, so, so])
+
+    def add_sketch(self, int step, bint cin, bint cout, bytes lts, list keys, list specs, int partitions,
+                   int64_t capacity):
+        """A sketch tap (exec/ops_sketch.h): specs are (kind, column, param) triples; with keys it
+        runs partitioned ``partitions`` ways. Returns a :class:`SketchTap` for queries."""
+        cdef _Schema s = _Schema(lts)
+        cdef int32_t *ks = _ints(keys)
+        cdef int nspec = len(specs)
+        cdef sc_sketch_spec *sp = <sc_sketch_spec *>malloc(max(nspec, 1) * sizeof(sc_sketch_spec))
+        cdef int nparts = partitions if keys else 1
+        cdef void **states = <void **>calloc(nparts, sizeof(void *))
+        cdef sc_op_base **bases = <sc_op_base **>calloc(nparts, sizeof(sc_op_base *))
+        cdef sc_op_base b
+        cdef int rc = 0
+        cdef int i
+        cdef SketchTap tap = SketchTap.__new__(SketchTap)
+        if sp == NULL or states == NULL or bases == NULL:
+            free(ks); free(sp); free(states); free(bases)
+            raise MemoryError()
+        for i in range(nspec):
+            sp[i].kind, sp[i].col, sp[i].param = specs[i]
+        try:
+            for i in range(nparts):
+                self._base(&b, step, cin, cout, s, s, capacity, False)
+                rc = sc_op_sketch_create(&states[i], &b, ks, <int32_t>len(keys), sp, nspec)
+                sc_op_base_free(&b)
+                if rc < 0:
+                    for j in range(i):
+                        sc_op_sketch_destroy(states[j])
+                    check_status(rc, f"sketch step {step}")
+                bases[i] = <sc_op_base *>states[i]
+            tap.states = [<uintptr_t>states[i] for i in range(nparts)]
+            tap.schema = s
+            tap.program = self
+            if keys:
+                check_status(sc_prog_add_keyed(self.p, b"sketch", sc_op_sketch_run, sc_op_sketch_destroy, states,
+                                               bases, nparts, ks, <int32_t>len(keys), &s.s, &s.s), "sketch")
+                self.schemas.extend([s, s, s])
+            else:
+                check_status(sc_prog_add(self.p, b"sketch", SC_OP_STATEFUL, sc_op_sketch_run,
+                                         sc_op_sketch_destroy, states[0], bases[0]), "sketch")
+                self.schemas.append(s)
+        finally:
+            free(ks)
+            free(sp)
+            free(states)
+            free(bases)
+        return tap
 
     def add_window(self, int step, bint cin, bint cout, bytes in_lts, bytes out_lts, list keys, list aggs,
                    list outs, int kind, int time_col, int64_t size, int64_t every, int64_t lateness,
@@ -803,6 +937,56 @@ cdef class Program:
             return None
         name = sc_prog_op_name(self.p, op)
         return rc, (name.decode() if name != NULL else "output"), sc_status_name(rc).decode()
+
+
+cdef class SketchTap:
+    """Queries into a running sketch stage (exec/ops_sketch.h): safe from any thread while the
+    program lives; the driver takes its final answers before it closes the program."""
+
+    cdef public list states     # one sk_op per partition (addresses)
+    cdef _Schema schema
+    cdef Program program
+
+    cdef void *_state(self, int part) except NULL:
+        if self.program.p == NULL:
+            raise RuntimeError("the run's native program is closed")
+        return <void *><uintptr_t>self.states[part]
+
+    def nkeys(self, int part=0):
+        return sc_op_sketch_nkeys(self._state(part))
+
+    def keys(self, int part):
+        """The first input row of every key of partition ``part`` (pyarrow.RecordBatch), or None."""
+        cdef sc_batch *b = NULL
+        cdef void *st = self._state(part)
+        with nogil:
+            rc = sc_op_sketch_keys(st, &b, NULL)
+        check_status(rc, "sketch keys")
+        if b == NULL:
+            return None
+        return _export(b, &self.schema.s)
+
+    def summary(self, int part, int64_t key, int spec):
+        """Headline numbers without a copy (exec/ops_sketch.h, sc_op_sketch_summary)."""
+        cdef double out[7]
+        cdef void *st = self._state(part)
+        with nogil:
+            rc = sc_op_sketch_summary(st, key, spec, out)
+        check_status(rc, "sketch summary")
+        return tuple(out[i] for i in range(7))
+
+    def to_bytes(self, int part, int64_t key, int spec):
+        """DataSketches bytes of sketch ``spec`` for key index ``key`` of partition ``part``."""
+        cdef uint8_t *buf = NULL
+        cdef size_t n = 0
+        cdef void *st = self._state(part)
+        with nogil:
+            rc = sc_op_sketch_bytes(st, key, spec, &buf, &n)
+        check_status(rc, "sketch bytes")
+        try:
+            return (<char *>buf)[:n]
+        finally:
+            free(buf)
 
 
 cdef object _export(sc_batch *b, const sc_schema *s):

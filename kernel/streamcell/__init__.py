@@ -17,7 +17,21 @@ from .dsl import parse
 from .errors import DSLSyntaxError, NotSupportedError, PlanError, RunFailed, StreamcellError
 from .expr import Expr, col, count, count_distinct, first, last, lit, max_, mean, min_, sum_, when
 from .options import RunOptions
-from .plan import Plan, Stream, clickstream, combine, csv, ndjson, parquet, source, store_sales
+from .plan import (
+    Plan,
+    Stream,
+    clickstream,
+    combine,
+    csv,
+    frequent,
+    hll,
+    kll,
+    ndjson,
+    parquet,
+    source,
+    store_sales,
+    theta,
+)
 from .run import Run, registry, start
 from .snapshot import MetricsSnapshot, metrics_snapshot
 from .sql import sql
@@ -67,6 +81,9 @@ __all__ = [
     "count_distinct",
     "csv",
     "first",
+    "frequent",
+    "hll",
+    "kll",
     "last",
     "lit",
     "max",
@@ -82,5 +99,6 @@ __all__ = [
     "start",
     "store_sales",
     "sum",
+    "theta",
     "when",
 ]

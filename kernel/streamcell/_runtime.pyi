@@ -45,6 +45,35 @@ class Program:
         reason: bytes,
         capacity: int,
     ) -> None: ...
+    def add_transfer(
+        self,
+        step: int,
+        in_lts: bytes,
+        mid_lts: bytes,
+        out_lts: bytes,
+        keys: list[int],
+        amount: int,
+        is_float: bool,
+        initial_f: float,
+        initial_i: int,
+        overdraft: bool,
+        serial: bool,
+        reasons: list[bytes],
+        rejected: bytes,
+        capacity: int,
+    ) -> int: ...
+    def entity_stats(self, table: int) -> tuple[int, int]: ...
+    def add_sketch(
+        self,
+        step: int,
+        cin: bool,
+        cout: bool,
+        lts: bytes,
+        keys: list[int],
+        specs: list[tuple[int, int, int]],
+        partitions: int,
+        capacity: int,
+    ) -> SketchTap: ...
     def op_names(self) -> list[str]: ...
     def start(
         self,
@@ -79,3 +108,12 @@ class Program:
     def resume(self) -> int: ...
     def stop(self) -> int: ...
     def error(self) -> tuple[int, str, str] | None: ...
+
+class SketchTap:
+    """Queries into a running sketch stage (exec/ops_sketch.h)."""
+
+    states: list[int]
+    def nkeys(self, part: int = 0) -> int: ...
+    def keys(self, part: int) -> Any: ...
+    def summary(self, part: int, key: int, spec: int) -> tuple[float, ...]: ...
+    def to_bytes(self, part: int, key: int, spec: int) -> bytes: ...

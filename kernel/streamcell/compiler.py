@@ -269,6 +269,12 @@ def compile_plan(plan: P.Plan, readers: dict[str, Reader] | None = None) -> Comp
         schemas[s.step_id] = _step_schema(s, ins, opened)
     c = Compiled(plan, schemas, opened)
     _name_sinks(c)
+    seen: set[str] = set()
+    for st in plan.steps:
+        for name, _ in getattr(st, "sketches", ()):
+            if name in seen:
+                raise _err(f"two sketch stages are named {name!r}", st.pos, st)
+            seen.add(name)
     return c
 
 
@@ -354,6 +360,53 @@ def _step_schema(s: P.Step, ins: list[Schema], opened: dict[str, Reader]) -> Sch
         return tuple(schema) + (("rank", INT),)
     if isinstance(s, P.Dedup):
         _check_keys(s, schema, s.keys)
+        return schema
+    if isinstance(s, P.Transfer):
+        _check_keys(s, schema, s.keys)
+        if len(s.keys) != 2:
+            raise _err(
+                f"transfer needs key_by_all with two entity columns (from, to), got {len(s.keys)}",
+                s.pos,
+                s,
+            )
+        ta, tb = (ty.col(k, s) for k in s.keys)
+        if ta != tb:
+            raise _err(
+                f"transfer: entity columns {s.keys[0]!r} ({ta}) and {s.keys[1]!r} ({tb}) "
+                "must have the same type",
+                s.pos,
+                s,
+            )
+        at = ty.col(s.amount, s)
+        if at not in (INT, FLOAT):
+            raise _err(f"transfer amount {s.amount!r} must be int or float, not {at}", s.pos, s)
+        if isinstance(s.initial, bool) or not isinstance(s.initial, (int, float)):
+            raise _err(f"transfer initial= must be a number, got {s.initial!r}", s.pos, s)
+        bt = FLOAT if at == FLOAT or isinstance(s.initial, float) else INT
+        clash = [c for c in s.balance_columns if c in dict(schema)]
+        if clash:
+            raise _err(f"transfer adds {', '.join(clash)} but the input has it", s.pos, s)
+        return tuple(schema) + tuple((c, bt) for c in s.balance_columns)
+    if isinstance(s, P.Sketch):
+        _check_keys(s, schema, s.keys)
+        for name, call in s.sketches:
+            t = ty.col(call.column, s)
+            ok = t.name != "list" and t.name != "null"
+            if call.fn == "kll":
+                ok = t.name in ("int", "float", "bool")
+            elif call.fn == "frequent":
+                ok = ok and t.name != "float"
+            if not ok:
+                need = {
+                    "kll": "int, float or bool",
+                    "frequent": "int, bool, str, datetime or date",
+                }.get(call.fn, "a scalar type")
+                raise _err(
+                    f"sketch {name}: {call.fn}({call.column}) needs {need}, "
+                    f"but {call.column!r} is {t}",
+                    s.pos,
+                    s,
+                )
         return schema
     if isinstance(s, P.Union):
         first = dict(schema)

@@ -9,6 +9,7 @@ Engine = Literal["auto", "reference", "native", "spark"]
 Scheduler = Literal["CT", "QST", "LP", "ET"]
 Reorder = Literal["nonblocking", "locked", "none"]
 KeyedQueue = Literal["hybrid", "partitioned"]
+EntityOrder = Literal["tickets", "serial"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,10 @@ class RunOptions:
     keyed_queue
         Native keyed worklist: ``"hybrid"`` (seed 003 hybrid queue, the default) or
         ``"partitioned"`` (one queue per worker, for the ablation benchmark).
+    entity_order
+        Native multi-entity events (``key_by_all`` + ``transfer``): ``"tickets"`` (seed 002,
+        per-entity ticket ordering, the default) or ``"serial"`` (one global ticket lock
+        around the same update, the benchmark's baseline). Both give the same result.
     """
 
     engine: Engine = "auto"
@@ -49,6 +54,7 @@ class RunOptions:
     display: bool = True
     reorder: Reorder = "nonblocking"
     keyed_queue: KeyedQueue = "hybrid"
+    entity_order: EntityOrder = "tickets"
 
     def __post_init__(self) -> None:
         if self.engine not in ("auto", "reference", "native", "spark"):
@@ -68,6 +74,11 @@ class RunOptions:
         if self.keyed_queue not in ("hybrid", "partitioned"):
             raise ValueError(
                 f"unknown keyed_queue {self.keyed_queue!r}; choices: hybrid, partitioned"
+            )
+
+        if self.entity_order not in ("tickets", "serial"):
+            raise ValueError(
+                f"unknown entity_order {self.entity_order!r}; choices: tickets, serial"
             )
 
     def with_(self, **changes: Any) -> RunOptions:
