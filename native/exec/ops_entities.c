@@ -72,7 +72,7 @@ static inline ent *ent_at(sc_entities *e, int64_t id) {
 /* ORDER: the id of the entity in column `col` of row `r` (a new entity when unseen). */
 static int entity_of(sc_entities *e, const sc_batch *in, int64_t r, int32_t col, int64_t *id) {
     e->kbuf.len = 0;
-    int rc = sc_key_encode(&e->kbuf, in, r, &col, 1);
+    int rc = sc_key_encode(&e->kbuf, in, r, &col, 1, NULL);
     if (rc) return rc;
     uint64_t h = sc_hash_bytes(e->kbuf.p, e->kbuf.len), v = 0;
     if (sc_kmap_find(&e->map, h, e->kbuf.p, (uint32_t)e->kbuf.len, &v)) {

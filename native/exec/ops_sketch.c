@@ -193,7 +193,7 @@ static inline int sk_update(const sk_op *op, int32_t i, void *s, const sc_batch 
 
 static int sk_key_of(sk_op *op, const sc_batch *in, int64_t r, int64_t *key) {
     op->kbuf.len = 0;
-    int rc = sc_key_encode(&op->kbuf, in, r, op->keys, op->nkeys);
+    int rc = sc_key_encode(&op->kbuf, in, r, op->keys, op->nkeys, NULL);
     if (rc) return rc;
     uint64_t h = sc_hash_bytes(op->kbuf.p, op->kbuf.len), id = (uint64_t)op->nkeys_seen;
     if (sc_kmap_find(&op->map, h, op->kbuf.p, (uint32_t)op->kbuf.len, &id)) {

@@ -1,4 +1,4 @@
-// sources: exec/ops_sketch.c exec/ops_state.c exec/keyhash.c exec/rowstore.c exec/common.c runtime/batch.c runtime/ring.c sketch/theta.c sketch/hll.c sketch/kll.c sketch/frequent.c sketch/murmur3.c sketch/concurrent.c
+// sources: exec/ops_sketch.c exec/ops_state.c exec/keyhash.c exec/rowstore.c exec/common.c runtime/batch.c runtime/ring.c sketch/theta.c sketch/hll.c sketch/kll.c sketch/frequent.c sketch/murmur3.c sketch/concurrent.c exec/lists.c
 /* Tests for exec/ops_sketch (the sketch tap): rows pass unchanged; each sketch equals one
  * built directly from the same values (byte for byte, so order and null handling match);
  * keyed sketches are per key; queries from another thread while batches run (TSan); bad
