@@ -165,6 +165,18 @@ def test_is_in_with_a_list_subject(engine):
     assert got["s"].to_list() == [None if x is None else False for x in LI]
 
 
+def test_nested_literals_are_lists_whether_written_as_lists_or_tuples(engine):
+    # the DSL reads [[1, 2]] as nested tuples; either way the literal is a list of lists
+    got = table(
+        sc.source(ints())
+        .select(t=col("a").is_in([(1, 2), ()]), u=col("a") == sc.lit((1, 2)))
+        .plan(),
+        engine.options,
+    )
+    assert got["t"].to_list() == [True, False, None, True, False, False, False]
+    assert got["u"].to_list() == [True, False, None, False, False, False, False]
+
+
 def test_filter_on_a_list_predicate(engine):
     got = table(
         sc.source(ints()).filter((col("a") == col("b")) | col("a").is_null()).plan(),
