@@ -251,15 +251,7 @@ static int sk_key_of(sk_op *op, const sc_batch *in, int64_t r, int64_t *key) {
 int sc_op_sketch_run(void *vst, sc_batch *in, sc_batch **out) {
     sk_op *op = vst;
     *out = NULL;
-    if (in->eos) {
-        if (in->nrows) {
-            sc_batch_release(in);
-            return SC_EINVAL;
-        }
-        in->next = NULL;
-        *out = in;
-        return SC_OK;
-    }
+    if (in->eos) return sc_forward_eos(in, out);
     int64_t n = in->nrows;
     sc_count_in(&op->base, n);
     int rc = SC_OK;
