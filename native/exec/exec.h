@@ -193,6 +193,19 @@ int sc_op_late(sc_op_base *b, const sc_batch *in, int64_t row);
 /* New output batch of the op's output schema, header copied from `in` (serial, first_row,
  * marker are the pool's; part/group copied). */
 int sc_op_new_out(sc_op_base *b, const sc_batch *in, sc_batch **out);
+/* An operator that keeps nothing at end of stream forwards the eos batch (which must have
+ * no rows: SC_EINVAL, and `in` released, otherwise). */
+static inline int sc_forward_eos(sc_batch *in, sc_batch **out) {
+    *out = NULL;
+    if (in->nrows) {
+        sc_batch_release(in);
+        return SC_EINVAL;
+    }
+    in->next = NULL;
+    *out = in;
+    return SC_OK;
+}
+
 /* Append `b2` at the end of the chain *head. */
 static inline void sc_chain_append(sc_batch **head, sc_batch **tail, sc_batch *b2) {
     if (!b2) return;

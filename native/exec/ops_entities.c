@@ -168,15 +168,7 @@ static const char *order_reject(const order_op *op, const sc_batch *in, int64_t 
 int sc_op_order_run(void *vst, sc_batch *in, sc_batch **out) {
     order_op *op = vst;
     *out = NULL;
-    if (in->eos) {
-        if (in->nrows) {
-            sc_batch_release(in);
-            return SC_EINVAL;
-        }
-        in->next = NULL;
-        *out = in;
-        return SC_OK;
-    }
+    if (in->eos) return sc_forward_eos(in, out);
     int64_t n = in->nrows;
     sc_count_in(&op->base, n);
     int rc = SC_OK;
@@ -286,15 +278,7 @@ static bool wait_turn(sc_entities *e, ent *x, uint64_t t, bool *waited) {
 int sc_op_apply_run(void *vst, sc_batch *in, sc_batch **out) {
     apply_op *op = vst;
     *out = NULL;
-    if (in->eos) {
-        if (in->nrows) {
-            sc_batch_release(in);
-            return SC_EINVAL;
-        }
-        in->next = NULL;
-        *out = in;
-        return SC_OK;
-    }
+    if (in->eos) return sc_forward_eos(in, out);
     sc_entities *e = op->ents;
     int64_t n = in->nrows;
     int32_t nuser = op->base.in.ncols - 5;

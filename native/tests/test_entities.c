@@ -11,14 +11,7 @@
 
 #include "exec/ops_entities.h"
 
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-            exit(1);                                                              \
-        }                                                                         \
-    } while (0)
-#define CHECK_RC(x) CHECK((x) == SC_OK)
+#include "check.h"
 
 enum { C_SRC = 2, C_DST = 3, C_AMT = 4, NIN = 5, NBATCH = 120, ROWS = 50, ACCOUNTS = 12 };
 

@@ -14,14 +14,7 @@
 #include "sketch/kll.h"
 #include "sketch/theta.h"
 
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-            exit(1);                                                              \
-        }                                                                         \
-    } while (0)
-#define CHECK_RC(x) CHECK((x) == SC_OK)
+#include "check.h"
 
 /* columns: seq, pos, user (int, every 7th null), event (str of 3), price (float) */
 enum { C_USER = 2, C_EVENT = 3, C_PRICE = 4, NCOLS = 5 };

@@ -15,14 +15,7 @@
 
 #include "exec/ops_state.h"
 
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-            exit(1);                                                              \
-        }                                                                         \
-    } while (0)
-#define CHECK_RC(x) CHECK((x) == SC_OK)
+#include "check.h"
 
 #define STEP 3
 

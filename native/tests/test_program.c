@@ -12,13 +12,7 @@
 #include "exec/ops_state.h"
 #include "exec/program.h"
 
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-            exit(1);                                                              \
-        }                                                                         \
-    } while (0)
+#include "check.h"
 
 static uint64_t rs = 0x243F6A8885A308D3ull;
 static uint64_t rnd(void) {
