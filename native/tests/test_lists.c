@@ -11,14 +11,7 @@
 #include "exec/arrow_bridge.h"
 #include "exec/lists.h"
 
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-            exit(1);                                                              \
-        }                                                                         \
-    } while (0)
-#define CHECK_RC(x) CHECK((x) == SC_OK)
+#include "check.h"
 
 static void noop_schema(struct ArrowSchema *s) { s->release = NULL; }
 static void noop_array(struct ArrowArray *a) { a->release = NULL; }

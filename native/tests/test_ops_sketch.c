@@ -234,8 +234,8 @@ static void test_keyed_one_set_per_key(const sc_schema *s) {
 
 typedef struct qarg {
     void *op;
-    int stop; /* __atomic */
-    long queries;
+    int stop;     /* __atomic */
+    long queries; /* __atomic */
 } qarg;
 
 static void *query_loop(void *p) {
@@ -256,7 +256,7 @@ static void *query_loop(void *p) {
             CHECK_RC(sc_op_sketch_keys(a->op, &kb, NULL));
             if (kb) sc_batch_release(kb);
         }
-        a->queries++;
+        __atomic_add_fetch(&a->queries, 1, __ATOMIC_RELEASE);
     }
     return NULL;
 }
@@ -269,6 +269,13 @@ static void test_queries_during_ingestion(const sc_schema *s) {
     CHECK(pthread_create(&t, NULL, query_loop, &a) == 0);
     int64_t row = 0;
     for (int i = 0; i < 300; i++) {
+        sc_batch *in = make_batch(s, row, 64), *out = NULL;
+        CHECK_RC(sc_op_sketch_run(op, in, &out));
+        sc_batch_release(out);
+        row += 64;
+    }
+    /* at least one full round of queries overlapped the run (the query thread may start late) */
+    while (__atomic_load_n(&a.queries, __ATOMIC_ACQUIRE) < 2) {
         sc_batch *in = make_batch(s, row, 64), *out = NULL;
         CHECK_RC(sc_op_sketch_run(op, in, &out));
         sc_batch_release(out);
