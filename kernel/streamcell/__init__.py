@@ -20,6 +20,7 @@ from .options import RunOptions
 from .plan import Plan, Stream, clickstream, combine, csv, ndjson, parquet, source, store_sales
 from .run import Run, registry, start
 from .snapshot import MetricsSnapshot, metrics_snapshot
+from .sources import watch
 from .sql import sql
 
 __version__ = "0.1.0"
@@ -82,5 +83,6 @@ __all__ = [
     "start",
     "store_sales",
     "sum",
+    "watch",
     "when",
 ]

@@ -34,7 +34,33 @@ def test_explode_and_list_columns_are_refused():
     assert "not supported on spark" in msg and "#" in msg
 
 
-def test_streaming_sources_are_refused_with_what_to_do():
-    msg = _refusal(sc.source(sc.clickstream(rows=None)).filter(sc.col("price") > 1))
-    assert "not supported on spark: step source#1" in msg
-    assert "engine='native'" in msg
+def test_stateless_steps_on_streaming_sources_are_accepted(tmp_path):
+    get_backend("spark").check(
+        compile_plan(sc.source(sc.clickstream(rows=None)).filter(sc.col("price") > 1).plan()),
+        SPARK,
+    )
+    (tmp_path / "a.csv").write_text("x\n1\n")
+    get_backend("spark").check(
+        compile_plan(sc.source(sc.watch(str(tmp_path), format="csv")).select("x").plan()), SPARK
+    )
+
+
+@pytest.mark.parametrize(
+    "build, step, why",
+    [
+        (lambda s: s.key_by("user_id").agg(n=sc.count()), "aggregate#2", "changelog"),
+        (lambda s: s.key_by("user_id").running(n=sc.count()), "running#2", "running"),
+        (lambda s: s.top_k(3, by="price"), "top_k#2", "complete output mode"),
+        (lambda s: s.dedup("user_id"), "dedup#2", "dropDuplicates"),
+        (
+            lambda s: s.key_by("user_id").tumbling("1m", time="ts").agg(n=sc.count()),
+            "aggregate#2",
+            "watermark",
+        ),
+    ],
+    ids=["agg", "running", "top_k", "dedup", "window"],
+)
+def test_keyed_steps_on_streaming_sources_are_refused(build, step, why):
+    msg = _refusal(build(sc.source(sc.clickstream(rows=None))))
+    assert f"not supported on spark: step {step}" in msg
+    assert why in msg and "finite source" in msg

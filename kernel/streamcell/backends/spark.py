@@ -4,8 +4,9 @@ Two modes, chosen by the source:
 
 - **finite sources** (files, DataFrames, iterables, generators with ``rows=N``) run as one
   Spark batch job (:class:`BatchDriver`);
-- **streaming sources** (a directory watched for new files, an unbounded generator) are to run
-  as Structured Streaming queries; not built yet, they are refused at compile time.
+- **streaming sources** (a folder watched for new files, an unbounded generator) run as a
+  Structured Streaming query (:mod:`.spark_stream`): each micro-batch is lowered like a
+  finite run and delivered sorted by serial number; stateless steps only.
 
 Lowering, step by step (both modes share it):
 
@@ -122,14 +123,13 @@ def check_step(s: P.Step, streaming: bool) -> None:
     elif isinstance(s, (P.Aggregate, P.Running)):
         for _, a in s.aggs:
             check_expr(a.arg, s)
-        if streaming and isinstance(s, P.Aggregate) and s.window is not None:
-            raise NotSupportedError(
-                s.step_id,
-                NAME,
-                "windows on a streaming source (Spark's micro-batch watermark cannot close "
-                "windows in arrival order); run the window on a finite source",
-            )
-    elif isinstance(s, P.Sink) and s.target not in ("table", "parquet", "callback"):
+    if streaming:
+        from .spark_stream import streaming_refusal
+
+        why = streaming_refusal(s)
+        if why is not None:
+            raise NotSupportedError(s.step_id, NAME, why + "; run it on a finite source")
+    if isinstance(s, P.Sink) and s.target not in ("table", "parquet", "callback"):
         raise NotSupportedError(s.step_id, NAME, f"sink {s.target}")
 
 
@@ -153,19 +153,16 @@ class SparkBackend:
         streaming = is_streaming(steps[0])  # type: ignore[arg-type]
         for s in steps:
             check_step(s, streaming)
-        if streaming:
-            raise NotSupportedError(
-                steps[0].step_id,
-                NAME,
-                "streaming sources (watched folders, unbounded generators) are not on Spark yet;"
-                " give the source a finite size or use engine='native'",
-            )
         problem = environment_problem()
         if problem:
             raise StreamcellError(problem)
 
     def execute(self, c: Compiled, env: Any, options: RunOptions) -> bool:
         steps = chain(c)
+        if is_streaming(steps[0]):  # type: ignore[arg-type]
+            from .spark_stream import StreamDriver
+
+            return StreamDriver(c, env, options, steps).run()
         return BatchDriver(c, env, options, steps).run()
 
 
