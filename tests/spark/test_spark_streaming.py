@@ -114,3 +114,22 @@ def test_rate_source_stop_status_and_metrics(tmp_path: Path) -> None:
     assert snap.latency_p50_ms is not None and snap.latency_p50_ms > 0
     assert os.path.isdir(tmp_path / "checkpoint" / "offsets")
     assert isinstance(m, pl.DataFrame)
+
+
+def test_dashboard_follows_a_spark_streaming_run(tmp_path: Path) -> None:
+    pytest.importorskip("ipywidgets")
+    from streamcell.widgets.dashboard import Dashboard
+
+    stream = sc.source(sc.clickstream(rows=None, seed=5), rate=5000).filter(sc.col("price") > 5)
+    run = stream.start("dash_spark", options=spark(tmp_path))
+    d = Dashboard(run, hz=10, display=False)
+    until(lambda: d.snapshot is not None and d.snapshot.rows_in > 0 or run.done())
+    first = d.snapshot.rows_in
+    until(lambda: d.snapshot.rows_in > first or run.done())
+    assert run.status == "running", run.error
+    assert d.snapshot.engine == "spark" and "filter#2" in d.operators.value
+    d.stop_button.click()
+    run._done.wait(30)
+    d.join(5)
+    assert run.status == "stopped" and not run.streaming_query.isActive
+    assert "data-status='stopped'" in d.status.value
