@@ -491,9 +491,13 @@ class Lowering:
         ends = wins.select(F.col("_we").alias("v")).distinct()
         u = ends.select("v", F.lit(0).alias("tag"), F.lit(None).cast("array<bigint>").alias("co"))
         u = u.unionByName(marks.select(F.col("_wma").alias("v"), F.lit(1).alias("tag"), "co"))
-        ahead = Window.orderBy("v", "tag").rowsBetween(Window.currentRow, Window.unboundedFollowing)
+        # the first mark at or after each end: the last non-null one in descending order over
+        # a growing frame (a frame to unbounded *following* is re-evaluated per row: O(n^2))
+        ahead = Window.orderBy(F.col("v").desc(), F.col("tag").desc()).rowsBetween(
+            Window.unboundedPreceding, Window.currentRow
+        )
         closes = (
-            u.withColumn("close", F.first("co", ignorenulls=True).over(ahead))
+            u.withColumn("close", F.last("co", ignorenulls=True).over(ahead))
             .filter(F.col("tag") == 0)
             .select(F.col("v").alias("_we"), "close")
         )
