@@ -64,3 +64,9 @@ def test_keyed_steps_on_streaming_sources_are_refused(build, step, why):
     msg = _refusal(build(sc.source(sc.clickstream(rows=None))))
     assert f"not supported on spark: step {step}" in msg
     assert why in msg and "finite source" in msg
+
+
+def test_rate_on_a_watched_folder_is_refused(tmp_path):
+    (tmp_path / "a.csv").write_text("x\n1\n")
+    msg = _refusal(sc.source(sc.watch(str(tmp_path), format="csv"), rate=10))
+    assert "not supported on spark: step source#1 (rate= on a watched folder" in msg

@@ -107,6 +107,7 @@ def test_rate_source_stop_status_and_metrics(tmp_path: Path) -> None:
     progress = [p for p in q.recentProgress]
     assert m["batchId"].to_list() == [p.batchId for p in progress]
     assert m["numInputRows"].sum() == sum(p.numInputRows for p in progress) == n
+    assert m["numOutputRows"].sum() == run.table().height
     snap = metrics_snapshot(run)
     assert snap.engine == "spark" and snap.rows_in == n
     assert [o.name for o in snap.operators] == [s.step_id for s in run.plan.steps]

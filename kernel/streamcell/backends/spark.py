@@ -153,6 +153,15 @@ class SparkBackend:
         streaming = is_streaming(steps[0])  # type: ignore[arg-type]
         for s in steps:
             check_step(s, streaming)
+        src = steps[0]
+        assert isinstance(src, P.Source)
+        if streaming and src.rate is not None and src.spec.kind in P.FILE_KINDS:
+            raise NotSupportedError(
+                src.step_id,
+                NAME,
+                "rate= on a watched folder (Spark's file stream reads whole new files per "
+                "micro-batch and is not throttled)",
+            )
         problem = environment_problem()
         if problem:
             raise StreamcellError(problem)

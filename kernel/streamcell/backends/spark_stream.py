@@ -191,6 +191,8 @@ class StreamDriver:
         self.progress: list[dict[str, Any]] = []
         self.fed = 0
         self.rows_by_batch: dict[int, int] = {}
+        self.out_by_batch: dict[int, int] = {}
+        self.prev_ts: float | None = None
         self.last_rows_at = time.monotonic()
         self.error: BaseException | None = None
         self.stopping = False
@@ -372,6 +374,7 @@ class StreamDriver:
         self.serial = first + delivered
         env.on_source_row(self.serial)
         self.rows_by_batch[batch_id] = delivered
+        self.out_by_batch[batch_id] = frame.height
         if delivered:
             self.last_rows_at = time.monotonic()
         env.record_latency(time.perf_counter_ns() - t0)
@@ -406,6 +409,9 @@ class StreamDriver:
                 from datetime import datetime
 
                 now = datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+            # Spark's definition: rows of this batch / time since the previous batch started
+            since = now - self.prev_ts if self.prev_ts is not None else 0.0
+            self.prev_ts = now
             rows.append(
                 {
                     "name": run.name,
@@ -413,10 +419,10 @@ class StreamDriver:
                     "timestamp": now,
                     "_t": now,
                     "numInputRows": n_in,
-                    "numOutputRows": n_in,
+                    "numOutputRows": self.out_by_batch.get(bid, 0),
                     "inputRowsPerSecond": float(d.get("inputRowsPerSecond") or 0.0)
                     if not self.files
-                    else 0.0,
+                    else (n_in / since if since > 0 else 0.0),
                     "processedRowsPerSecond": n_in / (dur / 1000) if dur else 0.0,
                     "totalInputRows": p["rows_in"],
                     "totalOutputRows": p["rows_out"],
