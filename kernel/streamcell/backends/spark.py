@@ -6,7 +6,8 @@ Two modes, chosen by the source:
   Spark batch job (:class:`BatchDriver`);
 - **streaming sources** (a folder watched for new files, an unbounded generator) run as a
   Structured Streaming query (:mod:`.spark_stream`): each micro-batch is lowered like a
-  finite run and delivered sorted by serial number; stateless steps only.
+  finite run and delivered sorted by serial number; keyed steps carry per-key state across
+  micro-batches; windows are refused.
 
 Lowering, step by step (both modes share it):
 

@@ -18,8 +18,11 @@ Order keys: a generator row's ``_o`` is ``[i]`` (its serial number); a file row'
 ``[batch id, file rank in the batch by name, row in file]``, mapped back to the global serial
 number for dead-letter positions.
 
-Only stateless steps run on a streaming source: a keyed step would need its state carried
-across micro-batches with streamcell's changelog semantics (see :func:`streaming_refusal`).
+Keyed steps (``agg``, ``running``, ``top_k``, ``dedup``) are grouped stateful processing:
+per micro-batch, the new rows cogrouped by key with the keys' state from the previous
+micro-batch; per key, the reference operator is restored, fed the key's rows sorted by
+``_o`` and its state kept for the next micro-batch (:class:`StreamLowering`). Windows are
+refused (:func:`streaming_refusal`).
 """
 
 from __future__ import annotations
@@ -39,29 +42,19 @@ from ..compiler import Compiled
 from ..options import RunOptions
 from ..sources import CHUNK, BadRow, read_file
 from ..types import Schema
+from .spark import SIDE_DDL, Lowering, ddl
 from .spark_ops import DEAD, LIVE, SIDE_FIELDS, STATS, arrow_schema
 
-KEYED_REASON = {
-    "Aggregate": "keyed aggregation on a streaming source: Spark's streaming aggregation emits "
-    "one row per key per micro-batch, not streamcell's changelog of one update per input row",
-    "Running": "running aggregates on a streaming source: Spark's streaming operators keep no "
-    "per-row running state in arrival order",
-    "TopK": "top_k on a streaming source: Spark's streaming sort/limit is only for complete "
-    "output mode, without streamcell's per-row ranking updates",
-    "Dedup": "dedup on a streaming source: Spark's streaming dropDuplicates keeps an arbitrary "
-    "row of a key within a micro-batch, not the first in arrival order",
-    "Window": "windows on a streaming source: Spark's micro-batch watermark cannot close "
-    "windows in arrival order",
-}
+WINDOW_REASON = (
+    "windows on a streaming source: Spark's micro-batch watermark cannot close windows in "
+    "arrival order"
+)
 
 
 def streaming_refusal(s: P.Step) -> str | None:
     """Why ``s`` cannot run on a streaming source on Spark, or None."""
     if isinstance(s, P.Aggregate) and s.window is not None:
-        return KEYED_REASON["Window"]
-    for cls in (P.Aggregate, P.Running, P.TopK, P.Dedup):
-        if isinstance(s, cls):
-            return KEYED_REASON[cls.__name__]
+        return WINDOW_REASON
     return None
 
 
@@ -161,6 +154,147 @@ def generator_fn(
     return fn
 
 
+STATE = 4  # _k of a row carrying one key's operator state to the next micro-batch
+_STATE_ATTRS = ("state", "seen", "seq")
+
+
+def get_state(op: Any) -> dict[str, Any]:
+    """A reference operator's state as plain data (aggregates: each accumulator's value and
+    count; its argument function is rebuilt from the step on restore)."""
+    from .reference import AggregateOp
+
+    st = {k: getattr(op, k) for k in _STATE_ATTRS if hasattr(op, k)}
+    if isinstance(op, AggregateOp):
+        st["state"] = {k: [(a.v, a.n) for a in accs] for k, accs in op.state.items()}
+    return st
+
+
+def set_state(op: Any, st: dict[str, Any]) -> None:
+    from .reference import AggregateOp
+
+    for k, v in st.items():
+        if k == "state" and isinstance(op, AggregateOp):
+            restored = {}
+            for key, saved in v.items():
+                accs = op.spec.new()
+                for a, (val, n) in zip(accs, saved):
+                    a.v, a.n = val, n
+                restored[key] = accs
+            v = restored
+        setattr(op, k, v)
+
+
+def keyed_state_fn(
+    step: P.Step, schemas: dict[str, Schema], out_schema: Schema, in_names: list[str], nkeys: int
+) -> Callable[[pa.Table, pa.Table], pa.Table]:
+    """The cogroup function of a keyed step on a stream: for one key, the reference operator
+    is restored from the key's state (the right side: zero or one ``_st`` row), fed the key's
+    new rows sorted by ``_o`` (the left side), and its state is emitted as a STATE row."""
+    from .spark_ops import SIDE_FIELDS, detach
+
+    step = detach(step)
+    multi = isinstance(step, P.TopK)
+    hidden = [f"_h{i}" for i in range(nkeys)]
+
+    def fn(left: pa.Table, right: pa.Table) -> pa.Table:
+        import dataclasses
+        import pickle
+
+        from streamcell.backends.evaluate import RowError
+        from streamcell.backends.reference import make_op
+        from streamcell.backends.spark_ops import _MiniCompiled, _Out, _PartitionEnv
+
+        key_src = left if left.num_rows else right
+        key_vals = {h: key_src.column(h)[0].as_py() for h in hidden}
+        h_fields = [key_src.schema.field(h) for h in hidden]
+        schema = arrow_schema(out_schema, SIDE_FIELDS).append(pa.field("_st", pa.binary()))
+        for f in h_fields:
+            schema = schema.append(f)
+        if not left.num_rows:  # no new rows for this key: its state goes on as it was
+            blob = right.column("_st")[0].as_py()
+            row = {"_o": [], "_k": STATE, "_st": blob, **key_vals}
+            return pa.Table.from_pylist([row], schema=schema)
+        env = _PartitionEnv()
+        op = make_op(step, _MiniCompiled(schemas), env)  # type: ignore[arg-type]
+        if right.num_rows:
+            set_state(op, pickle.loads(right.column("_st")[0].as_py()))
+        cnt = op.cnt
+        out = _Out(schema, [n for n, _ in out_schema])
+        rows = left.select([*in_names, "_o"]).to_pylist()
+        rows.sort(key=lambda r: r["_o"])  # the key's rows in arrival order
+        for r in rows:
+            o = r.pop("_o")
+            env.o = o
+            cnt.rows_in += 1
+            try:
+                res = op.push(r, 0)
+            except RowError as e:
+                op.dead(r, str(e))
+                res = []
+            if res:
+                cnt.rows_out += len(res)
+                if multi:
+                    for i, x in enumerate(res):
+                        out.add(x, o + [i])
+                else:
+                    out.add(res[0], o)
+            for kind, so, payload in env.side:
+                out.side(kind, so, payload)
+            env.side.clear()
+        out.side(STATS, [], dataclasses.asdict(cnt))
+        out.rows.append({"_o": [], "_k": STATE, "_st": pickle.dumps(get_state(op)), **key_vals})
+        return pa.Table.from_pylist(out.rows, schema=schema)
+
+    return fn
+
+
+class StreamLowering(Lowering):
+    """Lowering of one micro-batch: keyed steps keep their per-key state across micro-batches
+    in ``states[j]``, a DataFrame of the key columns (``_h*``) and the pickled operator state
+    of that key (``_st``); ``new_states`` is what the micro-batch leaves for the next one."""
+
+    def __init__(self, *a: Any, states: dict[int, Any], **kw: Any):
+        super().__init__(*a, **kw)
+        self.states = states
+        self.new_states: dict[int, Any] = {}
+
+    def keyed(self, j: int, s: P.Step, df: Any) -> Any:
+        from pyspark.sql import functions as F
+
+        from .spark_expr import qcol
+
+        schema = self.in_schema(s)
+        out_schema = self.c.schemas[s.step_id]
+        names = [n for n, _ in schema]
+        keys = s.keys if not isinstance(s, P.Dedup) or s.keys else tuple(names)  # type: ignore[attr-defined]
+        types = dict(schema)
+        hcols = []
+        for i, k in enumerate(keys):
+            c = qcol(k)
+            if types[k].name == "float":  # one group for every NaN, and for 0.0 / -0.0
+                c = F.when(F.isnan(c), F.lit(float("nan"))).when(c == 0, F.lit(0.0)).otherwise(c)
+            hcols.append(c.alias(f"_h{i}"))
+        if not hcols:
+            hcols = [F.lit(0).cast("bigint").alias("_h0")]
+        h = [f"_h{i}" for i in range(len(hcols))]
+        left = df.select(*[qcol(n) for n in df.columns], *hcols)
+        h_ddl = ", ".join(f"`{x}` {left.schema[x].dataType.simpleString()}" for x in h)
+        prev = self.states.get(j)
+        if prev is None:
+            prev = self.spark.createDataFrame([], f"{h_ddl}, `_st` binary")
+        fn = keyed_state_fn(s, self.schemas(s), out_schema, names, len(h))
+        out = (
+            left.groupBy(*h)
+            .cogroup(prev.groupBy(*h))
+            .applyInArrow(fn, ddl(out_schema, SIDE_DDL) + f", `_st` binary, {h_ddl}")
+        )
+        out = out.localCheckpoint(eager=True)  # computed once: read for rows and for state
+        self.new_states[j] = out.filter(F.col("_k") == F.lit(STATE)).select(*h, "_st")
+        rest = out.filter(F.col("_k") != F.lit(STATE)).drop("_st", *h)
+        rest = self._side_observe(j, s, rest)
+        return rest.filter(F.col("_k") == F.lit(LIVE)).drop("_k", "_b")
+
+
 # --------------------------------------------------------------------------- the driver
 
 
@@ -196,6 +330,7 @@ class StreamDriver:
         self.last_rows_at = time.monotonic()
         self.error: BaseException | None = None
         self.stopping = False
+        self.states: dict[int, Any] = {}  # keyed step index -> its per-key state DataFrame
 
     # ----------------------------------------------------------------- the query
     def checkpoint_dir(self) -> str:
@@ -306,7 +441,7 @@ class StreamDriver:
     def _micro_batch(self, batch_df: Any, batch_id: int) -> None:
         from pyspark.sql import functions as F
 
-        from .spark import ORDER_DDL, SIDE_DDL, Lowered, Lowering, ddl, to_polars
+        from .spark import ORDER_DDL, Lowered, to_polars
 
         env, b = self.env, self.batch
         if self.stopping or env.should_stop() or not env.wait_if_paused():
@@ -316,7 +451,7 @@ class StreamDriver:
         spark = batch_df.sparkSession
         b.side = []
         parts = max(2, spark.sparkContext.defaultParallelism)
-        low = Lowering(self.c, self.steps, spark)
+        low = StreamLowering(self.c, self.steps, spark, states=self.states)
         low.checkpoint = lambda d: d.localCheckpoint(eager=True)
         if self.files:
             paths = sorted(
@@ -371,6 +506,7 @@ class StreamDriver:
         b._file_side()
         frame = to_polars(out, self.c.schemas[self.steps[-1].step_id])
         b._write(frame)
+        self.states.update(low.new_states)  # the batch is delivered: its state is current
         self.serial = first + delivered
         env.on_source_row(self.serial)
         self.rows_by_batch[batch_id] = delivered
