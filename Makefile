@@ -78,6 +78,7 @@ bench-memory: build
 bench-sketch: build
 	$(BIN)/python bench/bench_sketch_theta.py
 	$(BIN)/python bench/bench_sketch_kll.py
+	$(BIN)/python bench/bench_sketch_stage.py
 
 ## bench-dashboard: ingestion with vs without a live dashboard attached (same run; >= 0.97)
 bench-dashboard: build

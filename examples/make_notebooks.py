@@ -135,6 +135,53 @@ def dashboard() -> None:
     nbformat.write(nb, HERE / "dashboard.ipynb")
 
 
+def sketches() -> None:
+    nb = new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.cells = [
+        new_markdown_cell(
+            "# Live sketches in a pipeline\n\n"
+            "A `sketch` stage keeps Θ / HLL distinct counts, KLL quantiles and frequent items of "
+            "columns while the rows go on. Any cell asks for the current answer while the run "
+            "ingests; the dashboard's sketch panel shows them too."
+        ),
+        new_code_cell("%load_ext streamcell\nimport streamcell as sc"),
+        new_code_cell(
+            "%%stream clicks --engine native --workers 2\n"
+            "source clickstream(users=200_000, seed=1), rate=50_000\n"
+            "sketch theta(user_id) as users, kll(price) as prices, frequent(item_id) as top_items\n"
+            "key_by event\n"
+            "sketch hll(user_id) as users_by_event"
+        ),
+        new_markdown_cell("From another cell, while it runs:"),
+        new_code_cell(
+            "import time\ntime.sleep(1.0)\n"
+            "users = clicks.sketch('users')\n"
+            "print(f'{users.estimate():,.0f} users '\n"
+            "      f'(95%: {users.lower_bound(2):,.0f} .. {users.upper_bound(2):,.0f})')\n"
+            "print('price p50 / p99:', clicks.sketch('prices').quantiles([0.5, 0.99]))\n"
+            "clicks.sketch('top_items').top(5)"
+        ),
+        new_markdown_cell("A keyed stage has one answer per key:"),
+        new_code_cell("clicks.sketch('users_by_event').to_frame()"),
+        new_markdown_cell(
+            "The bytes are Apache DataSketches' formats, so the `datasketches` library (and "
+            "Spark's DataSketches functions) read them:"
+        ),
+        new_code_cell(
+            "import datasketches as ds\n"
+            "ds.compact_theta_sketch.deserialize(users.to_bytes()).get_estimate()"
+        ),
+        new_code_cell("%stream stop clicks\nclicks.status"),
+    ]
+    nbformat.write(nb, HERE / "sketches.ipynb")
+
+
 if __name__ == "__main__":
     quickstart()
     dashboard()
+    sketches()

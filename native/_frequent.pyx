@@ -1,5 +1,5 @@
 # distutils: language = c
-# distutils: sources = native/sketch/frequent.c
+# distutils: sources = native/sketch/frequent.c native/sketch/concurrent.c
 """streamcell._frequent: frequent items (heavy hitters) over int64 or strings,
 DataSketches-compatible.
 
@@ -63,6 +63,39 @@ cdef extern from "sketch/frequent.h" nogil:
     int sc_frequent_deserialize(sc_frequent **out, sc_freq_item_kind kind, const uint8_t *buf,
                                 size_t n)
     int sc_frequent_check(const sc_frequent *sk)
+
+
+cdef extern from "sketch/concurrent.h" nogil:
+    ctypedef struct sc_sketch_vtable:
+        pass
+    ctypedef struct sc_concurrent:
+        pass
+    ctypedef struct sc_conc_config:
+        const sc_sketch_vtable *vt
+        const void *global_config
+        const void *local_config
+        uint32_t writers
+        uint64_t buffer
+        uint64_t eager_limit
+    ctypedef struct sc_conc_stats:
+        uint64_t seq
+        uint64_t n_global
+        uint64_t propagations
+        uint64_t eager_merges
+        int eager
+    int sc_conc_create(sc_concurrent **out, const sc_conc_config *cfg)
+    void sc_conc_destroy(sc_concurrent *c)
+    int sc_conc_close(sc_concurrent *c)
+    int sc_conc_writer_enter(sc_concurrent *c, uint32_t w)
+    void sc_conc_writer_exit(sc_concurrent *c, uint32_t w)
+    void *sc_conc_local(sc_concurrent *c, uint32_t w)
+    uint64_t sc_conc_room(sc_concurrent *c, uint32_t w)
+    int sc_conc_added(sc_concurrent *c, uint32_t w, uint64_t k)
+    int sc_conc_flush(sc_concurrent *c)
+    int sc_conc_snapshot(sc_concurrent *c, void **out)
+    void sc_conc_summary(const sc_concurrent *c, uint64_t *out, sc_conc_stats *stats)
+    uint64_t sc_conc_relaxation(const sc_concurrent *c)
+    const sc_sketch_vtable sc_frequent_i64_vtable
 
 
 def _int_chunks(values):
@@ -462,3 +495,178 @@ cdef class FrequentStringsSketch(_FrequentSketch):
         return sk._load(data, SC_FREQ_ITEMS_STR)
 
     deserialize = from_bytes
+
+
+cdef int _conc_feed_i64(sc_concurrent *c, uint32_t w, const int64_t *x, size_t n,
+                        const uint8_t *vp, size_t off) noexcept nogil:
+    """Writer w adds x[0:n] in pieces of at most `room` counted updates (nulls skipped)."""
+    cdef int rc = sc_conc_writer_enter(c, w)
+    cdef size_t pos = 0, take
+    cdef uint64_t room, before, added
+    cdef sc_frequent *loc
+    if rc != 0:
+        return rc
+    while pos < n:
+        loc = <sc_frequent *>sc_conc_local(c, w)
+        room = sc_conc_room(c, w)
+        if room == 0:
+            room = 1
+        take = n - pos if n - pos < room else <size_t>room
+        before = sc_frequent_total_weight(loc)
+        rc = sc_frequent_update_i64(loc, x + pos, NULL, take, vp, off + pos)
+        if rc < 0:
+            break
+        added = sc_frequent_total_weight(loc) - before
+        if added:
+            rc = sc_conc_added(c, w, added)
+            if rc < 0:
+                break
+        pos += take
+    sc_conc_writer_exit(c, w)
+    return rc if rc < 0 else 0
+
+
+cdef class ConcurrentFrequentItemsSketch:
+    """Frequent int64 items several threads update at once (seed 004, Algorithm 2).
+
+    Each of ``writers`` writer ids owns a double-buffered local frequent-items sketch of
+    ``buffer`` updates; a propagator thread merges full buffers into the global sketch (the
+    errors of merged sketches add up, so the global bound stays maximum_error <= 3.5 /
+    2**lg_max_map_size * N, DataSketches' merge bound). While the global total is below
+    ``eager_limit`` (default: the map's capacity, where counts are still exact) every update is
+    merged at once. Queries (``total_weight``, ``snapshot()``, ``get_frequent_items``) run from
+    any thread without blocking writers and miss at most ``relaxation`` = 2·writers·buffer of
+    the updates that precede them; after ``flush()`` nothing is missing.
+
+    One thread at a time per writer id; a second thread on a busy id gets an error.
+    """
+
+    cdef sc_concurrent *c
+    cdef sc_frequent_config cfg
+    cdef readonly uint32_t writers
+    cdef readonly uint64_t buffer
+
+    def __cinit__(self, *args, **kwargs):
+        self.c = NULL
+
+    def __init__(self, int lg_max_map_size=10, *, int writers=1, buffer=1024, eager_limit=None):
+        cdef sc_conc_config cc
+        if not (3 <= lg_max_map_size <= 26):
+            raise ValueError(f"lg_max_map_size must be in [3, 26], got {lg_max_map_size}")
+        if not (1 <= writers <= 256):
+            raise ValueError(f"ConcurrentFrequentItemsSketch: writers must be in [1, 256], got {writers}")
+        if int(buffer) < 1:
+            raise ValueError(f"ConcurrentFrequentItemsSketch: buffer must be >= 1, got {buffer}")
+        self.cfg.lg_max_map_size = lg_max_map_size
+        self.cfg.item_kind = SC_FREQ_ITEMS_I64
+        self.writers = writers
+        self.buffer = int(buffer)
+        cc.vt = &sc_frequent_i64_vtable
+        cc.global_config = &self.cfg
+        cc.local_config = NULL
+        cc.writers = writers
+        cc.buffer = self.buffer
+        cap = (3 << lg_max_map_size) // 4
+        cc.eager_limit = cap if eager_limit is None else max(0, int(eager_limit))
+        check_status(sc_conc_create(&self.c, &cc), "ConcurrentFrequentItemsSketch")
+
+    def __dealloc__(self):
+        if self.c != NULL:
+            with nogil:
+                sc_conc_destroy(self.c)
+            self.c = NULL
+
+    cdef _live(self):
+        if self.c == NULL:
+            raise ValueError("ConcurrentFrequentItemsSketch is closed")
+
+    def update_batch(self, int writer_id, column):
+        """Writer ``writer_id`` adds a column of integers (GIL released; nulls skipped)."""
+        cdef const int64_t[::1] d
+        cdef const uint8_t[::1] vb
+        cdef const uint8_t *vp
+        cdef size_t n, off
+        cdef int rc
+        self._live()
+        if writer_id < 0 or writer_id >= <int>self.writers:
+            raise ValueError(
+                f"ConcurrentFrequentItemsSketch.update_batch: writer_id {writer_id} not in "
+                f"[0, {self.writers})")
+        for data, validity, offset in _int_chunks(column):
+            d = data
+            n = d.shape[0]
+            if n == 0:
+                continue
+            vp = NULL
+            if validity is not None:
+                vb = validity
+                vp = &vb[0]
+            off = offset
+            with nogil:
+                rc = _conc_feed_i64(self.c, writer_id, &d[0], n, vp, off)
+            check_status(rc, "ConcurrentFrequentItemsSketch.update_batch")
+
+    @property
+    def total_weight(self):
+        """Total weight of the global sketch at the last publish (lock-free read)."""
+        cdef uint64_t w[8]
+        cdef sc_conc_stats st
+        self._live()
+        sc_conc_summary(self.c, w, &st)
+        return w[0]
+
+    @property
+    def maximum_error(self):
+        cdef uint64_t w[8]
+        cdef sc_conc_stats st
+        self._live()
+        sc_conc_summary(self.c, w, &st)
+        return w[1]
+
+    @property
+    def relaxation(self):
+        """r = 2·writers·buffer: the most preceding updates a query may miss."""
+        self._live()
+        return sc_conc_relaxation(self.c)
+
+    def snapshot(self):
+        """A FrequentItemsSketch copy of the global sketch (one deep copy under the merge lock)."""
+        cdef void *out = NULL
+        cdef int rc
+        cdef FrequentItemsSketch sk = FrequentItemsSketch.__new__(FrequentItemsSketch)
+        self._live()
+        with nogil:
+            rc = sc_conc_snapshot(self.c, &out)
+        check_status(rc, "ConcurrentFrequentItemsSketch.snapshot")
+        sk.sk = <sc_frequent *>out
+        return sk
+
+    def get_frequent_items(self, error_type="no_false_positives", threshold=None):
+        return self.snapshot().get_frequent_items(error_type, threshold)
+
+    def get_estimate(self, item):
+        return self.snapshot().get_estimate(item)
+
+    def flush(self):
+        """Merge every writer's partial buffer; afterwards queries miss nothing."""
+        cdef int rc
+        self._live()
+        with nogil:
+            rc = sc_conc_flush(self.c)
+        check_status(rc, "ConcurrentFrequentItemsSketch.flush")
+
+    def close(self):
+        """Flush and stop the propagator (idempotent)."""
+        cdef int rc
+        if self.c == NULL:
+            return
+        with nogil:
+            rc = sc_conc_close(self.c)
+        check_status(rc, "ConcurrentFrequentItemsSketch.close")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False

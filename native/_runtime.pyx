@@ -1,5 +1,5 @@
 # distutils: language = c
-# distutils: sources = native/exec/common.c native/exec/expr.c native/exec/ops_state.c native/exec/ops_keyed.c native/exec/ops_window.c native/exec/keyhash.c native/exec/rowstore.c native/exec/program.c native/exec/arrow_bridge.c native/exec/lists.c native/runtime/pool.c native/runtime/scheduler.c native/runtime/reorder.c native/runtime/hybrid_queue.c native/runtime/ring.c native/runtime/batch.c native/runtime/metrics.c
+# distutils: sources = native/exec/common.c native/exec/expr.c native/exec/ops_state.c native/exec/ops_keyed.c native/exec/ops_window.c native/exec/keyhash.c native/exec/rowstore.c native/exec/program.c native/exec/arrow_bridge.c native/exec/lists.c native/exec/ops_sketch.c native/sketch/theta.c native/sketch/hll.c native/sketch/kll.c native/sketch/frequent.c native/sketch/murmur3.c native/sketch/concurrent.c native/runtime/pool.c native/runtime/scheduler.c native/runtime/reorder.c native/runtime/hybrid_queue.c native/runtime/ring.c native/runtime/batch.c native/runtime/metrics.c
 # distutils: include_dirs = native native/common native/exec native/runtime
 """streamcell._runtime: the Python face of the native runtime (native/exec, native/runtime).
 
@@ -223,6 +223,20 @@ cdef extern from "exec/lists.h":
     int sc_op_explode_run(void *st, sc_batch *inp, sc_batch **out) nogil
     void sc_op_explode_destroy(void *st) nogil
 
+cdef extern from "exec/ops_sketch.h":
+    ctypedef struct sc_sketch_spec:
+        int32_t kind
+        int32_t col
+        int32_t param
+    int sc_op_sketch_create(void **st, const sc_op_base *base, const int32_t *keys, int32_t nkeys,
+                            const sc_sketch_spec *specs, int32_t nspecs) nogil
+    int sc_op_sketch_run(void *st, sc_batch *inp, sc_batch **out) nogil
+    void sc_op_sketch_destroy(void *st) nogil
+    int64_t sc_op_sketch_nkeys(void *st) nogil
+    int sc_op_sketch_keys(void *st, sc_batch **out, const sc_schema *key_schema) nogil
+    int sc_op_sketch_bytes(void *st, int64_t key, int32_t spec, uint8_t **buf, size_t *len) nogil
+    int sc_op_sketch_summary(void *st, int64_t key, int32_t spec, double *out) nogil
+
 cdef extern from "exec/arrow_bridge.h":
     struct ArrowSchema:
         void (*release)(ArrowSchema *) nogil
@@ -361,6 +375,9 @@ cdef sc_agg_spec *_aggs(list aggs) except NULL:
     return a
 
 
+cdef class SketchTap
+
+
 cdef class Program:
     """A native operator chain (see module doc). Build with the ``add_*`` methods, then
     ``start``; feed with ``push``; drain with ``take``; always ``close``."""
@@ -495,6 +512,54 @@ cdef class Program:
             free(states)
             free(bases)
         self.schemas.extend([si, so, so])
+
+    def add_sketch(self, int step, bint cin, bint cout, bytes lts, list keys, list specs, int partitions,
+                   int64_t capacity):
+        """A sketch tap (exec/ops_sketch.h): specs are (kind, column, param) triples; with keys it
+        runs partitioned ``partitions`` ways. Returns a :class:`SketchTap` for queries."""
+        cdef _Schema s = _Schema(lts)
+        cdef int32_t *ks = _ints(keys)
+        cdef int nspec = len(specs)
+        cdef sc_sketch_spec *sp = <sc_sketch_spec *>malloc(max(nspec, 1) * sizeof(sc_sketch_spec))
+        cdef int nparts = partitions if keys else 1
+        cdef void **states = <void **>calloc(nparts, sizeof(void *))
+        cdef sc_op_base **bases = <sc_op_base **>calloc(nparts, sizeof(sc_op_base *))
+        cdef sc_op_base b
+        cdef int rc = 0
+        cdef int i
+        cdef SketchTap tap = SketchTap.__new__(SketchTap)
+        if sp == NULL or states == NULL or bases == NULL:
+            free(ks); free(sp); free(states); free(bases)
+            raise MemoryError()
+        for i in range(nspec):
+            sp[i].kind, sp[i].col, sp[i].param = specs[i]
+        try:
+            for i in range(nparts):
+                self._base(&b, step, cin, cout, s, s, capacity, False)
+                rc = sc_op_sketch_create(&states[i], &b, ks, <int32_t>len(keys), sp, nspec)
+                sc_op_base_free(&b)
+                if rc < 0:
+                    for j in range(i):
+                        sc_op_sketch_destroy(states[j])
+                    check_status(rc, f"sketch step {step}")
+                bases[i] = <sc_op_base *>states[i]
+            tap.states = [<uintptr_t>states[i] for i in range(nparts)]
+            tap.schema = s
+            tap.program = self
+            if keys:
+                check_status(sc_prog_add_keyed(self.p, b"sketch", sc_op_sketch_run, sc_op_sketch_destroy, states,
+                                               bases, nparts, ks, <int32_t>len(keys), &s.s, &s.s), "sketch")
+                self.schemas.extend([s, s, s])
+            else:
+                check_status(sc_prog_add(self.p, b"sketch", SC_OP_STATEFUL, sc_op_sketch_run,
+                                         sc_op_sketch_destroy, states[0], bases[0]), "sketch")
+                self.schemas.append(s)
+        finally:
+            free(ks)
+            free(sp)
+            free(states)
+            free(bases)
+        return tap
 
     def add_window(self, int step, bint cin, bint cout, bytes in_lts, bytes out_lts, list keys, list aggs,
                    list outs, int kind, int time_col, int64_t size, int64_t every, int64_t lateness,
@@ -803,6 +868,56 @@ cdef class Program:
             return None
         name = sc_prog_op_name(self.p, op)
         return rc, (name.decode() if name != NULL else "output"), sc_status_name(rc).decode()
+
+
+cdef class SketchTap:
+    """Queries into a running sketch stage (exec/ops_sketch.h): safe from any thread while the
+    program lives; the driver takes its final answers before it closes the program."""
+
+    cdef public list states     # one sk_op per partition (addresses)
+    cdef _Schema schema
+    cdef Program program
+
+    cdef void *_state(self, int part) except NULL:
+        if self.program.p == NULL:
+            raise RuntimeError("the run's native program is closed")
+        return <void *><uintptr_t>self.states[part]
+
+    def nkeys(self, int part=0):
+        return sc_op_sketch_nkeys(self._state(part))
+
+    def keys(self, int part):
+        """The first input row of every key of partition ``part`` (pyarrow.RecordBatch), or None."""
+        cdef sc_batch *b = NULL
+        cdef void *st = self._state(part)
+        with nogil:
+            rc = sc_op_sketch_keys(st, &b, NULL)
+        check_status(rc, "sketch keys")
+        if b == NULL:
+            return None
+        return _export(b, &self.schema.s)
+
+    def summary(self, int part, int64_t key, int spec):
+        """Headline numbers without a copy (exec/ops_sketch.h, sc_op_sketch_summary)."""
+        cdef double out[7]
+        cdef void *st = self._state(part)
+        with nogil:
+            rc = sc_op_sketch_summary(st, key, spec, out)
+        check_status(rc, "sketch summary")
+        return tuple(out[i] for i in range(7))
+
+    def to_bytes(self, int part, int64_t key, int spec):
+        """DataSketches bytes of sketch ``spec`` for key index ``key`` of partition ``part``."""
+        cdef uint8_t *buf = NULL
+        cdef size_t n = 0
+        cdef void *st = self._state(part)
+        with nogil:
+            rc = sc_op_sketch_bytes(st, key, spec, &buf, &n)
+        check_status(rc, "sketch bytes")
+        try:
+            return (<char *>buf)[:n]
+        finally:
+            free(buf)
 
 
 cdef object _export(sc_batch *b, const sc_schema *s):

@@ -17,7 +17,21 @@ from .dsl import parse
 from .errors import DSLSyntaxError, NotSupportedError, PlanError, RunFailed, StreamcellError
 from .expr import Expr, col, count, count_distinct, first, last, lit, max_, mean, min_, sum_, when
 from .options import RunOptions
-from .plan import Plan, Stream, clickstream, combine, csv, ndjson, parquet, source, store_sales
+from .plan import (
+    Plan,
+    Stream,
+    clickstream,
+    combine,
+    csv,
+    frequent,
+    hll,
+    kll,
+    ndjson,
+    parquet,
+    source,
+    store_sales,
+    theta,
+)
 from .run import Run, registry, start
 from .snapshot import MetricsSnapshot, metrics_snapshot
 from .sources import watch
@@ -68,6 +82,9 @@ __all__ = [
     "count_distinct",
     "csv",
     "first",
+    "frequent",
+    "hll",
+    "kll",
     "last",
     "lit",
     "max",
@@ -83,6 +100,7 @@ __all__ = [
     "start",
     "store_sales",
     "sum",
+    "theta",
     "watch",
     "when",
 ]

@@ -269,6 +269,12 @@ def compile_plan(plan: P.Plan, readers: dict[str, Reader] | None = None) -> Comp
         schemas[s.step_id] = _step_schema(s, ins, opened)
     c = Compiled(plan, schemas, opened)
     _name_sinks(c)
+    seen: set[str] = set()
+    for st in plan.steps:
+        for name, _ in getattr(st, "sketches", ()):
+            if name in seen:
+                raise _err(f"two sketch stages are named {name!r}", st.pos, st)
+            seen.add(name)
     return c
 
 
@@ -354,6 +360,27 @@ def _step_schema(s: P.Step, ins: list[Schema], opened: dict[str, Reader]) -> Sch
         return tuple(schema) + (("rank", INT),)
     if isinstance(s, P.Dedup):
         _check_keys(s, schema, s.keys)
+        return schema
+    if isinstance(s, P.Sketch):
+        _check_keys(s, schema, s.keys)
+        for name, call in s.sketches:
+            t = ty.col(call.column, s)
+            ok = t.name != "list" and t.name != "null"
+            if call.fn == "kll":
+                ok = t.name in ("int", "float", "bool")
+            elif call.fn == "frequent":
+                ok = ok and t.name != "float"
+            if not ok:
+                need = {
+                    "kll": "int, float or bool",
+                    "frequent": "int, bool, str, datetime or date",
+                }.get(call.fn, "a scalar type")
+                raise _err(
+                    f"sketch {name}: {call.fn}({call.column}) needs {need}, "
+                    f"but {call.column!r} is {t}",
+                    s.pos,
+                    s,
+                )
         return schema
     if isinstance(s, P.Union):
         first = dict(schema)

@@ -48,6 +48,7 @@ STAGES = (
     "running",
     "top_k",
     "dedup",
+    "sketch",
     "union",
     "join",
     "sink",
@@ -108,6 +109,8 @@ class _Stage:
                 len(self.keyword),
             )
         self.args_col = indent + m.start(3)  # 0-based column where the argument text starts
+        if self.keyword == "sketch":  # `theta(x) as name`: `as` becomes `@ ` (same columns)
+            rest = re.sub(r"(?<![\w.])as(?=\s)", "@ ", rest)
         self.call = self._parse_args(rest)
 
     # -- errors and positions
@@ -491,7 +494,10 @@ def parse(text: str, namespace: dict[str, Any] | None = None, name: str | None =
                     1,
                 )
             continue
-        sinks.append(ch.sunk or P.Sink(inputs=(ch.step,), target="table"))
+        final_sketch = isinstance(ch.step, P.Sketch)
+        sinks.append(
+            ch.sunk or P.Sink(inputs=(ch.step,), target="none" if final_sketch else "table")
+        )
     return P.Plan.of(tuple(sinks), name)
 
 
@@ -631,6 +637,8 @@ def _apply(
                 len(kw_),
             )
         ch.step = P.Dedup(inputs=(cur,), keys=keys or tuple(st.name(c) for c in cols), pos=pos)
+    elif kw_ == "sketch":
+        ch.step = P.Sketch(inputs=(cur,), keys=_take_keys(ch), sketches=_sketches(st), pos=pos)
     elif kw_ == "union":
         others = st.positional(1, 16, "stream name(s)")
         st.keywords(())
@@ -654,7 +662,18 @@ def _apply(
     elif kw_ == "sink":
         ch.sunk = _sink(st, cur, ns, pos)
     if (
-        kw_ not in ("key_by", "agg", "running", "top_k", "dedup", "tumbling", "sliding", "session")
+        kw_
+        not in (
+            "key_by",
+            "agg",
+            "running",
+            "top_k",
+            "dedup",
+            "sketch",
+            "tumbling",
+            "sliding",
+            "session",
+        )
         and ch.keys is not None
         and kw_ in ("union", "join", "sink")
     ):
@@ -663,6 +682,48 @@ def _apply(
             st.kw_col,
             len(kw_),
         )
+
+
+_SKETCH_HINT = "a sketch such as theta(user_id) as users (theta, hll, kll or frequent)"
+
+
+def _sketches(st: _Stage) -> tuple[tuple[str, P.SketchCall], ...]:
+    """``theta(col) as name, kll(col, k=400) as other`` (or ``name=theta(col)``)."""
+    items: list[tuple[ast.expr, str, ast.AST]] = []
+    for a in st.call.args:
+        if not (isinstance(a, ast.BinOp) and isinstance(a.op, ast.MatMult)):
+            st.fail(a, f"expected {_SKETCH_HINT}")
+        if not isinstance(a.right, ast.Name):
+            st.fail(a.right, "the name after 'as' must be an identifier")
+        items.append((a.left, a.right.id, a.right))
+    for k in st.call.keywords:
+        if k.arg is None:
+            st.fail(k.value, "**kwargs are not supported")
+        items.append((k.value, k.arg, k.value))  # type: ignore[arg-type]
+    if not items:
+        st.error(f"sketch needs {_SKETCH_HINT}", st.kw_col, len(st.keyword))
+    out: list[tuple[str, P.SketchCall]] = []
+    for call, name, where in items:
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
+            st.fail(call, f"expected {_SKETCH_HINT}")
+        fn = call.func.id
+        if fn not in P.SKETCH_PARAMS:
+            st.fail(call.func, f"unknown sketch {fn!r}; sketches: {', '.join(P.SKETCH_PARAMS)}")
+        if len(call.args) != 1:
+            st.fail(call, f"{fn}() takes one column, e.g. {fn}(user_id)")
+        params: dict[str, Any] = {}
+        for kw in call.keywords:
+            if kw.arg is None:
+                st.fail(kw.value, "**kwargs are not supported")
+            params[kw.arg] = st.const(kw.value)  # type: ignore[index]
+        try:
+            sk = P.sketch_call(fn, st.name(call.args[0]), **params)
+        except ValueError as e:
+            st.fail(call, str(e))
+        if name in dict(out):
+            st.fail(where, f"sketch name {name!r} is used twice")
+        out.append((name, sk))
+    return tuple(out)
 
 
 def _take_keys(ch: _Chain) -> tuple[str, ...]:
@@ -747,6 +808,8 @@ def _sink(st: _Stage, cur: P.Step, ns: dict[str, Any], pos: Pos) -> P.Sink:
     st.keywords(())
     if isinstance(what, ast.Name) and what.id == "table":
         return P.Sink(inputs=(cur,), target="table", pos=pos)
+    if isinstance(what, ast.Name) and what.id == "none":
+        return P.Sink(inputs=(cur,), target="none", pos=pos)
     if not (isinstance(what, ast.Call) and isinstance(what.func, ast.Name)):
         return st.fail(what, 'expected table, table("name"), parquet("dir") or callback(fn)')
     kind = what.func.id
@@ -776,7 +839,7 @@ def _sink(st: _Stage, cur: P.Step, ns: dict[str, Any], pos: Pos) -> P.Sink:
         return P.Sink(
             inputs=(cur,), target="callback", callback=P.ObjRef(ns[fn_name], fn_name), pos=pos
         )
-    return st.fail(what.func, f"unknown sink {kind!r}; sinks: table, parquet, callback")
+    return st.fail(what.func, f"unknown sink {kind!r}; sinks: table, parquet, callback, none")
 
 
 # ----------------------------------------------------------------------------- printer
@@ -858,6 +921,10 @@ def _stage_lines(s: P.Step, names: dict[str, str]) -> list[str]:
         return key_line(s.keys) + [f"top_k {s.k}, by={_colname(s.by)}, descending={s.descending}"]
     if isinstance(s, P.Dedup):
         return key_line(s.keys) + ["dedup"]
+    if isinstance(s, P.Sketch):
+        return key_line(s.keys) + [
+            "sketch " + ", ".join(f"{call.text()} as {name}" for name, call in s.sketches)
+        ]
     if isinstance(s, P.Union):
         return [f"union {', '.join(names[i.step_id] for i in s.inputs[1:])}"]
     if isinstance(s, P.Join):
@@ -904,5 +971,7 @@ def _sink_line(s: P.Sink) -> str:
         return "sink table" + (f"({', '.join(opts)})" if opts else "")
     if s.target == "parquet":
         return f"sink parquet({s.name!r})"
+    if s.target == "none":
+        return "sink none"
     assert s.callback is not None
     return f"sink callback({s.callback.label})"

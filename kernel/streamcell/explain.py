@@ -29,6 +29,8 @@ def step_summary(s: P.Step) -> str:
         return f"k={s.k} by {s.by} {'desc' if s.descending else 'asc'}"
     if isinstance(s, P.Dedup):
         return ", ".join(s.keys) or "all columns"
+    if isinstance(s, P.Sketch):
+        return ", ".join(f"{c.text()} as {n}" for n, c in s.sketches)
     if isinstance(s, P.Union):
         return " + ".join(i.step_id for i in s.inputs)
     if isinstance(s, P.Join):
@@ -36,6 +38,8 @@ def step_summary(s: P.Step) -> str:
     if isinstance(s, P.Sink):
         if s.target == "callback" and s.callback is not None:
             return f"callback {s.callback.label}"
+        if s.target == "none":
+            return "none (rows dropped)"
         return f"{s.target} {s.name or '(run name)'}" + (f" mode={s.mode}" if s.mode else "")
     return ""
 

@@ -206,6 +206,83 @@ class Dedup(Step):
     kind = "dedup"
 
 
+SKETCH_PARAMS = {
+    "theta": ("lg_k", 12),
+    "hll": ("lg_k", 12),
+    "kll": ("k", 200),
+    "frequent": ("lg_max_map_size", 10),
+}
+"""Each sketch function's one size parameter and its default."""
+
+
+@dataclass(frozen=True)
+class SketchCall:
+    """One sketch of a ``sketch`` stage: ``theta(user_id)``, ``kll(price, k=400)`` ..."""
+
+    fn: Literal["theta", "hll", "kll", "frequent"]
+    column: str
+    param: int
+
+    @property
+    def param_name(self) -> str:
+        return SKETCH_PARAMS[self.fn][0]
+
+    def text(self) -> str:
+        name, default = SKETCH_PARAMS[self.fn]
+        extra = f", {name}={self.param}" if self.param != default else ""
+        return f"{self.fn}({to_text(Col(self.column))}{extra})"
+
+
+def sketch_call(fn: str, column: Any, **params: Any) -> SketchCall:
+    """Build a :class:`SketchCall`, checking the function and its parameter."""
+    if fn not in SKETCH_PARAMS:
+        raise ValueError(f"unknown sketch {fn!r}; sketches: {', '.join(SKETCH_PARAMS)}")
+    name, default = SKETCH_PARAMS[fn]
+    bad = set(params) - {name}
+    if bad:
+        raise ValueError(f"{fn}() takes {name}=, not {', '.join(sorted(bad))}")
+    value = params.get(name, default)
+    limits = {
+        "lg_k": (5, 26) if fn == "theta" else (4, 21),
+        "k": (8, 65535),
+        "lg_max_map_size": (3, 26),
+    }
+    lo, hi = limits[name]
+    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+        raise ValueError(f"{fn}(): {name} must be an integer in [{lo}, {hi}], got {value!r}")
+    col = column if isinstance(column, str) else output_name(_ir(column))
+    return SketchCall(fn, col, value)  # type: ignore[arg-type]
+
+
+def theta(column: Any, *, lg_k: int = 12) -> SketchCall:
+    """Θ distinct count of ``column`` (a ``sketch`` stage; RSE ≈ 1/sqrt(2**lg_k))."""
+    return sketch_call("theta", column, lg_k=lg_k)
+
+
+def hll(column: Any, *, lg_k: int = 12) -> SketchCall:
+    """HyperLogLog distinct count of ``column`` (a ``sketch`` stage; RSE ≈ 1.04/sqrt(2**lg_k))."""
+    return sketch_call("hll", column, lg_k=lg_k)
+
+
+def kll(column: Any, *, k: int = 200) -> SketchCall:
+    """KLL quantiles of numeric ``column`` (a ``sketch`` stage; rank error ≈ 1.65% at k=200)."""
+    return sketch_call("kll", column, k=k)
+
+
+def frequent(column: Any, *, lg_max_map_size: int = 10) -> SketchCall:
+    """Frequent items (heavy hitters) of ``column`` (a ``sketch`` stage; error ≤ 3.5/2**lg · N)."""
+    return sketch_call("frequent", column, lg_max_map_size=lg_max_map_size)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sketch(Step):
+    """Sketch columns as rows pass (rows go on unchanged); one set of sketches per key."""
+
+    keys: tuple[str, ...]
+    sketches: tuple[tuple[str, SketchCall], ...]
+    kind = "sketch"
+
+
 @dataclass(frozen=True, kw_only=True)
 class Union(Step):
     kind = "union"
@@ -222,7 +299,7 @@ class Join(Step):
 
 @dataclass(frozen=True, kw_only=True)
 class Sink(Step):
-    target: Literal["table", "parquet", "callback"]
+    target: Literal["table", "parquet", "callback", "none"]
     name: str | None = None  # table name or parquet directory
     callback: ObjRef | None = None
     mode: Literal["append", "upsert"] | None = None
@@ -237,7 +314,7 @@ def edge_kind(step: Step) -> str:
         return f"hash({','.join(step.on)})"
     if keys:
         return f"hash({','.join(keys)})"
-    if isinstance(step, (Aggregate, Running, TopK, Dedup)):
+    if isinstance(step, (Aggregate, Running, TopK, Dedup, Sketch)):
         return "single"
     return "forward"
 
@@ -448,6 +525,11 @@ class Stream:
         """Keep the first row for each value of ``columns`` (all columns if none given)."""
         return Stream(Dedup(inputs=(self._step,), keys=_cols(columns)), self._name)
 
+    def sketch(self, **sketches: SketchCall) -> Stream:
+        """Sketch columns as rows pass: ``sketch(users=sc.theta("user_id"))``; query the live
+        sketch with ``run.sketch("users")``. Rows go on unchanged."""
+        return KeyedStream(self, ()).sketch(**sketches)
+
     # fan-in
     def union(self, *others: Stream) -> Stream:
         """Merge streams with the same schema, in round-robin arrival order (see README)."""
@@ -499,8 +581,15 @@ class Stream:
         """Call ``fn(df)`` with consecutive Polars DataFrames of output rows."""
         return Sink(inputs=(self._step,), target="callback", callback=ObjRef(fn))
 
+    def sink_none(self) -> Sink:
+        """Drop the rows (the default after a final ``sketch`` stage)."""
+        return Sink(inputs=(self._step,), target="none")
+
     def plan(self, name: str | None = None) -> Plan:
-        """Freeze into a :class:`Plan` (adds ``sink_table()`` if the stream has no sink)."""
+        """Freeze into a :class:`Plan` (adds ``sink_table()`` if the stream has no sink, or
+        ``sink_none()`` when it ends with a ``sketch`` stage)."""
+        if isinstance(self._step, Sketch):
+            return Plan.of((self.sink_none(),), name)
         return Plan.of((self.sink_table(),), name)
 
     def start(self, name: str | None = None, **kw: Any) -> Run:
@@ -540,6 +629,19 @@ class KeyedStream:
     def dedup(self) -> Stream:
         """Keep the first row of each key."""
         return self._wrap(Dedup(inputs=(self._s._step,), keys=self._keys))
+
+    def sketch(self, **sketches: SketchCall) -> Stream:
+        """One set of sketches per key: ``key_by("category").sketch(users=sc.theta("user_id"))``."""
+        if not sketches:
+            raise TypeError("sketch() needs at least one name=sc.theta(...)/hll/kll/frequent")
+        for name, call in sketches.items():
+            if not isinstance(call, SketchCall):
+                raise TypeError(
+                    f"sketch {name}: expected sc.theta / sc.hll / sc.kll / sc.frequent, got {call!r}"
+                )
+        return self._wrap(
+            Sketch(inputs=(self._s._step,), keys=self._keys, sketches=tuple(sketches.items()))
+        )
 
     def tumbling(self, size: Duration, *, time: str, lateness: Duration = 0) -> WindowedStream:
         return WindowedStream(self, Window("tumbling", time, size, None, lateness))

@@ -18,6 +18,7 @@ from . import plan as P
 from .compiler import Compiled, compile_plan
 from .errors import RunFailed
 from .options import RunOptions
+from .sketching import KeyedSketch, SketchSlot, SketchValue, live
 from .stores import (
     ParquetWriter,
     Progress,
@@ -86,6 +87,12 @@ class _Env:
     def record_latency(self, ns: int) -> None:
         self.run._progress.latencies_ns.append(ns)
 
+    def attach_sketch(self, step_id: str, stage: Any) -> None:
+        """An engine's answers for sketch stage ``step_id`` (see ``streamcell.sketching``)."""
+        for slot in self.run._sketches.values():
+            if slot.step.step_id == step_id:
+                slot.stage = stage
+
 
 class Run:
     """A running (or finished) pipeline. Returned at once by ``plan.start()`` and ``%%stream``.
@@ -119,6 +126,12 @@ class Run:
         self._parquet: list[ParquetWriter] = []
         self._writers: dict[str, Callable[[list[dict[str, Any]]], None]] = {}
         self._make_writers()
+        self._sketches: dict[str, SketchSlot] = {}
+        for st in compiled.plan.steps:
+            if isinstance(st, P.Sketch):
+                for i, (sk_name, _) in enumerate(st.sketches):
+                    schema = compiled.schemas[st.inputs[0].step_id]
+                    self._sketches[sk_name] = SketchSlot(sk_name, st, i, schema)
         self._thread = threading.Thread(
             target=self._main, name=f"streamcell-run-{name}", daemon=True
         )
@@ -150,6 +163,8 @@ class Run:
                 store = TableStore(c.table_names[sink.step_id], schema, c.upsert_keys[sink.step_id])
                 self._tables[store.name] = store
                 self._writers[sink.step_id] = store.write
+            elif sink.target == "none":
+                self._writers[sink.step_id] = lambda rows: None
             elif sink.target == "parquet":
                 assert sink.name is not None
                 w = ParquetWriter(sink.name, schema)
@@ -263,6 +278,33 @@ class Run:
                 f"no table {name!r} in run {self.name!r}; tables: {', '.join(self._tables)}"
             )
         return self._tables[name].snapshot()
+
+    def sketch_names(self) -> list[str]:
+        return list(self._sketches)
+
+    def sketch(self, name: str | None = None) -> SketchValue | KeyedSketch:
+        """A sketch stage's current answer, from any cell while the run is live (default: the
+        first): ``run.sketch("users").estimate()``; keyed stages give one answer per key."""
+        if name is None:
+            if not self._sketches:
+                raise KeyError(f"run {self.name!r} has no sketch stages")
+            name = next(iter(self._sketches))
+        if name not in self._sketches:
+            known = ", ".join(self._sketches) or "none"
+            raise KeyError(f"no sketch {name!r} in run {self.name!r}; sketches: {known}")
+        return live(self._sketches[name])
+
+    def sketches(self) -> dict[str, Any]:
+        """Every sketch's current answer for displays (keyed stages: their first keys)."""
+        out: dict[str, Any] = {}
+        for name, slot in self._sketches.items():
+            if not slot.step.keys:
+                out[name] = _display(name, slot.value())
+                continue
+            for key in slot.keys()[:3]:
+                label = ", ".join(str(k) for k in key)
+                out[f"{name}[{label}]"] = _display(f"{name}[{label}]", slot.value(key))
+        return out
 
     def late(self, step: str | None = None) -> pl.DataFrame:
         """Rows that arrived behind the watermark (the late side output), with ``_step``."""
@@ -456,6 +498,14 @@ def _resolve_engine(c: Compiled, opts: RunOptions) -> tuple[RunOptions, str]:
     except NotSupportedError as e:
         return opts.with_(engine="reference"), f"reference engine ({e})"
     return native, ""
+
+
+def _display(label: str, v: SketchValue) -> Any:
+    import dataclasses
+
+    from .snapshot import sketch_snapshot
+
+    return dataclasses.replace(sketch_snapshot(label, v.snapshot()), kind=v.kind)
 
 
 def stop_all() -> None:

@@ -118,6 +118,7 @@ AGG = {
 }
 OUT_INPUT, OUT_AGG, OUT_WSTART, OUT_WEND, OUT_RANK = 1, 2, 3, 4, 5
 WINDOW_KIND = {"tumbling": 1, "sliding": 2, "session": 3}
+SKETCH_KIND = {"theta": 1, "hll": 2, "kll": 3, "frequent": 4}  # exec/ops_sketch.h
 PARTITIONS = 32
 PUSH_ROWS = 65_536  # rows per push call (stop / pause / drain are checked between)
 OUT_ROWS = 65_536  # rows per chunk handed to the sink
@@ -179,7 +180,7 @@ class NativeBackend:
     def check(self, c: Compiled, options: RunOptions) -> None:
         _chain(c)
         for s in c.plan.steps:
-            if isinstance(s, P.Sink) and s.target not in ("table", "parquet", "callback"):
+            if isinstance(s, P.Sink) and s.target not in ("table", "parquet", "callback", "none"):
                 raise NotSupportedError(s.step_id, NAME, f"sink {s.target}")
         lower(c, options)  # expression support is checked by lowering
         if options.reorder == "none":
@@ -314,6 +315,7 @@ class Lowered:
     in_schema: Schema
     ops: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     step_index: dict[str, int] = field(default_factory=dict)
+    taps: dict[str, Any] = field(default_factory=dict)  # sketch step id -> _runtime.SketchTap
 
 
 def _agg_args(
@@ -500,6 +502,22 @@ def lower(c: Compiled, options: RunOptions) -> Lowered:  # noqa: C901 - one disp
                     ),
                 )
             )
+        elif isinstance(s, P.Sketch):
+            low.ops.append(
+                (
+                    "sketch",
+                    dict(
+                        step=idx,
+                        cin=True,
+                        cout=True,
+                        lts=_lts(schema),
+                        keys=[pos[k] for k in s.keys],
+                        specs=[(SKETCH_KIND[c.fn], pos[c.column], c.param) for _, c in s.sketches],
+                        sid=s.step_id,
+                        capacity=cap,
+                    ),
+                )
+            )
         else:
             raise NotSupportedError(s.step_id, NAME, type(s).__name__)
     if not low.ops:  # source -> sink: one pass-through (the pool needs an operator)
@@ -574,6 +592,17 @@ def build(low: Lowered, c: Compiled) -> Any:
                 a["size"],
                 a["every"],
                 a["lateness"],
+                a["capacity"],
+            )
+        elif kind == "sketch":
+            low.taps[a["sid"]] = prog.add_sketch(
+                a["step"],
+                a["cin"],
+                a["cout"],
+                a["lts"],
+                a["keys"],
+                a["specs"],
+                PARTITIONS,
                 a["capacity"],
             )
         elif kind == "explode":
@@ -730,8 +759,17 @@ class Driver:
 
     def run(self) -> bool:
 
+        from ..sketching import NativeStage
+
         prog = build(self.low, self.c)
         self.prog = prog
+        stages = []
+        for sid, tap in self.low.taps.items():
+            st = self.c.plan.step(sid)
+            assert isinstance(st, P.Sketch)
+            stage = NativeStage(st, tap, self.c.schemas[st.inputs[0].step_id])
+            stages.append(stage)
+            self.env.attach_sketch(sid, stage)
         try:
             o = self.options
             prog.start(
@@ -752,6 +790,8 @@ class Driver:
             self._flush_side()
             self.env.run.native_metrics = prog.metrics()
             err = prog.error()
+            for stage in stages:  # answers outlive the program
+                stage.freeze()
             prog.close()
             if err is not None and not self.env.should_stop():
                 raise RuntimeError(f"native runtime error in {err[1]}: {err[2]} (status {err[0]})")
@@ -883,8 +923,11 @@ class Driver:
         if not self._pending_rows:
             return
         batches, self._pending, self._pending_rows = self._pending, [], 0
-        df = to_frame(batches, self.sink_schema)
         cnt = self.env.counters[self.sink.step_id]
+        if self.sink.target == "none":  # rows are dropped: count them, build nothing
+            cnt.rows_in += sum(b.num_rows for b in batches)
+            return
+        df = to_frame(batches, self.sink_schema)
         cnt.rows_in += df.height
         store = self.frame_writer
         if store is not None and hasattr(store, "write_frame"):

@@ -566,6 +566,27 @@ class JoinOp(Op):
         return len(self.heap)
 
 
+class SketchOp(Op):
+    """Exact answers for a sketch stage (streamcell.sketching.ReferenceStage); rows pass."""
+
+    def __init__(self, step: P.Sketch, c: Compiled, env: Env):
+        super().__init__(step, c, env)
+        from ..sketching import ReferenceStage
+
+        self.stage = ReferenceStage(step)
+        self.keys = step.keys
+        attach = getattr(env, "attach_sketch", None)
+        if attach is not None:
+            attach(step.step_id, self.stage)
+
+    def push(self, row: Row, port: int) -> list[Row]:
+        self.stage.update(tuple(row[k] for k in self.keys), row)
+        return [row]
+
+    def state_size(self) -> int:
+        return len(self.stage.state) if self.keys else 0
+
+
 class SinkOp(Op):
     def __init__(self, step: P.Sink, c: Compiled, env: Env):
         super().__init__(step, c, env)
@@ -597,6 +618,7 @@ _OPS: dict[type, Callable[..., Op]] = {
     P.Running: RunningOp,
     P.TopK: TopKOp,
     P.Dedup: DedupOp,
+    P.Sketch: SketchOp,
     P.Union: UnionOp,
     P.Join: JoinOp,
     P.Sink: SinkOp,

@@ -46,7 +46,19 @@ from ..sources import BadRow
 from ..types import BOOL, Schema, polars_schema
 from .evaluate import RowError, compile_row_expr
 from .spark_expr import NAME, Translator, can_fail, qcol, spark_type
-from .spark_ops import DEAD, END, LATE, LIVE, STATS, keyed_fn, side_payload, window_fn
+from .spark_ops import (
+    DEAD,
+    END,
+    LATE,
+    LIVE,
+    SKETCH,
+    STATS,
+    keyed_fn,
+    merge_sketches,
+    side_payload,
+    sketch_fn,
+    window_fn,
+)
 
 _ids = itertools.count()
 
@@ -124,13 +136,19 @@ def check_step(s: P.Step, streaming: bool) -> None:
     elif isinstance(s, (P.Aggregate, P.Running)):
         for _, a in s.aggs:
             check_expr(a.arg, s)
+    elif isinstance(s, P.Sketch) and streaming:
+        raise NotSupportedError(
+            s.step_id,
+            NAME,
+            "sketch stages on a streaming source; run them on a finite source or the native engine",
+        )
     if streaming:
         from .spark_stream import streaming_refusal
 
         why = streaming_refusal(s)
         if why is not None:
             raise NotSupportedError(s.step_id, NAME, why + "; run it on a finite source")
-    if isinstance(s, P.Sink) and s.target not in ("table", "parquet", "callback"):
+    if isinstance(s, P.Sink) and s.target not in ("table", "parquet", "callback", "none"):
         raise NotSupportedError(s.step_id, NAME, f"sink {s.target}")
 
 
@@ -353,7 +371,20 @@ class Lowering:
             return self.window(j, s, df)
         if isinstance(s, (P.Aggregate, P.Running, P.TopK, P.Dedup)):
             return self.keyed(j, s, df)
+        if isinstance(s, P.Sketch):
+            return self.sketch(j, s, df)
         raise NotSupportedError(s.step_id, NAME, type(s).__name__)
+
+    # ----------------------------------------------------------------- sketches
+    def sketch(self, j: int, s: P.Sketch, df: Any) -> Any:
+        """Each partition sketches its rows (streamcell's native sketches, no shuffle); the
+        partials come back as side rows and the driver merges them (``merge_sketches``)."""
+        from pyspark.sql import functions as F
+
+        schema = self.in_schema(s)
+        out = df.mapInArrow(sketch_fn(s, schema), ddl(schema, SIDE_DDL))
+        out = self._side_observe(j, s, out)
+        return out.filter(F.col("_k") == F.lit(LIVE)).drop("_k", "_b")
 
     # ----------------------------------------------------------------- stateless
     def stateless(self, j: int, s: P.Step, df: Any) -> Any:
@@ -535,6 +566,7 @@ class BatchDriver:
         self.side: list[tuple[list[int], int, str, Any]] = []  # (o, kind, step, payload)
         self.group = f"streamcell-{next(_ids)}"
         self.n_source = 0
+        self.sketch_parts: dict[str, list[Any]] = {}  # sketch step -> partition partials
 
     def _action(self, fn: Callable[[], Any]) -> Any:
         """Run a Spark action on a helper thread so a stop request cancels it promptly."""
@@ -615,10 +647,20 @@ class BatchDriver:
         out = self._action(lambda: final.toArrow())
         self._read_back(low)
         self._file_side()
+        self._attach_sketches()
         frame = to_polars(out, sink_schema)
         self._write(frame)
         env.record_latency(time.perf_counter_ns() - t0)
         return True
+
+    def _attach_sketches(self) -> None:
+        from ..sketching import FixedStage
+
+        for s in self.steps:
+            if isinstance(s, P.Sketch):
+                schema = self.c.schemas[s.inputs[0].step_id]
+                merged = merge_sketches(s, schema, self.sketch_parts.get(s.step_id, []))
+                self.env.attach_sketch(s.step_id, FixedStage(merged))
 
     @staticmethod
     def _last_good(tbl: pa.Table) -> int | None:
@@ -648,6 +690,8 @@ class BatchDriver:
                 if kind == STATS:
                     for k in ("rows_in", "rows_out", "filtered", "late", "dead"):
                         setattr(cnt, k, getattr(cnt, k) + payload[k])
+                elif kind == SKETCH:
+                    self.sketch_parts.setdefault(lw.step.step_id, []).append(payload)
                 else:
                     self.side.append((o, kind, lw.step.step_id, payload))
 
@@ -679,7 +723,8 @@ class BatchDriver:
         sink = self.sink
         assert isinstance(sink, P.Sink)
         self.env.counters[sink.step_id].rows_in += frame.height
-        write_frame(self.env.sink_writer(sink), frame)
+        if sink.target != "none":
+            write_frame(self.env.sink_writer(sink), frame)
 
 
 def write_frame(writer: Callable[[list[dict[str, Any]]], None], frame: pl.DataFrame) -> None:

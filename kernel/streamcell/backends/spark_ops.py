@@ -248,3 +248,129 @@ def window_fn(
 
 def side_payload(kind: int, blob: bytes) -> Any:
     return pickle.loads(blob)
+
+
+SKETCH = 4  # side row: a partition's partial sketches (see sketch_fn)
+
+
+def new_sketch(call: P.SketchCall, is_str: bool) -> Any:
+    """An empty streamcell sketch for ``call`` (the native engine's kinds and parameters)."""
+    from streamcell import sketches as S
+
+    if call.fn == "theta":
+        return S.ThetaSketch(call.param)
+    if call.fn == "hll":
+        return S.HllSketch(call.param)
+    if call.fn == "kll":
+        return S.KllDoublesSketch(call.param)
+    return (S.FrequentStringsSketch if is_str else S.FrequentItemsSketch)(call.param)
+
+
+def sketch_column(call: P.SketchCall, col: pa.Array) -> pa.Array:
+    """A column as the sketches take it: bools as int64 (as the native engine updates them),
+    datetimes/dates as their int64 ticks, strings as large strings."""
+    t = col.type
+    if pa.types.is_boolean(t) or pa.types.is_timestamp(t):
+        return col.cast(pa.int64())
+    if pa.types.is_date32(t):
+        return col.cast(pa.int32()).cast(pa.int64())
+    if pa.types.is_null(t):
+        return col.cast(pa.int64() if call.fn != "kll" else pa.float64())
+    if call.fn == "kll" and pa.types.is_integer(t):
+        return col.cast(pa.float64())
+    return col
+
+
+def sketch_fn(
+    step: P.Sketch, schema: Schema
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The mapInArrow function of a ``sketch`` stage: rows pass through unchanged (``_k`` =
+    LIVE); each partition's partial sketches (per key, with the order key of the key's first
+    row) leave as one SKETCH side row of DataSketches bytes, merged on the driver."""
+    step = detach(step)  # type: ignore[assignment]
+    types = dict(schema)
+    names = [n for n, _ in schema]
+    out_schema = arrow_schema(schema, SIDE_FIELDS)
+
+    def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        parts: dict[tuple[Any, ...], tuple[list[int], list[Any]]] = {}
+        n = 0
+
+        def fresh() -> list[Any]:
+            return [new_sketch(c, types[c.column].name == "str") for _, c in step.sketches]
+
+        for b in batches:
+            n += b.num_rows
+            if step.keys:
+                keys = list(zip(*(b.column(k).to_pylist() for k in step.keys)))
+                orders = b.column("_o").to_pylist()
+                rows: dict[tuple[Any, ...], list[int]] = {}
+                for i, k in enumerate(keys):
+                    rows.setdefault(k, []).append(i)
+                for k, idx in rows.items():
+                    if k not in parts:
+                        parts[k] = (orders[idx[0]], fresh())
+                    taken = b.take(pa.array(idx, type=pa.int64()))
+                    for sk, (_, c) in zip(parts[k][1], step.sketches):
+                        sk.update_batch(sketch_column(c, taken.column(c.column)))
+            else:
+                if () not in parts:
+                    parts[()] = ([], fresh())
+                for sk, (_, c) in zip(parts[()][1], step.sketches):
+                    sk.update_batch(sketch_column(c, b.column(c.column)))
+            cols = [b.column(x) for x in names] + [
+                b.column("_o"),
+                pa.array([LIVE] * b.num_rows, type=pa.int8()),
+                pa.nulls(b.num_rows, type=pa.binary()),
+            ]
+            yield pa.RecordBatch.from_arrays(cols, schema=out_schema)
+        payload = {k: (o, [bytes(sk.to_bytes()) for sk in sks]) for k, (o, sks) in parts.items()}
+        side = _Out(out_schema, names)
+        side.side(SKETCH, [], payload)
+        side.side(STATS, [], {"rows_in": n, "rows_out": n, "filtered": 0, "late": 0, "dead": 0})
+        yield side.batch()
+
+    return fn
+
+
+def merge_sketches(
+    step: P.Sketch, schema: Schema, payloads: list[Any]
+) -> dict[tuple[Any, ...], list[Any]]:
+    """The driver's half: merge every partition's partial sketches per key; keys in order of
+    their first row (as the reference lists them)."""
+    from streamcell import sketches as S
+
+    types = dict(schema)
+    calls = [c for _, c in step.sketches]
+    acc: dict[tuple[Any, ...], tuple[list[int], list[Any]]] = {}
+    for payload in payloads:
+        for key, (o, blobs) in payload.items():
+            loaded: list[Any] = []
+            for c, blob in zip(calls, blobs):
+                if c.fn == "theta":
+                    loaded.append(S.CompactThetaSketch.from_bytes(blob))
+                elif c.fn == "hll":
+                    loaded.append(S.HllSketch.from_bytes(blob))
+                elif c.fn == "kll":
+                    loaded.append(S.KllDoublesSketch.from_bytes(blob))
+                else:
+                    is_str = types[c.column].name == "str"
+                    cls = S.FrequentStringsSketch if is_str else S.FrequentItemsSketch
+                    loaded.append(cls.from_bytes(blob))
+            if key not in acc:
+                acc[key] = (o, loaded)
+                continue
+            first, have = acc[key]
+            merged: list[Any] = []
+            for c, a, b in zip(calls, have, loaded):
+                if c.fn == "theta":
+                    merged.append(S.theta_union([a, b], lg_k=c.param))
+                elif c.fn == "hll":
+                    merged.append(S.hll_union([a, b], lg_k=c.param))
+                else:
+                    a.merge(b)
+                    merged.append(a)
+            acc[key] = (min(first, o), merged)
+    if not step.keys and () not in acc:
+        acc[()] = ([], [new_sketch(c, types[c.column].name == "str") for c in calls])
+    return {k: v for k, (_, v) in sorted(acc.items(), key=lambda kv: kv[1][0])}

@@ -9,12 +9,17 @@ Each sketch lives in a native module; this package is its public face.
 - HyperLogLog: :class:`HllSketch`, :func:`hll_union`, :class:`ConcurrentHllSketch`.
 - Quantiles: :class:`KllDoublesSketch`, :class:`KllFloatsSketch`, and
   :class:`ConcurrentKllDoublesSketch` (N writers over the same framework as Θ).
-- Heavy hitters: :class:`FrequentItemsSketch` (int64), :class:`FrequentStringsSketch`.
+- Heavy hitters: :class:`FrequentItemsSketch` (int64), :class:`FrequentStringsSketch`, and
+  :class:`ConcurrentFrequentItemsSketch` (N writers, int64 items).
 
 Serialized bytes follow the Apache DataSketches formats (see each module's header).
 """
 
-from streamcell._frequent import FrequentItemsSketch, FrequentStringsSketch
+from streamcell._frequent import (
+    ConcurrentFrequentItemsSketch,
+    FrequentItemsSketch,
+    FrequentStringsSketch,
+)
 from streamcell._hll import ConcurrentHllSketch, HllSketch, hll_union
 from streamcell._kll import ConcurrentKllDoublesSketch, KllDoublesSketch, KllFloatsSketch
 from streamcell._theta import (
@@ -30,6 +35,7 @@ from streamcell._theta import (
 
 __all__ = [
     "CompactThetaSketch",
+    "ConcurrentFrequentItemsSketch",
     "ConcurrentHllSketch",
     "ConcurrentKllDoublesSketch",
     "ConcurrentThetaEstimate",
