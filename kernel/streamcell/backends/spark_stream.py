@@ -327,7 +327,7 @@ class StreamDriver:
         self.rows_by_batch: dict[int, int] = {}
         self.out_by_batch: dict[int, int] = {}
         self.prev_ts: float | None = None
-        self.last_rows_at = time.monotonic()
+        self.last_rows_at: float | None = None  # set by the first micro-batch
         self.error: BaseException | None = None
         self.stopping = False
         self.states: dict[int, Any] = {}  # keyed step index -> its per-key state DataFrame
@@ -396,7 +396,8 @@ class StreamDriver:
                 if env.should_stop():
                     self._stop_between_batches(q)
                     return False
-                if idle is not None and time.monotonic() - self.last_rows_at >= idle:
+                seen = self.last_rows_at
+                if idle is not None and seen is not None and time.monotonic() - seen >= idle:
                     st = q.status
                     if not st["isTriggerActive"] and not st["isDataAvailable"]:
                         self._stop_between_batches(q)
@@ -458,6 +459,7 @@ class StreamDriver:
                 (r[0] for r in batch_df.collect()), key=lambda p: os.path.basename(local_path(p))
             )
             if not paths:
+                self.last_rows_at = self.last_rows_at or time.monotonic()
                 return
             listing = spark.createDataFrame(
                 list(enumerate(paths)), schema="rank int, path string"
@@ -469,6 +471,7 @@ class StreamDriver:
         else:
             lo, hi = batch_df.agg(F.min("value"), F.max("value")).first()
             if lo is None:
+                self.last_rows_at = self.last_rows_at or time.monotonic()
                 return
             df = spark.range(int(lo), int(hi) + 1, numPartitions=parts).mapInArrow(
                 generator_fn(self.spec, self.schema), ddl(self.schema, ORDER_DDL)
@@ -511,7 +514,7 @@ class StreamDriver:
         env.on_source_row(self.serial)
         self.rows_by_batch[batch_id] = delivered
         self.out_by_batch[batch_id] = frame.height
-        if delivered:
+        if delivered or self.last_rows_at is None:
             self.last_rows_at = time.monotonic()
         env.record_latency(time.perf_counter_ns() - t0)
 
