@@ -67,3 +67,14 @@ def test_rate_on_a_watched_folder_is_refused(tmp_path):
     (tmp_path / "a.csv").write_text("x\n1\n")
     msg = _refusal(sc.source(sc.watch(str(tmp_path), format="csv"), rate=10))
     assert "not supported on spark: step source#1 (rate= on a watched folder" in msg
+
+
+def test_a_variable_holding_a_watch_spec_is_a_streaming_source(tmp_path):
+    from streamcell.backends.spark import is_streaming
+
+    (tmp_path / "a.csv").write_text("x\n1\n")
+    spec = sc.watch(str(tmp_path), format="csv")
+    assert is_streaming(sc.source(spec).plan().steps[0])
+    # a %%stream cell's `source w`, where the notebook variable w holds the spec
+    wrapped = sc.plan.SourceSpec("object", (), sc.plan.ObjRef(spec, "w"))
+    assert is_streaming(sc.plan.Source(spec=wrapped))

@@ -66,9 +66,17 @@ _ids = itertools.count()
 # --------------------------------------------------------------------------- checking
 
 
+def source_spec(source: P.Source) -> P.SourceSpec:
+    """The source's spec, looking through a notebook variable that holds a spec."""
+    spec = source.spec
+    if spec.kind == "object" and spec.obj is not None and isinstance(spec.obj.obj, P.SourceSpec):
+        return spec.obj.obj
+    return spec
+
+
 def is_streaming(source: P.Source) -> bool:
     """Whether the source is unbounded (a Structured Streaming query on Spark)."""
-    spec = source.spec
+    spec = source_spec(source)
     if spec.kind in ("clickstream", "store_sales") and spec.arg("rows") is None:
         return True
     return spec.kind in P.FILE_KINDS and bool(spec.arg("watch", False))
@@ -174,7 +182,7 @@ class SparkBackend:
             check_step(s, streaming)
         src = steps[0]
         assert isinstance(src, P.Source)
-        if streaming and src.rate is not None and src.spec.kind in P.FILE_KINDS:
+        if streaming and src.rate is not None and source_spec(src).kind in P.FILE_KINDS:
             raise NotSupportedError(
                 src.step_id,
                 NAME,

@@ -42,7 +42,7 @@ from ..compiler import Compiled
 from ..options import RunOptions
 from ..sources import CHUNK, BadRow, read_file
 from ..types import Schema
-from .spark import SIDE_DDL, Lowering, ddl
+from .spark import SIDE_DDL, Lowering, ddl, source_spec
 from .spark_ops import DEAD, LIVE, SIDE_FIELDS, STATS, arrow_schema
 
 WINDOW_REASON = (
@@ -317,7 +317,7 @@ class StreamDriver:
         src = steps[0]
         assert isinstance(src, P.Source)
         self.src = src
-        self.spec = src.spec
+        self.spec = source_spec(src)
         self.schema = c.schemas[src.step_id]
         self.files = self.spec.kind in P.FILE_KINDS
         self.batch = BatchDriver(c, env, options, steps)
