@@ -24,7 +24,9 @@ from streamcell.sketches import FrequentItemsSketch, KllDoublesSketch, ThetaSket
 
 
 def frame(rows: int) -> pl.DataFrame:
-    run = sc.source(sc.clickstream(rows=rows, users=1_000_000, seed=1)).plan().start(engine="native")
+    run = (
+        sc.source(sc.clickstream(rows=rows, users=1_000_000, seed=1)).plan().start(engine="native")
+    )
     return run.wait().table()
 
 

@@ -1,5 +1,5 @@
 # distutils: language = c
-# distutils: sources = native/exec/common.c native/exec/expr.c native/exec/ops_state.c native/exec/ops_keyed.c native/exec/ops_window.c native/exec/keyhash.c native/exec/rowstore.c native/exec/program.c native/exec/arrow_bridge.c native/exec/lists.c native/exec/ops_sketch.c native/sketch/theta.c native/sketch/hll.c native/sketch/kll.c native/sketch/frequent.c native/sketch/murmur3.c native/sketch/concurrent.c native/runtime/pool.c native/runtime/scheduler.c native/runtime/reorder.c native/runtime/hybrid_queue.c native/runtime/ring.c native/runtime/batch.c native/runtime/metrics.c
+# distutils: sources = native/exec/common.c native/exec/expr.c native/exec/ops_state.c native/exec/ops_keyed.c native/exec/ops_window.c native/exec/keyhash.c native/exec/rowstore.c native/exec/program.c native/exec/arrow_bridge.c native/exec/lists.c native/exec/ops_sketch.c native/exec/ops_entities.c native/sketch/theta.c native/sketch/hll.c native/sketch/kll.c native/sketch/frequent.c native/sketch/murmur3.c native/sketch/concurrent.c native/runtime/pool.c native/runtime/scheduler.c native/runtime/reorder.c native/runtime/hybrid_queue.c native/runtime/ring.c native/runtime/batch.c native/runtime/metrics.c
 # distutils: include_dirs = native native/common native/exec native/runtime
 """streamcell._runtime: the Python face of the native runtime (native/exec, native/runtime).
 
@@ -237,6 +237,23 @@ cdef extern from "exec/ops_sketch.h":
     int sc_op_sketch_bytes(void *st, int64_t key, int32_t spec, uint8_t **buf, size_t *len) nogil
     int sc_op_sketch_summary(void *st, int64_t key, int32_t spec, double *out) nogil
 
+cdef extern from "exec/ops_entities.h":
+    ctypedef struct sc_entities:
+        pass
+    int sc_entities_create(sc_entities **out, bint is_float, double initial_f, int64_t initial_i,
+                           bint overdraft, bint serial) nogil
+    void sc_entities_destroy(sc_entities *e) nogil
+    int64_t sc_entities_count(const sc_entities *e) nogil
+    uint64_t sc_entities_waits(const sc_entities *e) nogil
+    int sc_op_order_create(void **st, const sc_op_base *base, sc_entities *ents, const int32_t *keys,
+                           int32_t amount, const char *const *reasons) nogil
+    int sc_op_order_run(void *st, sc_batch *inp, sc_batch **out) nogil
+    void sc_op_order_destroy(void *st) nogil
+    int sc_op_apply_create(void **st, const sc_op_base *base, sc_entities *ents, int32_t amount,
+                           const char *rejected) nogil
+    int sc_op_apply_run(void *st, sc_batch *inp, sc_batch **out) nogil
+    void sc_op_apply_destroy(void *st) nogil
+
 cdef extern from "exec/arrow_bridge.h":
     struct ArrowSchema:
         void (*release)(ArrowSchema *) nogil
@@ -388,10 +405,12 @@ cdef class Program:
     cdef _Schema out_schema
     cdef _Schema in_schema
     cdef bint started
+    cdef list entities      # sc_entities tables (addresses), freed after the program
 
     def __cinit__(self, int nsteps, int max_out=64):
         check_status(sc_prog_create(&self.p, nsteps, max_out), "program")
         self.nsteps = nsteps
+        self.entities = []
         self.schemas = []
         self.op_steps = []
 
@@ -400,6 +419,13 @@ cdef class Program:
             with nogil:
                 sc_prog_destroy(self.p)
             self.p = NULL
+        self._free_entities()
+
+    cdef _free_entities(self):
+        if self.entities:
+            for a in self.entities:
+                sc_entities_destroy(<sc_entities *><uintptr_t>a)
+            self.entities = []
 
     def close(self):
         """Stop the workers and free everything (idempotent)."""
@@ -407,6 +433,49 @@ cdef class Program:
             with nogil:
                 sc_prog_destroy(self.p)
             self.p = NULL
+        self._free_entities()
+
+    def add_transfer(self, int step, bytes in_lts, bytes mid_lts, bytes out_lts, list keys, int amount,
+                     bint is_float, double initial_f, int64_t initial_i, bint overdraft, bint serial,
+                     list reasons, bytes rejected, int64_t capacity):
+        """A multi-entity transfer (exec/ops_entities.h): ORDER (stateful) then APPLY
+        (stateless, many workers) over one entity table. Returns the table's address."""
+        cdef _Schema si = _Schema(in_lts)
+        cdef _Schema sm = _Schema(mid_lts)
+        cdef _Schema so = _Schema(out_lts)
+        cdef sc_entities *ents = NULL
+        cdef int32_t ks[2]
+        cdef const char *rs[5]
+        cdef sc_op_base b
+        cdef void *st = NULL
+        cdef list keep = [bytes(r) for r in reasons]
+        ks[0], ks[1] = keys
+        for i in range(5):
+            rs[i] = <const char *>keep[i]
+        check_status(sc_entities_create(&ents, is_float, initial_f, initial_i, overdraft, serial), "entities")
+        self.entities.append(<uintptr_t>ents)
+        self._base(&b, step, True, False, si, sm, capacity, True)
+        rc = sc_op_order_create(&st, &b, ents, ks, amount, rs)
+        sc_op_base_free(&b)
+        check_status(rc, f"transfer step {step} (order)")
+        check_status(sc_prog_add(self.p, b"order", SC_OP_STATEFUL, sc_op_order_run, sc_op_order_destroy,
+                                 st, <sc_op_base *>st), "order")
+        self.schemas.append(sm)
+        self._base(&b, step, False, True, sm, so, capacity, True)
+        rc = sc_op_apply_create(&st, &b, ents, amount, rejected)
+        sc_op_base_free(&b)
+        check_status(rc, f"transfer step {step} (apply)")
+        check_status(sc_prog_add(self.p, b"apply", SC_OP_STATELESS, sc_op_apply_run, sc_op_apply_destroy,
+                                 st, <sc_op_base *>st), "apply")
+        self.schemas.append(so)
+        return <uintptr_t>ents
+
+    def entity_stats(self, uintptr_t table):
+        """(entities, events that waited for a ticket) of a table from add_transfer."""
+        if table not in self.entities:
+            raise ValueError("not an entity table of this program")
+        cdef sc_entities *e = <sc_entities *>table
+        return sc_entities_count(e), sc_entities_waits(e)
 
     cdef int _base(self, sc_op_base *b, int step, bint cin, bint cout, _Schema i, _Schema o, int64_t capacity,
                    bint side) except -1:

@@ -15,20 +15,7 @@ from libc.string cimport memcpy
 
 include "common/status.pxi"
 
-cdef extern from "sketch/concurrent.h" nogil:
-    ctypedef struct sc_concurrent:
-        pass
-    ctypedef struct sc_conc_stats:
-        uint64_t seq
-        uint64_t n_global
-        uint64_t propagations
-        uint64_t eager_merges
-        int eager
-    void sc_conc_destroy(sc_concurrent *c)
-    int sc_conc_close(sc_concurrent *c)
-    int sc_conc_flush(sc_concurrent *c)
-    void sc_conc_summary(const sc_concurrent *c, uint64_t *out, sc_conc_stats *stats)
-    uint64_t sc_conc_relaxation(const sc_concurrent *c)
+include "sketch/concurrent.pxi"
 
 cdef extern from "sketch/theta.h" nogil:
     ctypedef struct sc_theta:

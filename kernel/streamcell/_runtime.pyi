@@ -45,6 +45,24 @@ class Program:
         reason: bytes,
         capacity: int,
     ) -> None: ...
+    def add_transfer(
+        self,
+        step: int,
+        in_lts: bytes,
+        mid_lts: bytes,
+        out_lts: bytes,
+        keys: list[int],
+        amount: int,
+        is_float: bool,
+        initial_f: float,
+        initial_i: int,
+        overdraft: bool,
+        serial: bool,
+        reasons: list[bytes],
+        rejected: bytes,
+        capacity: int,
+    ) -> int: ...
+    def entity_stats(self, table: int) -> tuple[int, int]: ...
     def add_sketch(
         self,
         step: int,

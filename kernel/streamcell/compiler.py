@@ -361,6 +361,32 @@ def _step_schema(s: P.Step, ins: list[Schema], opened: dict[str, Reader]) -> Sch
     if isinstance(s, P.Dedup):
         _check_keys(s, schema, s.keys)
         return schema
+    if isinstance(s, P.Transfer):
+        _check_keys(s, schema, s.keys)
+        if len(s.keys) != 2:
+            raise _err(
+                f"transfer needs key_by_all with two entity columns (from, to), got {len(s.keys)}",
+                s.pos,
+                s,
+            )
+        ta, tb = (ty.col(k, s) for k in s.keys)
+        if ta != tb:
+            raise _err(
+                f"transfer: entity columns {s.keys[0]!r} ({ta}) and {s.keys[1]!r} ({tb}) "
+                "must have the same type",
+                s.pos,
+                s,
+            )
+        at = ty.col(s.amount, s)
+        if at not in (INT, FLOAT):
+            raise _err(f"transfer amount {s.amount!r} must be int or float, not {at}", s.pos, s)
+        if isinstance(s.initial, bool) or not isinstance(s.initial, (int, float)):
+            raise _err(f"transfer initial= must be a number, got {s.initial!r}", s.pos, s)
+        bt = FLOAT if at == FLOAT or isinstance(s.initial, float) else INT
+        clash = [c for c in s.balance_columns if c in dict(schema)]
+        if clash:
+            raise _err(f"transfer adds {', '.join(clash)} but the input has it", s.pos, s)
+        return tuple(schema) + tuple((c, bt) for c in s.balance_columns)
     if isinstance(s, P.Sketch):
         _check_keys(s, schema, s.keys)
         for name, call in s.sketches:

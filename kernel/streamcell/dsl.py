@@ -41,6 +41,8 @@ STAGES = (
     "with_columns",
     "explode",
     "key_by",
+    "key_by_all",
+    "transfer",
     "tumbling",
     "sliding",
     "session",
@@ -440,6 +442,8 @@ class _Chain:
         self.label = label
         self.keys: tuple[str, ...] | None = None
         self.keys_line = 0
+        self.entities: tuple[str, ...] | None = None  # key_by_all, waiting for transfer
+        self.entities_line = 0
         self.window: P.Window | None = None
         self.window_stage: _Stage | None = None
         self.sunk: P.Sink | None = None
@@ -512,6 +516,12 @@ def _close(ch: _Chain) -> None:
         raise DSLSyntaxError(
             f"key_by on line {ch.keys_line} is not followed by a stateful stage", ch.keys_line, 1
         )
+    if ch.entities is not None:
+        raise DSLSyntaxError(
+            f"key_by_all on line {ch.entities_line} must be followed by 'transfer'",
+            ch.entities_line,
+            1,
+        )
 
 
 def _source(st: _Stage, ns: dict[str, Any]) -> P.Source:
@@ -569,6 +579,12 @@ def _apply(
     cur = ch.step
     if ch.window_stage is not None and kw_ != "agg":
         st.error("a window stage must be followed by 'agg'", st.kw_col, len(kw_))
+    if ch.entities is not None and kw_ != "transfer":
+        st.error(
+            f"key_by_all on line {ch.entities_line} must be followed by 'transfer'",
+            st.kw_col,
+            len(kw_),
+        )
     pos = Pos(st.line.number, st.kw_col, len(kw_), st.line.lines[0])
     if kw_ == "filter":
         (e,) = st.positional(1, 1, "a boolean expression")
@@ -595,6 +611,38 @@ def _apply(
         st.keywords(())
         ch.keys = tuple(st.name(c) for c in cols)
         ch.keys_line = st.line.number
+    elif kw_ == "key_by_all":
+        if ch.keys is not None or ch.entities is not None:
+            st.error("key_by_all cannot follow an unused key_by / key_by_all", st.kw_col, len(kw_))
+        cols = st.positional(2, 64, "the entity columns each event names, e.g. src, dst")
+        st.keywords(())
+        ch.entities = tuple(st.name(c) for c in cols)
+        ch.entities_line = st.line.number
+    elif kw_ == "transfer":
+        if ch.entities is None:
+            st.error(
+                "transfer needs the entities first: key_by_all FROM_COL, TO_COL",
+                st.kw_col,
+                len(kw_),
+            )
+        (amount,) = st.positional(1, 1, "the amount column")
+        opts = st.keywords(("initial", "overdraft"))
+        initial = st.const(opts["initial"]) if "initial" in opts else 0
+        if isinstance(initial, bool) or not isinstance(initial, (int, float)):
+            st.fail(opts["initial"], "initial= must be a number")
+        overdraft = st.const(opts["overdraft"]) if "overdraft" in opts else False
+        if not isinstance(overdraft, bool):
+            st.fail(opts["overdraft"], "overdraft= must be True or False")
+        assert ch.entities is not None
+        ch.step = P.Transfer(
+            inputs=(cur,),
+            keys=ch.entities,
+            amount=st.name(amount),
+            initial=initial,
+            overdraft=overdraft,
+            pos=pos,
+        )
+        ch.entities = None
     elif kw_ in ("tumbling", "sliding", "session"):
         ch.window = _window(st)
         ch.window_stage = st
@@ -921,6 +969,13 @@ def _stage_lines(s: P.Step, names: dict[str, str]) -> list[str]:
         return key_line(s.keys) + [f"top_k {s.k}, by={_colname(s.by)}, descending={s.descending}"]
     if isinstance(s, P.Dedup):
         return key_line(s.keys) + ["dedup"]
+    if isinstance(s, P.Transfer):
+        opts = "" if s.initial == 0 and isinstance(s.initial, int) else f", initial={s.initial!r}"
+        opts += ", overdraft=True" if s.overdraft else ""
+        return [
+            f"key_by_all {', '.join(_colname(k) for k in s.keys)}",
+            f"transfer {_colname(s.amount)}{opts}",
+        ]
     if isinstance(s, P.Sketch):
         return key_line(s.keys) + [
             "sketch " + ", ".join(f"{call.text()} as {name}" for name, call in s.sketches)

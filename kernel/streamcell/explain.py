@@ -29,6 +29,9 @@ def step_summary(s: P.Step) -> str:
         return f"k={s.k} by {s.by} {'desc' if s.descending else 'asc'}"
     if isinstance(s, P.Dedup):
         return ", ".join(s.keys) or "all columns"
+    if isinstance(s, P.Transfer):
+        extra = " overdraft" if s.overdraft else ""
+        return f"{s.amount} from {s.keys[0]} to {s.keys[1]}, initial {s.initial!r}{extra}"
     if isinstance(s, P.Sketch):
         return ", ".join(f"{c.text()} as {n}" for n, c in s.sketches)
     if isinstance(s, P.Union):

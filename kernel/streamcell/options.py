@@ -9,6 +9,7 @@ Engine = Literal["auto", "reference", "native", "spark"]
 Scheduler = Literal["CT", "QST", "LP", "ET"]
 Reorder = Literal["nonblocking", "locked", "none"]
 KeyedQueue = Literal["hybrid", "partitioned"]
+EntityOrder = Literal["tickets", "serial"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,10 @@ class RunOptions:
     keyed_queue
         Native keyed worklist: ``"hybrid"`` (seed 003 hybrid queue, the default) or
         ``"partitioned"`` (one queue per worker, for the ablation benchmark).
+    entity_order
+        Native multi-entity events (``key_by_all`` + ``transfer``): ``"tickets"`` (seed 002,
+        per-entity ticket ordering, the default) or ``"serial"`` (one global ticket lock
+        around the same update, the benchmark's baseline). Both give the same result.
     """
 
     engine: Engine = "auto"
@@ -54,6 +59,7 @@ class RunOptions:
     display: bool = True
     reorder: Reorder = "nonblocking"
     keyed_queue: KeyedQueue = "hybrid"
+    entity_order: EntityOrder = "tickets"
     checkpoint_dir: str | None = None
     trigger_interval: float = 0.5
 
@@ -77,6 +83,11 @@ class RunOptions:
         if self.keyed_queue not in ("hybrid", "partitioned"):
             raise ValueError(
                 f"unknown keyed_queue {self.keyed_queue!r}; choices: hybrid, partitioned"
+            )
+
+        if self.entity_order not in ("tickets", "serial"):
+            raise ValueError(
+                f"unknown entity_order {self.entity_order!r}; choices: tickets, serial"
             )
 
     def with_(self, **changes: Any) -> RunOptions:

@@ -284,6 +284,24 @@ class Sketch(Step):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Transfer(Step):
+    """A multi-entity event (seed 002): move ``amount`` from the entity named by ``keys[0]``
+    to the one named by ``keys[1]``; every balance starts at ``initial``. A transfer that
+    would take a balance below zero is rejected (a dead letter) unless ``overdraft``. Each
+    output row is the input row plus both balances after the transfer."""
+
+    keys: tuple[str, ...]
+    amount: str
+    initial: float | int = 0
+    overdraft: bool = False
+    kind = "transfer"
+
+    @property
+    def balance_columns(self) -> tuple[str, str]:
+        return (f"{self.keys[0]}_balance", f"{self.keys[1]}_balance")
+
+
+@dataclass(frozen=True, kw_only=True)
 class Union(Step):
     kind = "union"
 
@@ -310,6 +328,8 @@ class Sink(Step):
 def edge_kind(step: Step) -> str:
     """How rows move into ``step``: ``forward``, ``hash(k1,k2)`` or ``single``."""
     keys = getattr(step, "keys", None)
+    if isinstance(step, Transfer):
+        return f"entities({','.join(step.keys)})"
     if isinstance(step, Join):
         return f"hash({','.join(step.on)})"
     if keys:
@@ -323,6 +343,8 @@ def operator_kind(step: Step) -> str:
     """Seed 003's operator kinds: ``stateless``, ``partitioned`` (keyed) or ``stateful``."""
     if isinstance(step, (Filter, Select, WithColumns, Explode)):
         return "stateless"
+    if isinstance(step, Transfer):
+        return "multi-entity"
     if isinstance(step, Join) or getattr(step, "keys", None):
         return "partitioned"
     if isinstance(step, (Source, Sink, Union)):
@@ -497,6 +519,12 @@ class Stream:
         return Stream(Explode(inputs=(self._step,), columns=_cols(columns)), self._name)
 
     # keyed / stateful
+    def key_by_all(self, *keys: str) -> EntityStream:
+        """Events that name several entities up front (seed 002), e.g.
+        ``key_by_all("src", "dst").transfer("amount", initial=100)``: each event updates
+        every entity it names, in arrival order per entity."""
+        return EntityStream(self, _cols(keys))
+
     def key_by(self, *keys: str) -> KeyedStream:
         """Partition by key columns for the next stateful step (agg, running, window, top_k, dedup)."""
         return KeyedStream(self, _cols(keys))
@@ -594,6 +622,29 @@ class Stream:
 
     def start(self, name: str | None = None, **kw: Any) -> Run:
         return self.plan(name).start(name, **kw)
+
+
+class EntityStream:
+    """A stream whose events name several entities (``key_by_all``); finish with a
+    multi-entity update such as :meth:`transfer`."""
+
+    def __init__(self, stream: Stream, keys: tuple[str, ...]):
+        self._s = stream
+        self._keys = keys
+
+    def transfer(self, amount: str, *, initial: float | int = 0, overdraft: bool = False) -> Stream:
+        """Move ``amount`` from the first entity to the second (balances start at
+        ``initial``); adds ``<key>_balance`` columns; rejected transfers are dead letters."""
+        return Stream(
+            Transfer(
+                inputs=(self._s._step,),
+                keys=self._keys,
+                amount=_cols(amount)[0],
+                initial=initial,
+                overdraft=overdraft,
+            ),
+            self._s._name,
+        )
 
 
 class KeyedStream:

@@ -61,8 +61,10 @@ typedef enum {
 #define SC_SEQ_EOS (UINT64_C(1) << 62)
 #define SC_US_PER_DAY INT64_C(86400000000)
 
-/* list[T]: logical type SC_LT_LIST + T, stored as one encoded value per row in a UTF8-layout
- * column (see exec/lists.h), so every operator that copies rows carries lists unchanged. */
+/* list[T]: logical type SC_LT_LIST + T (T a scalar type or itself a list type: a list of
+ * lists of int is 2 * SC_LT_LIST + SC_LT_INT), stored as one encoded value per row in a
+ * UTF8-layout column (see exec/lists.h), so every operator that copies rows carries lists
+ * unchanged. */
 #define SC_LT_LIST 16
 static inline bool sc_ltype_is_list(uint8_t t) { return t >= SC_LT_LIST; }
 
@@ -191,6 +193,19 @@ int sc_op_late(sc_op_base *b, const sc_batch *in, int64_t row);
 /* New output batch of the op's output schema, header copied from `in` (serial, first_row,
  * marker are the pool's; part/group copied). */
 int sc_op_new_out(sc_op_base *b, const sc_batch *in, sc_batch **out);
+/* An operator that keeps nothing at end of stream forwards the eos batch (which must have
+ * no rows: SC_EINVAL, and `in` released, otherwise). */
+static inline int sc_forward_eos(sc_batch *in, sc_batch **out) {
+    *out = NULL;
+    if (in->nrows) {
+        sc_batch_release(in);
+        return SC_EINVAL;
+    }
+    in->next = NULL;
+    *out = in;
+    return SC_OK;
+}
+
 /* Append `b2` at the end of the chain *head. */
 static inline void sc_chain_append(sc_batch **head, sc_batch **tail, sc_batch *b2) {
     if (!b2) return;

@@ -27,6 +27,7 @@
  */
 #define _GNU_SOURCE
 #include "expr.h"
+#include "lists.h"
 
 #include <errno.h>
 #include <locale.h>
@@ -37,7 +38,7 @@
 
 /* ------------------------------------------------------------------ vectors and scratch */
 
-enum { ERR_POW = 1, ERR_CAST = 8 /* + target sc_ltype */ };
+enum { ERR_POW = 1, ERR_LISTCMP = 2, ERR_CAST = 8 /* + target sc_ltype */ };
 
 typedef struct vec {
     uint8_t lt;       /* sc_ltype of the node */
@@ -48,8 +49,12 @@ typedef struct vec {
     uint8_t *b;       /* BOOL, 0 / 1 */
     const char **s;   /* STR: bytes of row r (never NULL) */
     int32_t *sl;      /* STR: byte length of row r */
-    uint8_t *isint;   /* FLOAT: 1 where the row holds a Python int; NULL when none does */
+    uint8_t *isint;   /* FLOAT: 1 where the row holds a Python int; NULL when none does;
+                       * list[float]: 1 where the row's list holds list[int] encoded values */
 } vec;
+
+/* List vectors (lt >= SC_LT_LIST) hold each row's encoded list (lists.h) in s / sl. */
+static inline bool is_strlike(uint8_t lt) { return lt == SC_LT_STR || sc_ltype_is_list(lt); }
 
 typedef struct ctx {
     int64_t n; /* rows */
@@ -93,7 +98,7 @@ static int vnew(ctx *c, vec *v, uint8_t lt) {
     v->lt = lt;
     v->ok = cx_alloc(c, n);
     bool vals;
-    switch (lt) {
+    switch (is_strlike(lt) ? SC_LT_STR : lt) {
     case SC_LT_FLOAT: vals = (v->f = cx_zalloc(c, n * sizeof(double))) != NULL; break;
     case SC_LT_BOOL: vals = (v->b = cx_zalloc(c, n)) != NULL; break;
     case SC_LT_STR:
@@ -1040,7 +1045,7 @@ static int ev_lit(ctx *c, const sc_enode *nd, vec *o) {
     memset(o->ok, valid, (size_t)c->n);
     if (!valid) return SC_OK;
     for (int64_t r = 0; r < c->n; r++) {
-        switch (nd->lt) {
+        switch (is_strlike(nd->lt) ? SC_LT_STR : nd->lt) {
         case SC_LT_FLOAT: o->f[r] = nd->f; break;
         case SC_LT_BOOL: o->b[r] = nd->i != 0; break;
         case SC_LT_STR:
@@ -1257,6 +1262,29 @@ static int compare(ctx *c, int8_t *cm, const vec *a, const vec *b) {
     return SC_OK;
 }
 
+/* The element type of row r of a list vector (rows with int leaves in a vector with float
+ * leaves: the same type with an INT leaf, which is one less). */
+static inline uint8_t elem_type(const vec *v, int64_t r) {
+    return (uint8_t)(v->lt - SC_LT_LIST - (v->isint && v->isint[r] ? 1 : 0));
+}
+
+/* Lists compare as Python lists (lists.h); an unorderable pair is a row error. */
+static int cmp_lists(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec *b) {
+    int op = nd->op - SC_E_EQ; /* SC_E_EQ.. SC_E_GE in SC_LCMP_* order */
+    for (int64_t r = 0; r < c->n; r++) {
+        if (!o->ok[r]) continue;
+        int v = sc_list_compare(a->s[r], a->sl[r], elem_type(a, r), b->s[r], b->sl[r], elem_type(b, r), op);
+        if (v == SC_LCMP_ERR) {
+            if (err_alloc(c, o)) return SC_ENOMEM;
+            fail_row(o, r, ERR_LISTCMP);
+            continue;
+        }
+        o->b[r] = (uint8_t)v;
+    }
+    seal(c, o);
+    return SC_OK;
+}
+
 static int ev_cmp(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec *b) {
     int rc = vnew(c, o, SC_LT_BOOL);
     if (!rc) rc = err_strict(c, o, a, b);
@@ -1267,6 +1295,7 @@ static int ev_cmp(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec *b
         seal(c, o);
         return SC_OK;
     }
+    if (sc_ltype_is_list(a->lt)) return cmp_lists(c, nd, o, a, b);
     int8_t *cm = cx_alloc(c, (size_t)c->n);
     if (!cm || compare(c, cm, a, b)) return SC_ENOMEM;
     int64_t n = c->n;
@@ -1321,6 +1350,20 @@ static int ev_andor(ctx *c, int op, vec *o, const vec *a, const vec *b) {
 static int pick(ctx *c, vec *o, const uint8_t *take, const vec *A, const vec *B) {
     bool ints = o->lt == SC_LT_FLOAT && (A->lt == SC_LT_INT || B->lt == SC_LT_INT || A->isint || B->isint);
     if (ints && v_mixed(c, o)) return SC_ENOMEM;
+    if (sc_ltype_is_list(o->lt)) { /* list[int] rows of a list[float] result keep their ints */
+        const uint8_t LI = (uint8_t)(o->lt - 1); /* the same list type with int leaves */
+        bool li = sc_list_leaf(o->lt) == SC_LT_FLOAT && (A->lt == LI || B->lt == LI || A->isint || B->isint);
+        if (li && !(o->isint = cx_zalloc(c, (size_t)c->n))) return SC_ENOMEM;
+        for (int64_t r = 0; r < c->n; r++) {
+            const vec *s = take[r] ? A : B;
+            o->ok[r] = s->lt != SC_LT_NULL && s->ok[r];
+            if (!o->ok[r]) continue;
+            o->s[r] = s->s[r];
+            o->sl[r] = s->sl[r];
+            if (li) o->isint[r] = s->lt == LI || (s->isint && s->isint[r]);
+        }
+        return SC_OK;
+    }
     for (int64_t r = 0; r < c->n; r++) {
         const vec *s = take[r] ? A : B;
         o->ok[r] = s->lt != SC_LT_NULL && s->ok[r];
@@ -1592,6 +1635,14 @@ static bool in_strings(const sc_enode *nd, const char *s, int32_t n) {
     return false;
 }
 
+/* `x in values` for a list: equal to one of the literal lists (encoded as x's type). */
+static bool in_lists(const sc_enode *nd, const vec *a, int64_t r) {
+    uint8_t et = elem_type(a, r), lt = (uint8_t)(a->lt - SC_LT_LIST);
+    for (int32_t k = 0; nd->slist && k < nd->nlist; k++)
+        if (sc_list_compare(a->s[r], a->sl[r], et, nd->slist[k], nd->slens[k], lt, SC_LCMP_EQ) == 1) return true;
+    return false;
+}
+
 static int ev_is_in(ctx *c, const sc_enode *nd, vec *o, const vec *a) {
     int rc = vnew(c, o, SC_LT_BOOL);
     if (!rc) rc = err_unary(c, o, a);
@@ -1602,7 +1653,8 @@ static int ev_is_in(ctx *c, const sc_enode *nd, vec *o, const vec *a) {
             continue;
         }
         o->ok[r] = 1;
-        if (a->lt == SC_LT_STR) o->b[r] = in_strings(nd, a->s[r], a->sl[r]);
+        if (sc_ltype_is_list(a->lt)) o->b[r] = in_lists(nd, a, r);
+        else if (a->lt == SC_LT_STR) o->b[r] = in_strings(nd, a->s[r], a->sl[r]);
         else if (a->lt == SC_LT_BOOL) o->b[r] = in_numbers(nd, (pnum){ true, a->b[r], 0.0 });
         else o->b[r] = in_numbers(nd, pn_at(a, r));
     }
@@ -1857,16 +1909,30 @@ static int write_col(const ctx *c, const vec *v, sc_batch *out, int32_t col) {
     case SC_COL_BOOL:
         for (int64_t r = 0; r < n; r++) sc_bit_set(k->values, r, v->ok[r] && v->b[r]);
         break;
-    case SC_COL_UTF8:
-        for (int64_t r = 0; r < n; r++) {
+    case SC_COL_UTF8: {
+        char *conv = NULL; /* list[int] rows of a list[float] vector, re-encoded */
+        int rc = SC_OK;
+        for (int64_t r = 0; !rc && r < n; r++) {
             if (!v->ok[r]) {
                 sc_batch_set_null(out, col, r);
                 continue;
             }
-            int rc = sc_batch_put_utf8(out, col, r, v->s[r], v->sl[r]);
-            if (rc) return rc;
+            const char *p = v->s[r];
+            if (v->isint && v->isint[r] && sc_ltype_is_list(v->lt)) {
+                char *q = realloc(conv, (size_t)v->sl[r] + 1);
+                if (!q) {
+                    rc = SC_ENOMEM;
+                    break;
+                }
+                conv = q;
+                sc_list_ints_to_floats(p, v->sl[r], (uint8_t)(v->lt - SC_LT_LIST - 1), conv);
+                p = conv;
+            }
+            rc = sc_batch_put_utf8(out, col, r, p, v->sl[r]);
         }
-        return SC_OK;
+        free(conv);
+        return rc;
+    }
     }
     for (int64_t r = 0; r < n; r++) {
         bool was = sc_bit_get(k->validity, r), now = v->ok[r];
@@ -1910,6 +1976,10 @@ static int unify(int a, int b) {
     if (a == b) return a;
     if (a == SC_LT_NULL) return b;
     if (b == SC_LT_NULL) return a;
+    if (a >= SC_LT_LIST && b >= SC_LT_LIST) { /* element types unify (list[null] with any) */
+        int u = unify(a - SC_LT_LIST, b - SC_LT_LIST);
+        return u < 0 ? -1 : SC_LT_LIST + u;
+    }
     if ((a == SC_LT_INT && b == SC_LT_FLOAT) || (a == SC_LT_FLOAT && b == SC_LT_INT)) return SC_LT_FLOAT;
     return -1;
 }
@@ -1942,7 +2012,16 @@ static bool list_ok(const sc_enode *nd) {
 static int node_type(const sc_enode *nodes, int32_t k, const sc_schema *in) {
     const sc_enode *nd = &nodes[k];
     if (nd->op == SC_E_COL) return nd->a >= 0 && nd->a < in->ncols ? in->lt[nd->a] : -1;
-    if (nd->op == SC_E_LIT) return nd->lt <= SC_LT_DATE && (nd->is_null || nd->lt != SC_LT_STR || nd->slen >= 0) ? nd->lt : -1;
+    if (nd->op == SC_E_LIT) {
+        if (sc_ltype_is_list(nd->lt)) { /* an encoded list literal */
+            int64_t cnt;
+            bool ok = sc_list_leaf(nd->lt) <= SC_LT_DATE &&
+                      (nd->is_null || (nd->slen >= 0 && (nd->s || !nd->slen) &&
+                                       sc_list_count(nd->s, nd->slen, (uint8_t)(nd->lt - SC_LT_LIST), &cnt) == SC_OK));
+            return ok ? nd->lt : -1;
+        }
+        return nd->lt <= SC_LT_DATE && (nd->is_null || nd->lt != SC_LT_STR || nd->slen >= 0) ? nd->lt : -1;
+    }
     int A = nd->a >= 0 && nd->a < k ? nodes[nd->a].lt : -1;
     int B = nd->b >= 0 && nd->b < k ? nodes[nd->b].lt : -1;
     int C = nd->c >= 0 && nd->c < k ? nodes[nd->c].lt : -1;
@@ -1971,7 +2050,9 @@ static int node_type(const sc_enode *nodes, int32_t k, const sc_schema *in) {
     case SC_E_IS_NOT_NULL: return SC_LT_BOOL;
     case SC_E_FILL_NULL: return B < 0 ? -1 : unify(A, B);
     case SC_E_CAST: return nd->lt <= SC_LT_DATE ? nd->lt : -1;
-    case SC_E_IS_IN: return list_ok(nd) ? SC_LT_BOOL : -1;
+    case SC_E_IS_IN: /* a list subject: slist holds encoded lists of its element type */
+        if (A >= SC_LT_LIST) return list_ok(nd) && !nd->ilist && !nd->flist ? SC_LT_BOOL : -1;
+        return list_ok(nd) ? SC_LT_BOOL : -1;
     case SC_E_ROUND:
         if (nd->b >= 0 && B != SC_LT_INT && B != SC_LT_NULL) return -1;
         return num_or_null(A) ? A : -1;
@@ -2009,7 +2090,7 @@ static int copy_payload(sc_enode *d, const sc_enode *s) {
     d->flist = NULL;
     d->slist = NULL;
     d->slens = NULL;
-    if (s->op == SC_E_LIT && s->lt == SC_LT_STR && !s->is_null) {
+    if (s->op == SC_E_LIT && is_strlike(s->lt) && !s->is_null) {
         if (s->slen && !s->s) return SC_EINVAL;
         if (!(d->s = dup_bytes(s->s, (size_t)s->slen))) return SC_ENOMEM;
     }
@@ -2079,8 +2160,9 @@ static const char *lt_name(int lt) {
 
 /* The fallback dead-letter reason (the driver re-derives the reference's exact text). */
 static void reason(char *buf, size_t cap, uint8_t code, int32_t col) {
-    int n = code == ERR_POW ? snprintf(buf, cap, "integer ** negative exponent; cast to float first")
-                            : snprintf(buf, cap, "cannot cast value to %s", lt_name(code - ERR_CAST));
+    int n = code == ERR_POW       ? snprintf(buf, cap, "integer ** negative exponent; cast to float first")
+            : code == ERR_LISTCMP ? snprintf(buf, cap, "lists with a null element where they differ cannot be ordered")
+                                  : snprintf(buf, cap, "cannot cast value to %s", lt_name(code - ERR_CAST));
     if (col >= 0 && n > 0 && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, " (output column %d)", (int)col);
 }
 

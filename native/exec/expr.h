@@ -15,7 +15,15 @@
  * operand, not in an untaken when / fill_null branch, not on the right of a decided and/or.
  * Lists of SC_E_IS_IN: each non-NULL list (ilist, flist, slist + slens) holds nlist values; a
  * number is compared exactly with ilist and flist (NaN never matches), a bool as 0 / 1, a
- * datetime / date with ilist (us / days), a str with slist.
+ * datetime / date with ilist (us / days), a str with slist, a list with slist holding
+ * encoded lists of the subject's element type (equality as for ==).
+ * Lists (lt >= SC_LT_LIST, lists of lists too, encoded as in lists.h): columns, literals
+ * (s + slen hold the encoded value), when / fill_null (list[int] with list[float] unifies to
+ * list[float]; the int lists keep their ints, as the reference's Python lists do, until
+ * written out),
+ * is_null / is_not_null, is_in, and comparisons with Python's list semantics
+ * (sc_list_compare): ordering two lists whose first differing elements include a null is a
+ * row error, as the reference's TypeError is.
  *
  * Thread safety: a compiled sc_expr is immutable after sc_expr_create; sc_expr_eval may run
  * on any number of threads at once (scratch is per call or per thread).

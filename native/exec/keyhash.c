@@ -1,6 +1,7 @@
 /* keyhash: byte buffers, key encoding and hashing, and the key -> value map of the keyed
  * operators (see the building blocks in ops_state.h). */
 #include "ops_state.h"
+#include "lists.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -61,7 +62,8 @@ void sc_sbuf_free(sc_sbuf *s) {
 
 /* ------------------------------------------------------------------- key encoding */
 
-int sc_key_encode(sc_buf *out, const sc_batch *b, int64_t row, const int32_t *cols, int32_t ncols) {
+int sc_key_encode(sc_buf *out, const sc_batch *b, int64_t row, const int32_t *cols, int32_t ncols,
+                  const uint8_t *lt) {
     for (int32_t k = 0; k < ncols; k++) {
         int32_t c = cols[k];
         const sc_column *col = &b->cols[c];
@@ -92,6 +94,8 @@ int sc_key_encode(sc_buf *out, const sc_batch *b, int64_t row, const int32_t *co
             uint32_t l = (uint32_t)len;
             memcpy(p, &l, 4);
             if (len) memcpy(p + 4, s, (size_t)len);
+            if (lt && sc_ltype_is_list(lt[c]) && sc_list_leaf(lt[c]) == SC_LT_FLOAT)
+                sc_list_norm_floats((char *)p + 4, len, (uint8_t)(lt[c] - SC_LT_LIST));
             out->len += 5 + (size_t)len;
             break;
         }

@@ -120,7 +120,7 @@ static int agg_groups(agg_op *op, const sc_batch *in) {
     }
     for (int64_t r = 0; r < n; r++) {
         op->koff[r] = op->kbuf.len;
-        int rc = sc_key_encode(&op->kbuf, in, r, op->kp.keys, op->kp.nkeys);
+        int rc = sc_key_encode(&op->kbuf, in, r, op->kp.keys, op->kp.nkeys, NULL);
         if (rc) return rc;
         op->khash[r] = sc_hash_bytes(op->kbuf.p + op->koff[r], op->kbuf.len - op->koff[r]);
         if (r < AHEAD) sc_kmap_prefetch(&op->map, op->khash[r]);
@@ -381,7 +381,7 @@ static int tk_emit(topk_op *op, const tk_list *L, const sc_batch *in, int64_t ro
 
 static int tk_list_of(topk_op *op, const sc_batch *in, int64_t row, tk_list **L) {
     op->kbuf.len = 0;
-    int rc = sc_key_encode(&op->kbuf, in, row, op->keys, op->nkeys);
+    int rc = sc_key_encode(&op->kbuf, in, row, op->keys, op->nkeys, NULL);
     if (rc) return rc;
     uint64_t h = sc_hash_bytes(op->kbuf.p, op->kbuf.len), id = op->nlists;
     if (op->nlists == op->lcap) { /* room for a new list before the map may refer to it */
@@ -489,7 +489,7 @@ int sc_op_dedup_run(void *vst, sc_batch *in, sc_batch **out) {
     }
     for (int64_t r = 0; !rc && r < n; r++) {
         op->kbuf.len = 0;
-        rc = sc_key_encode(&op->kbuf, in, r, op->keys, op->nkeys);
+        rc = sc_key_encode(&op->kbuf, in, r, op->keys, op->nkeys, op->base.in.lt);
         uint64_t v = 0;
         bool ins = false;
         if (!rc) rc = sc_kmap_upsert(&op->seen, sc_hash_bytes(op->kbuf.p, op->kbuf.len), op->kbuf.p,

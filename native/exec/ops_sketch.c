@@ -191,9 +191,46 @@ static inline int sk_update(const sk_op *op, int32_t i, void *s, const sc_batch 
     return rc < 0 ? rc : SC_OK;
 }
 
+/* The whole column of spec i into sketch s: the sketches' array updates where they exist
+ * (same results as row by row, in the same order), row by row otherwise. */
+static int sk_update_column(const sk_op *op, int32_t i, void *s, const sc_batch *in) {
+    const sc_column *c = &in->cols[op->specs[i].col];
+    size_t n = (size_t)in->nrows;
+    const uint8_t *v = c->null_count ? c->validity : NULL;
+    uint8_t lt = op->lt[i];
+    bool i64 = c->type == SC_COL_INT64, f64 = c->type == SC_COL_DOUBLE, str = c->type == SC_COL_UTF8;
+    int rc = 1; /* 1: no array path */
+    if (!n) return SC_OK;
+    switch (op->specs[i].kind) {
+    case SC_SK_THETA:
+        if (i64) rc = sc_theta_update_i64_array(s, c->values, n, v, 0);
+        else if (f64) rc = sc_theta_update_f64_array(s, c->values, n, v, 0);
+        else if (str) rc = sc_theta_update_str32_array(s, c->offsets, (const uint8_t *)c->data, n, v, 0);
+        break;
+    case SC_SK_HLL:
+        if (i64) rc = sc_hll_update_i64_array(s, c->values, n, v, 0);
+        else if (f64) rc = sc_hll_update_f64_array(s, c->values, n, v, 0);
+        else if (str) rc = sc_hll_update_str32_array(s, c->offsets, (const uint8_t *)c->data, n, v, 0);
+        break;
+    case SC_SK_KLL:
+        if (i64) rc = sc_kll_update_i64(s, c->values, n, v, 0);
+        else if (f64) rc = sc_kll_update_f64(s, c->values, n, v, 0);
+        break;
+    default:
+        if (i64 && lt != SC_LT_STR) rc = sc_frequent_update_i64(s, c->values, NULL, n, v, 0);
+        break;
+    }
+    if (rc <= 0) return rc;
+    for (int64_t r = 0; r < in->nrows; r++) {
+        rc = sk_update(op, i, s, in, r);
+        if (rc) return rc;
+    }
+    return SC_OK;
+}
+
 static int sk_key_of(sk_op *op, const sc_batch *in, int64_t r, int64_t *key) {
     op->kbuf.len = 0;
-    int rc = sc_key_encode(&op->kbuf, in, r, op->keys, op->nkeys);
+    int rc = sc_key_encode(&op->kbuf, in, r, op->keys, op->nkeys, NULL);
     if (rc) return rc;
     uint64_t h = sc_hash_bytes(op->kbuf.p, op->kbuf.len), id = (uint64_t)op->nkeys_seen;
     if (sc_kmap_find(&op->map, h, op->kbuf.p, (uint32_t)op->kbuf.len, &id)) {
@@ -214,22 +251,13 @@ static int sk_key_of(sk_op *op, const sc_batch *in, int64_t r, int64_t *key) {
 int sc_op_sketch_run(void *vst, sc_batch *in, sc_batch **out) {
     sk_op *op = vst;
     *out = NULL;
-    if (in->eos) {
-        if (in->nrows) {
-            sc_batch_release(in);
-            return SC_EINVAL;
-        }
-        in->next = NULL;
-        *out = in;
-        return SC_OK;
-    }
+    if (in->eos) return sc_forward_eos(in, out);
     int64_t n = in->nrows;
     sc_count_in(&op->base, n);
     int rc = SC_OK;
     pthread_mutex_lock(&op->mu);
     if (!op->nkeys) {
-        for (int32_t i = 0; !rc && i < op->nspecs; i++)
-            for (int64_t r = 0; !rc && r < n; r++) rc = sk_update(op, i, op->sk[i], in, r);
+        for (int32_t i = 0; !rc && i < op->nspecs; i++) rc = sk_update_column(op, i, op->sk[i], in);
     } else {
         for (int64_t r = 0; !rc && r < n; r++) {
             int64_t k = 0;

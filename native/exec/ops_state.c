@@ -2,6 +2,7 @@
  * reference's _Acc, _less), checked keyed specs, and the output chain builder. The operators
  * themselves are in ops_keyed.c (aggregate / running, top-k, dedup) and ops_window.c. */
 #include "ops_state.h"
+#include "lists.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -54,10 +55,12 @@ int sc_agg_plan_init(sc_agg_plan *p, const sc_agg_spec *spec, const sc_schema *i
     p->fn = spec->fn;
     p->arg = spec->arg;
     p->at = 0;
+    p->lt = 0;
     if (spec->fn < SC_AGG_COUNT || spec->fn > SC_AGG_COUNT_DISTINCT) return SC_EINVAL;
     if (spec->arg < 0) return spec->fn == SC_AGG_COUNT && spec->arg == -1 ? SC_OK : SC_EINVAL;
     if (spec->arg >= in->ncols) return SC_EINVAL;
     p->at = sc_ltype_physical((sc_ltype)in->lt[spec->arg]);
+    p->lt = in->lt[spec->arg];
     if ((spec->fn == SC_AGG_SUM || spec->fn == SC_AGG_MEAN) && p->at == SC_COL_UTF8) return SC_EINVAL;
     return SC_OK;
 }
@@ -197,7 +200,9 @@ static int dset_add(const sc_agg_plan *p, sc_acc *a, const sc_batch *b, int64_t 
     if (rc) return rc;
     if (p->at == SC_COL_UTF8) {
         scratch->len = 0;
-        rc = sc_key_encode(scratch, b, row, &p->arg, 1);
+        rc = sc_key_encode(scratch, b, row, &p->arg, 1, NULL);
+        if (!rc && sc_ltype_is_list(p->lt) && sc_list_leaf(p->lt) == SC_LT_FLOAT && scratch->len > 5)
+            sc_list_norm_floats((char *)scratch->p + 5, (int32_t)(scratch->len - 5), (uint8_t)(p->lt - SC_LT_LIST));
         return rc ? rc : dset_add_key(a, scratch->p, (uint32_t)scratch->len);
     }
     if (!sc_batch_is_valid(b, p->arg, row)) {

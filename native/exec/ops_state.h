@@ -144,7 +144,10 @@ void sc_sbuf_free(sc_sbuf *s);
  * byte 0 = null / 1 = value, then 8 bytes for int64 and (normalized) double, 1 for bool,
  * 4-byte length + bytes for utf8). The encoding is native-endian and never leaves the
  * process. */
-int sc_key_encode(sc_buf *out, const sc_batch *b, int64_t row, const int32_t *cols, int32_t ncols);
+int sc_key_encode(sc_buf *out, const sc_batch *b, int64_t row, const int32_t *cols, int32_t ncols,
+                  const uint8_t *lt);
+/* lt (may be NULL): the batch's logical types by column; list[float] key columns then have
+ * their elements normalized (NaN one value, -0.0 as 0.0), like float keys. */
 /* 64-bit hash of bytes (not cryptographic; seedless, deterministic). */
 uint64_t sc_hash_bytes(const void *p, size_t n);
 
@@ -205,6 +208,7 @@ static inline const uint8_t *sc_row_cell(const uint8_t *blob, int32_t n, int32_t
 typedef struct sc_agg_plan {
     int32_t fn, arg;
     sc_col_type at; /* physical type of the argument (0 for count()) */
+    uint8_t lt;     /* its logical type */
 } sc_agg_plan;
 
 typedef struct sc_acc {

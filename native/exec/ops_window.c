@@ -378,7 +378,7 @@ static int window_row(window_op *op, const sc_batch *in, int64_t r, sc_emitter *
     if (op->has_max && (i128)t < (i128)op->max_t - op->lateness) return sc_op_late(&op->base, in, r);
     op->seq++;
     op->kbuf.len = 0;
-    int rc = sc_key_encode(&op->kbuf, in, r, op->kp.keys, op->kp.nkeys);
+    int rc = sc_key_encode(&op->kbuf, in, r, op->kp.keys, op->kp.nkeys, NULL);
     if (!rc) rc = op->kind == SC_WIN_SESSION ? session_row(op, in, r, t) : fixed_row(op, in, r, t);
     if (rc) return rc;
     if (!op->has_max || t > op->max_t) op->max_t = t;

@@ -92,7 +92,7 @@ static int split_run(void *vst, sc_batch *in, sc_batch **out) {
         /* partition by the keyed operators' own key bytes (null == null, NaN == NaN,
          * -0.0 == 0.0), so equal keys always meet in one partition */
         key.len = 0;
-        rc = sc_key_encode(&key, in, r, st->keys, st->nkeys);
+        rc = sc_key_encode(&key, in, r, st->keys, st->nkeys, st->base.in.lt);
         if (rc) break;
         /* the high half picks the partition: the keyed maps index slots by the low bits */
         part[r] = (uint32_t)((sc_hash_bytes(key.p, key.len) >> 32) % P);

@@ -1,4 +1,4 @@
-// sources: exec/expr.c exec/common.c runtime/batch.c runtime/ring.c
+// sources: exec/expr.c exec/common.c runtime/batch.c runtime/ring.c exec/lists.c
 /* test_expr: the vectorized evaluator (exec/expr.c) and the filter / project operators.
  *
  * Every expected value is hand-computed from the reference semantics
@@ -763,6 +763,142 @@ static void test_is_in(void) {
     }
 }
 
+/* ------------------------------------------------------------------------- lists */
+
+/* Encoded list of n numbers (lists.h): null where isnull[k]; ints or doubles. */
+typedef struct lbuf {
+    char b[128];
+    int32_t len;
+} lbuf;
+static lbuf enc(int n, const double *v, const char *nulls, bool ints) {
+    lbuf L = { .len = 0 };
+    for (int k = 0; k < n; k++) {
+        bool nul = nulls && nulls[k] == 'n';
+        L.b[L.len++] = (char)!nul;
+        if (nul) continue;
+        if (ints) {
+            int64_t x = (int64_t)v[k];
+            memcpy(L.b + L.len, &x, 8);
+        } else {
+            memcpy(L.b + L.len, &v[k], 8);
+        }
+        L.len += 8;
+    }
+    return L;
+}
+static int lit_list(eb *e, int inner, const lbuf *L) {
+    sc_enode nd = node(SC_E_LIT, SC_LT_LIST + inner, -1, -1, -1);
+    nd.s = L->b;
+    nd.slen = L->len;
+    return add(e, nd);
+}
+static void is_list(const res *r, int row, const lbuf *want) {
+    CHECK(valid(r, row) && !r->err[row]);
+    int32_t len;
+    const char *g = sc_batch_get_utf8(r->out, 0, row, &len);
+    CHECK(len == want->len && memcmp(g, want->b, (size_t)len) == 0);
+}
+
+static void test_lists(void) {
+    const int LI = SC_LT_LIST + SC_LT_INT, LF = SC_LT_LIST + SC_LT_FLOAT;
+    trow rows[] = { { .b = 1 }, { .b = 0 }, { .nulls = "b" } };
+    static const double v12[] = { 1, 2 }, v1n[] = { 1, 0 }, v15[] = { 1.5 }, vnan[] = { NAN };
+    lbuf i12 = enc(2, v12, NULL, true), f12 = enc(2, v12, NULL, false), i1n = enc(2, v1n, ".n", true);
+    lbuf f15 = enc(1, v15, NULL, false), fnan = enc(1, vnan, NULL, false), empty = { .len = 0 };
+    /* when(b, [1, 2], [1.5]): list[float]; the int list is written as floats */
+    {
+        eb e = { .k = 0 };
+        int c = col(&e, B), a = lit_list(&e, SC_LT_INT, &i12), b = lit_list(&e, SC_LT_FLOAT, &f15);
+        when(&e, LF, c, a, b);
+        res r = run(&e, rows, 3);
+        CHECK(r.lt == LF);
+        is_list(&r, 0, &f12);
+        is_list(&r, 1, &f15);
+        is_list(&r, 2, &f15);
+        done(&r);
+    }
+    /* the int list keeps comparing as ints: when(b, [1, 2], [1.5]) == [1.0, 2.0] */
+    {
+        eb e = { .k = 0 };
+        int c = col(&e, B), a = lit_list(&e, SC_LT_INT, &i12), b = lit_list(&e, SC_LT_FLOAT, &f15);
+        int w = when(&e, LF, c, a, b);
+        bin(&e, SC_E_EQ, SC_LT_BOOL, w, lit_list(&e, SC_LT_FLOAT, &f12));
+        res r = run(&e, rows, 3);
+        is_b(&r, 0, true);
+        is_b(&r, 1, false);
+        done(&r);
+    }
+    /* equality, ordering and the null-element error */
+    struct {
+        const lbuf *a, *b;
+        int ia, ib, op;
+        int want; /* 0 / 1, or -1: row error */
+    } cases[] = {
+        { &i12, &f12, SC_LT_INT, SC_LT_FLOAT, SC_E_EQ, 1 },
+        { &i12, &i1n, SC_LT_INT, SC_LT_INT, SC_E_EQ, 0 },   /* [1, 2] == [1, None] */
+        { &i1n, &i1n, SC_LT_INT, SC_LT_INT, SC_E_EQ, 1 },   /* None == None */
+        { &i1n, &i12, SC_LT_INT, SC_LT_INT, SC_E_LT, -1 },  /* None < 2: TypeError */
+        { &i1n, &i1n, SC_LT_INT, SC_LT_INT, SC_E_LE, 1 },   /* no differing element */
+        { &empty, &i12, SC_LT_INT, SC_LT_INT, SC_E_LT, 1 }, /* prefix: shorter first */
+        { &f15, &i12, SC_LT_FLOAT, SC_LT_INT, SC_E_GT, 1 }, /* 1.5 > 1 */
+        { &fnan, &fnan, SC_LT_FLOAT, SC_LT_FLOAT, SC_E_EQ, 0 }, /* NaN equals nothing */
+        { &fnan, &fnan, SC_LT_FLOAT, SC_LT_FLOAT, SC_E_GE, 0 },
+        { &fnan, &f15, SC_LT_FLOAT, SC_LT_FLOAT, SC_E_NE, 1 },
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        eb e = { .k = 0 };
+        int a = lit_list(&e, cases[k].ia, cases[k].a), b = lit_list(&e, cases[k].ib, cases[k].b);
+        bin(&e, cases[k].op, SC_LT_BOOL, a, b);
+        res r = run(&e, rows, 1);
+        if (cases[k].want < 0) is_err(&r, 0);
+        else is_b(&r, 0, cases[k].want == 1);
+        if (r.err[0] && cases[k].want >= 0) fprintf(stderr, "  list case %zu\n", k);
+        done(&r);
+    }
+    /* fill_null / is_null with a null list; is_in over lists */
+    {
+        eb e = { .k = 0 };
+        int c = col(&e, B), a = lit_list(&e, SC_LT_INT, &i12);
+        sc_enode nl = node(SC_E_LIT, LI, -1, -1, -1);
+        nl.is_null = true;
+        int n = add(&e, nl);
+        int w = when(&e, LI, c, a, n);
+        add(&e, node(SC_E_FILL_NULL, LI, w, lit_list(&e, SC_LT_INT, &i1n), -1));
+        res r = run(&e, rows, 3);
+        is_list(&r, 0, &i12);
+        is_list(&r, 1, &i1n);
+        done(&r);
+        eb e2 = { .k = 0 };
+        c = col(&e2, B);
+        a = lit_list(&e2, SC_LT_INT, &i12);
+        n = add(&e2, nl);
+        w = when(&e2, LI, c, a, n);
+        static const char *sl[2];
+        static int32_t sll[2];
+        sl[0] = i1n.b;
+        sll[0] = i1n.len;
+        sl[1] = i12.b; /* [1, 2]: the literal's lists come encoded as the subject's type */
+        sll[1] = i12.len;
+        sc_enode in = node(SC_E_IS_IN, SC_LT_BOOL, w, -1, -1);
+        in.nlist = 2;
+        in.slist = sl;
+        in.slens = sll;
+        add(&e2, in);
+        res r2 = run(&e2, rows, 3);
+        is_b(&r2, 0, true);
+        is_null(&r2, 1); /* None in values without None: null */
+        done(&r2);
+    }
+    /* a malformed list literal is refused at compile time */
+    {
+        eb e = { .k = 0 };
+        lbuf bad = { .b = { 1, 2 }, .len = 2 };
+        lit_list(&e, SC_LT_INT, &bad);
+        sc_expr *x = NULL;
+        CHECK(sc_expr_create(&x, e.n, e.k, &SCHEMA) == SC_EINVAL);
+    }
+}
+
 static void test_abs_round(void) {
     trow rows[] = { { .i = MIN64, .f = 2.5 }, { .i = -5, .f = -2.5 }, { .i = 7, .f = 0.125 }, { .i = 0, .f = -0.3 },
                     { .f = NAN, .nulls = "i" }, { .f = -INFINITY }, { .f = 1e307 } };
@@ -1131,6 +1267,7 @@ int main(void) {
     test_cast_to_str();
     test_cast_numeric_temporal();
     test_is_in();
+    test_lists();
     test_abs_round();
     test_strings();
     test_datetime_fields();

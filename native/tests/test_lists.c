@@ -2,6 +2,8 @@
 /* Tests for exec/lists (list columns: Arrow import, decode, explode) and the columnar batch
  * helpers the driver relies on (sc_batch_take, sc_batch_concat at unaligned bit offsets).
  * Expectations are written out by hand or computed by a per-row model in the test. */
+#include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,10 +184,159 @@ static void test_take_concat(void) {
     sc_schema_free(&s);
 }
 
+typedef struct lbuf_t {
+    char b[64];
+    int32_t len;
+} lbuf_t;
+
+static lbuf_t mk_list(int n, const double *v, const char *nulls, bool ints) {
+    lbuf_t L = { .len = 0 };
+    for (int k = 0; k < n; k++) {
+        bool nul = nulls && nulls[k] == 'n';
+        L.b[L.len++] = (char)!nul;
+        if (nul) continue;
+        if (ints) {
+            int64_t x = (int64_t)v[k];
+            memcpy(L.b + L.len, &x, 8);
+        } else {
+            memcpy(L.b + L.len, &v[k], 8);
+        }
+        L.len += 8;
+    }
+    return L;
+}
+
+/* Python list comparison, element conversion and key normalization. */
+static void test_compare_convert_normalize(void) {
+    static const double a[] = { 1, 2, 3 }, big[] = { 9007199254740993.0 }, z[] = { -0.0, NAN };
+    lbuf_t i123 = mk_list(3, a, NULL, true), i12 = mk_list(2, a, NULL, true), f12 = mk_list(2, a, NULL, false);
+    lbuf_t in2 = mk_list(2, a, ".n", true), s = { .len = 0 };
+    CHECK(sc_list_compare(i12.b, i12.len, SC_LT_INT, f12.b, f12.len, SC_LT_FLOAT, SC_LCMP_EQ) == 1);
+    CHECK(sc_list_compare(i12.b, i12.len, SC_LT_INT, i123.b, i123.len, SC_LT_INT, SC_LCMP_EQ) == 0);
+    CHECK(sc_list_compare(i12.b, i12.len, SC_LT_INT, i123.b, i123.len, SC_LT_INT, SC_LCMP_LT) == 1);
+    CHECK(sc_list_compare(i123.b, i123.len, SC_LT_INT, i12.b, i12.len, SC_LT_INT, SC_LCMP_GE) == 1);
+    CHECK(sc_list_compare(in2.b, in2.len, SC_LT_INT, i12.b, i12.len, SC_LT_INT, SC_LCMP_NE) == 1);
+    CHECK(sc_list_compare(in2.b, in2.len, SC_LT_INT, i12.b, i12.len, SC_LT_INT, SC_LCMP_LT) == SC_LCMP_ERR);
+    CHECK(sc_list_compare(in2.b, in2.len, SC_LT_INT, in2.b, in2.len, SC_LT_INT, SC_LCMP_GE) == 1);
+    CHECK(sc_list_compare(s.b, 0, SC_LT_NULL, i12.b, i12.len, SC_LT_INT, SC_LCMP_LE) == 1);
+    /* int and float compare exactly: 2**53 + 1 != float(2**53 + 1) */
+    lbuf_t ib = { .len = 9 }, fb = mk_list(1, big, NULL, false);
+    int64_t x = 9007199254740993;
+    ib.b[0] = 1;
+    memcpy(ib.b + 1, &x, 8);
+    CHECK(sc_list_compare(ib.b, ib.len, SC_LT_INT, fb.b, fb.len, SC_LT_FLOAT, SC_LCMP_EQ) == 0);
+    CHECK(sc_list_compare(ib.b, ib.len, SC_LT_INT, fb.b, fb.len, SC_LT_FLOAT, SC_LCMP_GT) == 1);
+    /* strings by UTF-8 bytes (code points) */
+    const char sa[] = { 1, 1, 0, 0, 0, 'b' }, sb[] = { 1, 2, 0, 0, 0, (char)0xc3, (char)0xa9 };
+    CHECK(sc_list_compare(sa, 6, SC_LT_STR, sb, 7, SC_LT_STR, SC_LCMP_LT) == 1);
+    /* malformed input is an error, not a read past the end */
+    CHECK(sc_list_compare("\x01\x02", 2, SC_LT_INT, i12.b, i12.len, SC_LT_INT, SC_LCMP_EQ) == SC_LCMP_ERR);
+    /* ints re-encoded as floats: the same bytes as the float list */
+    char out[64];
+    sc_list_ints_to_floats(in2.b, in2.len, SC_LT_INT, out);
+    lbuf_t fn2 = mk_list(2, a, ".n", false);
+    CHECK(memcmp(out, fn2.b, (size_t)fn2.len) == 0);
+    /* normalized: -0.0 as 0.0, NaN one bit pattern */
+    lbuf_t zn = mk_list(2, z, NULL, false), zn2 = zn;
+    double other_nan = -NAN, pz = 0.0;
+    memcpy(zn2.b + 10, &other_nan, 8);
+    sc_list_norm_floats(zn.b, zn.len, SC_LT_FLOAT);
+    sc_list_norm_floats(zn2.b, zn2.len, SC_LT_FLOAT);
+    CHECK(memcmp(zn.b, zn2.b, (size_t)zn.len) == 0);
+    CHECK(memcmp(zn.b + 1, &pz, 8) == 0);
+}
+
+/* lists of lists: [[[1, 2], null], null, [[]]] as a large list of lists; decode, explode,
+ * compare, convert and normalize one level down */
+static void test_nested(void) {
+    int64_t vals[2] = { 1, 2 };
+    int32_t ioffs[4] = { 0, 2, 2, 2 }; /* inner lists: [1, 2], null, [] */
+    uint8_t ivalid = 0x05;             /* inner list 1 null */
+    int64_t ooffs[4] = { 0, 2, 2, 3 };
+    uint8_t ovalid = 0x05; /* outer list 1 null */
+    const void *vb[2] = { NULL, vals }, *ib[2] = { &ivalid, ioffs }, *ob[2] = { &ovalid, ooffs };
+    struct ArrowArray leaf = { .length = 2, .n_buffers = 2, .buffers = vb, .release = noop_array };
+    struct ArrowArray *lk[1] = { &leaf };
+    struct ArrowArray inner = { .length = 3, .null_count = 1, .n_buffers = 2, .buffers = ib, .n_children = 1,
+                                .children = lk, .release = noop_array };
+    struct ArrowArray *ik[1] = { &inner };
+    struct ArrowArray outer = { .length = 3, .null_count = 1, .n_buffers = 2, .buffers = ob, .n_children = 1,
+                                .children = ik, .release = noop_array };
+    struct ArrowSchema ls = { .format = "l", .release = noop_schema }, *lsk[1] = { &ls };
+    struct ArrowSchema is = { .format = "+l", .n_children = 1, .children = lsk, .release = noop_schema }, *isk[1] = { &is };
+    struct ArrowSchema os = { .format = "+L", .n_children = 1, .children = isk, .release = noop_schema };
+    const uint8_t LL = 2 * SC_LT_LIST + SC_LT_INT, L1 = SC_LT_LIST + SC_LT_INT;
+    uint8_t lti[3] = { SC_LT_INT, SC_LT_INT, LL }, lto[3] = { SC_LT_INT, SC_LT_INT, L1 };
+    sc_schema si, so;
+    CHECK_RC(sc_schema_init(&si, 3, lti));
+    CHECK_RC(sc_schema_init(&so, 3, lto));
+    sc_batch *b;
+    CHECK_RC(sc_batch_new(&b, &si, 3));
+    CHECK(sc_list_import(b, 2, SC_LT_INT, &os, &outer, 0, 3) == SC_ETYPE); /* not a list of ints */
+    CHECK_RC(sc_list_import(b, 2, L1, &os, &outer, 0, 3));
+    for (int r = 0; r < 3; r++) {
+        sc_batch_set_i64(b, 0, r, r);
+        sc_batch_set_i64(b, 1, r, 0);
+    }
+    b->nrows = 3;
+    /* row 0: tag, len 19, ([1, 2]: 2 x 9 bytes) + tag 0 */
+    int32_t len;
+    const char *p = sc_batch_get_utf8(b, 2, 0, &len);
+    CHECK(len == 1 + 4 + 18 + 1);
+    int64_t n;
+    CHECK_RC(sc_list_count(p, len, L1, &n));
+    CHECK(n == 2);
+    sc_list_decoded d;
+    CHECK_RC(sc_list_decode(&b->cols[2], 3, L1, &d));
+    CHECK(d.m == 3 && d.str_offsets[1] == 18 && d.str_offsets[3] == 18); /* [1, 2], null, [] */
+    CHECK(d.validity[0] == 0x05);
+    sc_list_decoded_free(&d);
+    /* compare: [[1, 2], null] > [[1, 1]]; == itself; a list[list[float]] [[1.0, 2.0], null] */
+    lbuf_t one = { .len = 0 };
+    static const double a11[] = { 1, 1 };
+    lbuf_t i11 = mk_list(2, a11, NULL, true);
+    one.b[one.len++] = 1;
+    memcpy(one.b + one.len, &i11.len, 4);
+    one.len += 4;
+    memcpy(one.b + one.len, i11.b, (size_t)i11.len);
+    one.len += i11.len;
+    CHECK(sc_list_compare(p, len, L1, one.b, one.len, L1, SC_LCMP_GT) == 1);
+    CHECK(sc_list_compare(p, len, L1, p, len, L1, SC_LCMP_EQ) == 1);
+    char conv[64];
+    sc_list_ints_to_floats(p, len, L1, conv);
+    CHECK(sc_list_compare(conv, len, SC_LT_LIST + SC_LT_FLOAT, p, len, L1, SC_LCMP_EQ) == 1);
+    double two = 2.0;
+    CHECK(memcmp(conv + 1 + 4 + 9 + 1, &two, 8) == 0);
+    /* explode one level: list[list[int]] -> list[int] */
+    sc_step_counters cnt;
+    memset(&cnt, 0, sizeof cnt);
+    sc_op_base base;
+    CHECK_RC(sc_op_base_init(&base, 1, true, true, &cnt, &si, &so, 4, true));
+    int32_t cols[1] = { 2 };
+    void *st;
+    CHECK_RC(sc_op_explode_create(&st, &base, cols, 1, "mismatch"));
+    sc_batch *out;
+    CHECK_RC(sc_op_explode_run(st, b, &out));
+    CHECK(out && out->nrows == 4); /* [1, 2], null | null | [] */
+    int32_t l0, l3;
+    const char *q = sc_batch_get_utf8(out, 2, 0, &l0);
+    CHECK(sc_batch_is_valid(out, 2, 0) && l0 == 18 && sc_list_compare(q, l0, SC_LT_INT, i11.b, i11.len, SC_LT_INT, SC_LCMP_GT) == 1);
+    CHECK(!sc_batch_is_valid(out, 2, 1) && !sc_batch_is_valid(out, 2, 2));
+    sc_batch_get_utf8(out, 2, 3, &l3);
+    CHECK(sc_batch_is_valid(out, 2, 3) && l3 == 0);
+    sc_batch_release(out);
+    sc_op_explode_destroy(st);
+    sc_op_base_free(&base);
+    sc_schema_free(&si);
+    sc_schema_free(&so);
+}
+
 int main(void) {
     test_import_decode_int_lists();
     test_explode();
     test_take_concat();
+    test_compare_convert_normalize();
+    test_nested();
     puts("test_lists: ok");
     return 0;
 }

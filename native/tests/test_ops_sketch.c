@@ -1,4 +1,4 @@
-// sources: exec/ops_sketch.c exec/ops_state.c exec/keyhash.c exec/rowstore.c exec/common.c runtime/batch.c runtime/ring.c sketch/theta.c sketch/hll.c sketch/kll.c sketch/frequent.c sketch/murmur3.c sketch/concurrent.c
+// sources: exec/ops_sketch.c exec/ops_state.c exec/keyhash.c exec/rowstore.c exec/common.c runtime/batch.c runtime/ring.c sketch/theta.c sketch/hll.c sketch/kll.c sketch/frequent.c sketch/murmur3.c sketch/concurrent.c exec/lists.c
 /* Tests for exec/ops_sketch (the sketch tap): rows pass unchanged; each sketch equals one
  * built directly from the same values (byte for byte, so order and null handling match);
  * keyed sketches are per key; queries from another thread while batches run (TSan); bad
@@ -14,14 +14,7 @@
 #include "sketch/kll.h"
 #include "sketch/theta.h"
 
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-            exit(1);                                                              \
-        }                                                                         \
-    } while (0)
-#define CHECK_RC(x) CHECK((x) == SC_OK)
+#include "check.h"
 
 /* columns: seq, pos, user (int, every 7th null), event (str of 3), price (float) */
 enum { C_USER = 2, C_EVENT = 3, C_PRICE = 4, NCOLS = 5 };

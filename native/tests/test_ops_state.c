@@ -1,4 +1,4 @@
-// sources: exec/ops_state.c exec/ops_keyed.c exec/ops_window.c exec/keyhash.c exec/rowstore.c exec/common.c runtime/batch.c runtime/ring.c
+// sources: exec/ops_state.c exec/ops_keyed.c exec/ops_window.c exec/keyhash.c exec/rowstore.c exec/common.c runtime/batch.c runtime/ring.c exec/lists.c
 /* Tests for exec/ops_state (aggregate / running, top-k, dedup, windows) and its building
  * blocks (key map, row store, correctly rounded int mean). Hand-computed expectations follow
  * the reference interpreter (kernel/streamcell/backends/reference.py); randomized tests
@@ -15,14 +15,7 @@
 
 #include "exec/ops_state.h"
 
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-            exit(1);                                                              \
-        }                                                                         \
-    } while (0)
-#define CHECK_RC(x) CHECK((x) == SC_OK)
+#include "check.h"
 
 #define STEP 3
 
@@ -329,7 +322,7 @@ static void test_key_encoding(void) {
     sc_batch *b = mk_batch(&s, "nan,a,T,1;-nan,a,T,1;-0.0,'',F,_;0.0,'',F,_;_,_,_,_;inf,ab,T,2;_,_,_,_");
     sc_buf k[7] = { { 0 } };
     int32_t cols[] = { 2, 3, 4, 5 };
-    for (int r = 0; r < 7; r++) CHECK_RC(sc_key_encode(&k[r], b, r, cols, 4));
+    for (int r = 0; r < 7; r++) CHECK_RC(sc_key_encode(&k[r], b, r, cols, 4, NULL));
 #define SAME(a, c) (k[a].len == k[c].len && !memcmp(k[a].p, k[c].p, k[a].len))
     CHECK(SAME(0, 1) && SAME(2, 3) && SAME(4, 6));
     CHECK(!SAME(0, 2) && !SAME(2, 4) && !SAME(0, 5));

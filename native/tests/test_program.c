@@ -1,4 +1,4 @@
-// sources: exec/program.c exec/common.c exec/ops_state.c exec/ops_keyed.c exec/ops_window.c exec/keyhash.c exec/rowstore.c runtime/pool.c runtime/scheduler.c runtime/reorder.c runtime/hybrid_queue.c runtime/ring.c runtime/batch.c runtime/metrics.c
+// sources: exec/program.c exec/common.c exec/ops_state.c exec/ops_keyed.c exec/ops_window.c exec/keyhash.c exec/rowstore.c runtime/pool.c runtime/scheduler.c runtime/reorder.c runtime/hybrid_queue.c runtime/ring.c runtime/batch.c runtime/metrics.c exec/lists.c
 /* Stress test for exec/program: a running count per key (the keyed split -> partitioned
  * aggregate on the hybrid / partitioned queue -> order-restoring merge) followed by the
  * output queue (per batch or coalesced into chunks), on many configurations (1..6 workers on 2 cores, every scheduler, both
@@ -12,13 +12,7 @@
 #include "exec/ops_state.h"
 #include "exec/program.h"
 
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-            exit(1);                                                              \
-        }                                                                         \
-    } while (0)
+#include "check.h"
 
 static uint64_t rs = 0x243F6A8885A308D3ull;
 static uint64_t rnd(void) {

@@ -16,13 +16,7 @@
 #else
 #define SCALE_DIV 1
 #endif
-#define CHECK(c)                                                                     \
-    do {                                                                             \
-        if (!(c)) {                                                                  \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);    \
-            exit(1);                                                                 \
-        }                                                                            \
-    } while (0)
+#include "check.h"
 
 static sc_sched_view V(int64_t q, double c, double s, uint32_t w, uint32_t m, uint64_t tw) {
     return (sc_sched_view){ q, c, s, w, m, tw };

@@ -26,7 +26,12 @@ def _threads() -> int:
 
 
 def _clicks(rows: int) -> pl.DataFrame:
-    return sc.source(sc.clickstream(rows=rows, seed=5)).start("clicks-src", engine="reference").wait().table()
+    return (
+        sc.source(sc.clickstream(rows=rows, seed=5))
+        .start("clicks-src", engine="reference")
+        .wait()
+        .table()
+    )
 
 
 def test_auto_runs_a_supported_plan_on_the_native_engine():
@@ -71,11 +76,19 @@ def test_list_columns_and_explode_run_natively():
     assert run.table()["xs"].to_list() == [[1.5, None], [1.5, None], [], [3.0, 4.0], [3.0, 4.0]]
 
 
-def test_expressions_over_list_columns_fall_back_with_a_reason():
-    frame = pl.DataFrame({"xs": [[1], [2, 3]]})
-    run = run_plan(sc.source(frame).filter(col("xs").is_null()).plan())
-    assert run.engine == "reference"
-    assert "expressions over list columns are not native yet" in run.engine_note
+def test_expressions_over_list_columns_run_natively():
+    frame = pl.DataFrame({"xs": [[1], [2, 3], None]})
+    stream = sc.source(frame).filter(col("xs").is_null() | (col("xs") > [1, 5]))
+    run = run_plan(stream.plan())
+    assert run.engine == "native" and run.engine_note == ""
+    assert run.table()["xs"].to_list() == [[2, 3], None]
+
+
+def test_lists_of_lists_run_natively():
+    frame = pl.DataFrame({"xs": [[[1]], [[2, 3], [], None], None]})
+    run = run_plan(sc.source(frame).filter(col("xs") != [[1]]).explode("xs").plan())
+    assert run.engine == "native" and run.engine_note == ""
+    assert run.table()["xs"].to_list() == [[2, 3], [], None]
 
 
 @pytest.mark.parametrize("workers", [1, 2, 4])

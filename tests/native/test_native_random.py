@@ -1,9 +1,11 @@
 """Randomized contract tests: native output == reference output, exactly.
 
 Hypothesis draws an input frame (ints, floats with NaN/inf/nulls, strings with nulls and
-non-ASCII text, bools, datetimes, an unordered event-time column, lists of ints and strings) and a random linear
-pipeline over it (filters, computed columns with every expression family, explode of list
-columns with nulls, empty lists and unequal lengths, dedup, running
+non-ASCII text, bools, datetimes, an unordered event-time column, lists of ints, floats and
+strings) and a random linear pipeline over it (filters, computed columns with every
+expression family, list comparisons / when / fill_null / is_in, explode of list columns with
+nulls, empty lists and unequal lengths, dedup (over lists too), first / last /
+count_distinct of lists, running
 and keyed aggregates, tumbling / sliding / session windows with lateness, top-k, select),
 then requires every table, the conservation counts, the late rows and the dead letters of
 the native run at 1, 2 and 4 workers and several batch sizes (1 included) to equal the
@@ -53,7 +55,28 @@ def frames(draw):
                 for x in draw(st.lists(st.integers(0, 600), min_size=n, max_size=n))
             ],
             "n": draw(st.lists(st.one_of(st.none(), st.integers(0, 600)), min_size=n, max_size=n)),
-            "li": draw(st.lists(st.one_of(st.none(), st.lists(ints, max_size=3)), min_size=n, max_size=n)),
+            "li": draw(
+                st.lists(st.one_of(st.none(), st.lists(ints, max_size=3)), min_size=n, max_size=n)
+            ),
+            "ll": draw(
+                st.lists(
+                    st.one_of(
+                        st.none(),
+                        st.lists(
+                            st.one_of(
+                                st.none(),
+                                st.lists(st.one_of(st.none(), st.integers(-2, 2)), max_size=2),
+                            ),
+                            max_size=2,
+                        ),
+                    ),
+                    min_size=n,
+                    max_size=n,
+                )
+            ),
+            "lf": draw(
+                st.lists(st.one_of(st.none(), st.lists(floats, max_size=2)), min_size=n, max_size=n)
+            ),
             "ls": draw(
                 st.lists(
                     st.one_of(st.none(), st.lists(st.sampled_from(STRS), max_size=3)),
@@ -71,7 +94,9 @@ def frames(draw):
             "t": pl.Datetime("us"),
             "n": pl.Int64,
             "li": pl.List(pl.Int64),
+            "lf": pl.List(pl.Float64),
             "ls": pl.List(pl.String),
+            "ll": pl.List(pl.List(pl.Int64)),
         },
     )
 
@@ -176,19 +201,90 @@ STR_EXPRS = [
 AGGS = ["count", "sum", "min", "max", "mean", "first", "last", "count_distinct"]
 
 
+def list_preds(lists: set[str]) -> list[sc.Expr]:  # noqa: C901
+    """Predicates over the list columns still unexploded (Python list semantics; ordering
+    lists that differ at a null element is a dead letter)."""
+    out: list[sc.Expr] = []
+    if "li" in lists:
+        li = col("li")
+        out += [
+            li == sc.lit([1, 2]),
+            li != sc.lit([]),
+            li.is_null(),
+            li < sc.lit([0, 5]),
+            li >= li.fill_null([3]),
+            li.is_in([[1], [], [2**63 - 1], None]),
+            sc.when(col("b")).then(li).otherwise(sc.lit([-1, None])) == li,
+        ]
+    if "ls" in lists:
+        ls = col("ls")
+        out += [ls.is_not_null(), ls >= sc.lit(["a"]), ls == sc.lit(["ab", None])]
+    if "ll" in lists:  # a list of lists (exploded once: "ll1", a list of ints)
+        ll = col("ll")
+        out += [
+            ll == sc.lit([[1], []]),
+            ll < sc.lit([[0, 5]]),
+            ll.is_null(),
+            ll.is_in([[[1]], [], [None]]),
+        ]
+    if "ll1" in lists:
+        out += [col("ll") == sc.lit([1]), col("ll") >= sc.lit([0])]
+    if "lf" in lists:  # never against itself: the reference's NaN would then equal itself
+        lf = col("lf")
+        out += [lf <= sc.lit([0.5, 2.5]), lf == sc.lit([float("nan")])]
+        if "li" in lists:
+            out.append(lf > col("li"))
+    return out
+
+
+def list_values(lists: set[str]) -> list[tuple[str, sc.Expr]]:
+    out: list[tuple[str, sc.Expr]] = []
+    if "li" in lists:
+        out += [
+            ("li", sc.when(col("k") > 2).then(col("li")).otherwise(sc.lit([7, None]))),
+            ("li", col("li").fill_null([])),
+        ]
+    if "ls" in lists:
+        out += [("ls", sc.when(col("b")).then(sc.lit(["é"])).otherwise(col("ls")))]
+    if "lf" in lists:
+        out += [("lf", col("lf").fill_null([float("nan"), -0.0]))]
+    if "ll" in lists:
+        out += [("ll", col("ll").fill_null([[None], []]))]
+    if "ll1" in lists:
+        out += [("ll", col("ll").fill_null([7]))]
+    return out
+
+
 @st.composite
 def pipelines(draw):
     df = draw(frames())
     s = sc.source(df)
-    lists = {"li", "ls"}
+    lists = {"li", "ls", "lf", "ll"}
     for _ in range(draw(st.integers(0, 3))):
-        kind = draw(st.sampled_from(["filter", "with", "with_str", "dedup", "explode"]))
+        kind = draw(
+            st.sampled_from(["filter", "with", "with_str", "dedup", "explode", "list_f", "list_w"])
+        )
         if kind == "explode":
-            if not lists:
+            options = [
+                c
+                for c in (("li",), ("ls",), ("lf",), ("li", "ls"), ("li", "lf"), ("ll",), ("ll1",))
+                if lists >= set(c)
+            ]
+            if not options:
                 continue
-            cols = draw(st.sampled_from([c for c in (("li",), ("ls",), ("li", "ls")) if lists >= set(c)]))
-            s = s.explode(*cols)  # lists of different lengths in lockstep: dead letters
-            lists -= set(cols)
+            cols = draw(st.sampled_from(options))
+            # "ll1" names column ll once exploded (list[list[int]] -> list[int] -> int)
+            s = s.explode(*["ll" if c == "ll1" else c for c in cols])
+            lists -= set(cols)  # lists of different lengths in lockstep: dead letters
+            if "ll" in cols:
+                lists.add("ll1")
+        elif kind == "list_f":
+            if lists:
+                s = s.filter(draw(st.sampled_from(list_preds(lists))))
+        elif kind == "list_w":
+            if lists:
+                name, e = draw(st.sampled_from(list_values(lists)))
+                s = s.with_columns(**{name: e})
         elif kind == "filter":
             s = s.filter(draw(pred()))
         elif kind == "with":
@@ -196,25 +292,32 @@ def pipelines(draw):
         elif kind == "with_str":
             s = s.with_columns(s=draw(st.sampled_from(STR_EXPRS)))
         else:
-            # dedup over every column compares lists natively only once they are exploded
-            s = s.dedup(*draw(st.sampled_from([("k",), ("k", "s")] + ([()] if not lists else []))))
+            s = s.dedup(*draw(st.sampled_from([("k",), ("k", "s"), ()])))
     end = draw(st.sampled_from(["none", "agg", "running", "window", "top_k", "select"]))
     keys = draw(st.sampled_from([(), ("k",), ("s",), ("k", "b")]))
     keyed = s.key_by(*keys) if keys else s
     if end in ("agg", "running", "window"):
         fns = draw(st.lists(st.sampled_from(AGGS), min_size=1, max_size=3, unique=True))
-        arg_name = draw(st.sampled_from(["i", "f", "s", "i*2", "int(s)"]))
+        arg_name = draw(st.sampled_from(["i", "f", "s", "i*2", "int(s)", "li", "ls", "lf", "ll"]))
         arg = {
             "i": col("i"),
             "f": col("f"),
             "s": col("s"),
             "i*2": col("i") * 2,
             "int(s)": col("s").cast("int"),
+            "li": col("li"),
+            "ls": col("ls"),
+            "lf": col("lf"),
+            "ll": col("ll"),
         }[arg_name]
         aggs = {}
         for f in fns:
-            if f in ("sum", "mean") and arg_name == "s":
+            if f in ("sum", "mean") and arg_name in ("s", "ls"):
                 continue
+            if f in ("sum", "mean", "min", "max") and (
+                arg_name in lists or (arg_name == "ll" and "ll1" in lists)
+            ):
+                continue  # a list column still unexploded: first / last / count_distinct only
             aggs[f"a_{f}"] = getattr(arg, "n_unique" if f == "count_distinct" else f)()
         aggs["c"] = sc.count()
         if end == "window":
@@ -250,7 +353,11 @@ CONFIGS = st.sampled_from(
 )
 
 
-@settings(max_examples=int(os.environ.get('STREAMCELL_HYPOTHESIS_EXAMPLES', '150')), deadline=None, suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=int(os.environ.get("STREAMCELL_HYPOTHESIS_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
 @given(pipelines(), CONFIGS)
 def test_native_equals_reference_on_random_pipelines(plan, options):
     want = outputs(run_plan(plan, RunOptions(engine="reference")))

@@ -8,7 +8,10 @@ Semantics (Polars-compatible, and what every backend must reproduce):
 - ``/`` is float division (x/0 gives ±inf or nan); ``//`` and ``%`` floor like Python and
   give null when dividing by zero; int results wrap around at 64 bits;
 - a failed ``cast``, and ``int ** negative int``, are data errors: the row goes to the
-  dead-letter table.
+  dead-letter table;
+- lists compare as Python lists (``==`` / ``!=``: same length and equal elements, null
+  equal to null; ordering: by the first differing element, else by length); ordering lists
+  whose first differing elements include a null is a data error.
 """
 
 from __future__ import annotations
@@ -123,8 +126,16 @@ _CMP = {
 
 
 def _num_cmp(f: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
-    # Polars orders NaN above every number and NaN == NaN.
+    # Polars orders NaN above every number and NaN == NaN. Lists compare as Python lists;
+    # ordering two lists whose first differing elements include a null is a row error.
     def g(a: Any, b: Any) -> bool:
+        if isinstance(a, list):
+            try:
+                return f(a, b)
+            except TypeError:
+                raise RowError(
+                    "lists with a null element where they differ cannot be ordered"
+                ) from None
         if isinstance(a, float) and math.isnan(a) or isinstance(b, float) and math.isnan(b):
             ka = (1, 0.0) if isinstance(a, float) and math.isnan(a) else (0, a)
             kb = (1, 0.0) if isinstance(b, float) and math.isnan(b) else (0, b)
@@ -227,13 +238,18 @@ _FUNCS: dict[str, Callable[..., Any]] = {
 }
 
 
+def _as_lists(v: Any) -> Any:
+    """A literal's value with its (nested) tuples as lists: a list literal is a list."""
+    return [_as_lists(x) for x in v] if isinstance(v, (tuple, list)) else v
+
+
 def compile_row_expr(e: IR) -> Fn:  # noqa: C901 - one dispatch over the IR
     """Compile an expression to ``f(row) -> value`` (may raise :class:`RowError`)."""
     if isinstance(e, Col):
         name = e.name
         return lambda r: r[name]
     if isinstance(e, Lit):
-        v = list(e.value) if isinstance(e.value, tuple) else e.value
+        v = _as_lists(e.value)
         return lambda r: v
     if isinstance(e, Unary):
         f = compile_row_expr(e.operand)
@@ -323,7 +339,7 @@ def _compile_call(e: Call) -> Fn:
     if fn == "is_in":
         lit = e.args[1]
         assert isinstance(lit, Lit)
-        values = list(lit.value)
+        values = _as_lists(lit.value)
         has_null = None in values
 
         def is_in(r: Row) -> Any:

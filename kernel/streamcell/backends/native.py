@@ -22,6 +22,7 @@ the reference's exactly.
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -36,7 +37,7 @@ from ..errors import NotSupportedError
 from ..expr import IR, Binary, Call, Col, Lit, Unary, When
 from ..options import RunOptions
 from ..sources import BadRow
-from ..types import DATE, NULL, DType, Schema, polars_schema
+from ..types import DATE, INT, NULL, DType, Schema, polars_schema
 from .evaluate import RowError, compile_row_expr, epoch_days, epoch_us
 
 NAME = "native"
@@ -125,13 +126,13 @@ OUT_ROWS = 65_536  # rows per chunk handed to the sink
 FLUSH_S = 0.002  # a throttled source pushes what is due at least this often
 
 
-LT_LIST = 16  # list[T] is LT_LIST + LT[T]: encoded values in a string-layout column (lists.h)
+LT_LIST = 16  # list[T] is LT_LIST + lt(T) (lists of lists too): encoded values (lists.h)
 
 
 def _lt(t: DType) -> int:
     if t.name == "list":
         assert t.inner is not None
-        return LT_LIST + LT[t.inner.name]
+        return LT_LIST + _lt(t.inner)
     return LT[t.name]
 
 
@@ -167,8 +168,10 @@ def _chain(c: Compiled) -> list[P.Step]:
                 s.step_id, NAME, "fan-out to several branches runs natively with DAG support"
             )
         for _, t in c.schemas[s.step_id]:
-            if t.name == "list" and t.inner is not None and t.inner.name == "list":
-                raise NotSupportedError(s.step_id, NAME, "lists of lists are not native yet")
+            if _lt(t) > 255:  # a type is one byte: depth * 16 + leaf
+                raise NotSupportedError(
+                    s.step_id, NAME, f"lists nested deeper than 15 levels ({t})"
+                )
     if len(sources) != 1:
         raise NotSupportedError(sources[1].step_id, NAME, "several sources need DAG support")
     return list(steps)
@@ -185,7 +188,7 @@ class NativeBackend:
         lower(c, options)  # expression support is checked by lowering
         if options.reorder == "none":
             for s in c.plan.steps:
-                if isinstance(s, (P.Aggregate, P.Running, P.TopK, P.Dedup)):
+                if isinstance(s, (P.Aggregate, P.Running, P.TopK, P.Dedup, P.Transfer, P.Sketch)):
                     raise NotSupportedError(
                         s.step_id,
                         NAME,
@@ -199,10 +202,82 @@ class NativeBackend:
 # --------------------------------------------------------------------------- lowering
 
 
+def _elem(v: Any, inner: DType) -> Any:
+    """A list element as a value of the element type ``inner`` (a nested list: its encoding),
+    or _NO when no value of that type equals it (Python equality: 1 == 1.0 == True)."""
+    if v is None:
+        return None
+    if inner.name == "list":
+        assert inner.inner is not None
+        if not isinstance(v, (list, tuple)):
+            return _NO
+        enc = encode_list(v, inner.inner)
+        return _NO if enc is None else enc
+    return _scalar_elem(v, inner.name)
+
+
+def _scalar_elem(v: Any, inner: str) -> Any:
+    if inner in ("int", "float", "bool"):
+        if not isinstance(v, (bool, int, float)):
+            return _NO
+        if inner == "float":
+            return float(v)
+        if isinstance(v, float) and not (math.isfinite(v) and v.is_integer()):
+            return _NO
+        if inner == "int":
+            return int(v) if -(2**63) <= v < 2**63 else _NO
+        return bool(v) if v in (0, 1) else _NO
+    if inner == "str":
+        return v if isinstance(v, str) else _NO
+    if inner == "datetime":
+        return epoch_us(v) if isinstance(v, _dt.datetime) else _NO
+    if inner == "date":
+        ok = isinstance(v, _dt.date) and not isinstance(v, _dt.datetime)
+        return epoch_days(v) if ok else _NO
+    return _NO  # list[null]: only null elements
+
+
+_NO = object()
+
+
+def encode_list(values: Any, inner: DType) -> bytes | None:
+    """A list literal in the runtime's list encoding (lists.h) with elements of type ``inner``,
+    or None when an element has no value of that type (the list equals no such list)."""
+    import struct
+
+    out = bytearray()
+    for v in values:
+        x = _elem(v, inner)
+        if x is _NO:
+            return None
+        if x is None:
+            out.append(0)
+            continue
+        out.append(1)
+        if inner.name == "list":
+            out += struct.pack("<i", len(x)) + x
+        elif inner.name == "float":
+            out += struct.pack("<d", x)
+        elif inner.name == "bool":
+            out.append(int(x))
+        elif inner.name == "str":
+            b = x.encode()
+            out += struct.pack("<i", len(b)) + b
+        else:
+            out += struct.pack("<q", x)
+    return bytes(out)
+
+
 def _lit_node(v: Any, t: DType) -> dict[str, Any]:
-    n: dict[str, Any] = {"op": E["lit"], "lt": LT[t.name]}
+    n: dict[str, Any] = {"op": E["lit"], "lt": _lt(t)}
     if v is None:
         n["is_null"] = True
+    elif t.name == "list":
+        assert t.inner is not None
+        enc = encode_list(v, t.inner)
+        if enc is None:
+            raise ValueError(f"list literal {v!r} with elements that are not {t.inner}")
+        n["s"] = enc
     elif t.name == "bool":
         n["i"] = int(v)
     elif t.name == "int":
@@ -255,15 +330,14 @@ def lower_expr(e: IR, schema: Schema, step: P.Step) -> list[dict[str, Any]]:
 
     def go(e: IR) -> int:  # noqa: C901 - one dispatch over the IR
         t = typer.type(e)
-        if t.name == "list":
-            raise NotSupportedError(
-                step.step_id, NAME, "expressions over list columns are not native yet"
-            )
-        lt = LT[t.name]
+        lt = _lt(t)
         if isinstance(e, Col):
             return add({"op": E["col"], "lt": lt, "a": index[e.name]})
         if isinstance(e, Lit):
-            return add(_lit_node(e.value, t))
+            try:
+                return add(_lit_node(e.value, t))
+            except ValueError as ex:
+                raise NotSupportedError(step.step_id, NAME, str(ex)) from None
         if isinstance(e, Unary):
             return add({"op": E[e.op], "lt": lt, "a": go(e.operand)})
         if isinstance(e, Binary):
@@ -281,7 +355,14 @@ def lower_expr(e: IR, schema: Schema, step: P.Step) -> list[dict[str, Any]]:
                 lit = e.args[1]
                 assert isinstance(lit, Lit)
                 st = typer.type(e.args[0])
-                kind, values = _in_list(tuple(lit.value), st)
+                if st.name == "list":  # equal to one of the literal's lists
+                    assert st.inner is not None
+                    encoded = [
+                        encode_list(v, st.inner) for v in lit.value if isinstance(v, (list, tuple))
+                    ]
+                    kind, values = "s", [b for b in encoded if b is not None]
+                else:
+                    kind, values = _in_list(tuple(lit.value), st)
                 return add(
                     {
                         "op": E["is_in"],
@@ -316,6 +397,7 @@ class Lowered:
     ops: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     step_index: dict[str, int] = field(default_factory=dict)
     taps: dict[str, Any] = field(default_factory=dict)  # sketch step id -> _runtime.SketchTap
+    entities: dict[str, int] = field(default_factory=dict)  # transfer step id -> entity table
 
 
 def _agg_args(
@@ -328,8 +410,6 @@ def _agg_args(
     specs: list[tuple[int, int, int]] = []
     names = {n: i + 2 for i, (n, _) in enumerate(schema)}
     for j, (_, a) in enumerate(s.aggs):
-        if a.arg is not None and a.fn != "count":
-            _no_lists(s, f"{a.fn}()", [typer.type(a.arg)])
         rt = _lt(typer.agg(a))
         if a.arg is None:
             specs.append((AGG[a.fn], -1, rt))
@@ -464,7 +544,7 @@ def lower(c: Compiled, options: RunOptions) -> Lowered:  # noqa: C901 - one disp
                 )
                 low.ops.append(("window", dict(agg, **window)))
         elif isinstance(s, P.TopK):
-            _no_lists(s, "top_k ordering", [dict(schema)[s.by]])
+            _no_lists(s, "top_k ordering", [dict(schema)[s.by]])  # the compiler refuses it
             low.ops.append(
                 (
                     "keyed",
@@ -486,7 +566,6 @@ def lower(c: Compiled, options: RunOptions) -> Lowered:  # noqa: C901 - one disp
             )
         elif isinstance(s, P.Dedup):
             dkeys = s.keys or tuple(n for n, _ in schema)
-            _no_lists(s, "dedup", [dict(schema)[k] for k in dkeys])
             low.ops.append(
                 (
                     "keyed",
@@ -498,6 +577,38 @@ def lower(c: Compiled, options: RunOptions) -> Lowered:  # noqa: C901 - one disp
                         in_lts=_lts(schema),
                         out_lts=_lts(out),
                         keys=[pos[k] for k in dkeys],
+                        capacity=cap,
+                    ),
+                )
+            )
+        elif isinstance(s, P.Transfer):
+            is_float = dict(out)[s.balance_columns[0]].name == "float"
+            mid = tuple(schema) + tuple((f"\x00t{i}", INT) for i in range(5))
+            low.ops.append(
+                (
+                    "transfer",
+                    dict(
+                        step=idx,
+                        in_lts=_lts(schema),
+                        mid_lts=_lts(mid),
+                        out_lts=_lts(out),
+                        keys=[pos[k] for k in s.keys],
+                        amount=pos[s.amount],
+                        is_float=is_float,
+                        initial_f=float(s.initial),
+                        initial_i=int(s.initial) if not is_float else 0,
+                        overdraft=s.overdraft,
+                        serial=options.entity_order == "serial",
+                        # the reference's dead-letter reasons, word for word
+                        reasons=[
+                            f"transfer: {s.keys[0]} is null".encode(),
+                            f"transfer: {s.keys[1]} is null".encode(),
+                            f"transfer: {s.amount} is null".encode(),
+                            b"transfer: amount is NaN",
+                            b"transfer: amount is negative",
+                        ],
+                        rejected=f"transfer rejected: {s.keys[0]} balance below amount".encode(),
+                        sid=s.step_id,
                         capacity=cap,
                     ),
                 )
@@ -594,6 +705,23 @@ def build(low: Lowered, c: Compiled) -> Any:
                 a["lateness"],
                 a["capacity"],
             )
+        elif kind == "transfer":
+            low.entities[a["sid"]] = prog.add_transfer(
+                a["step"],
+                a["in_lts"],
+                a["mid_lts"],
+                a["out_lts"],
+                a["keys"],
+                a["amount"],
+                a["is_float"],
+                a["initial_f"],
+                a["initial_i"],
+                a["overdraft"],
+                a["serial"],
+                a["reasons"],
+                a["rejected"],
+                a["capacity"],
+            )
         elif kind == "sketch":
             low.taps[a["sid"]] = prog.add_sketch(
                 a["step"],
@@ -651,10 +779,15 @@ def _decode_list(a: pa.Array, t: DType) -> pa.Array:
 
     assert t.inner is not None
     inner = _arrow_type(t.inner)
-    n, valid, offs, m, evalid, values, soffs, sdata = R.decode_list(a, LT[t.inner.name])
+    n, valid, offs, m, evalid, values, soffs, sdata = R.decode_list(a, _lt(t.inner))
     vb = pa.py_buffer(evalid)
     if t.inner.name == "null":
         child = pa.nulls(m)
+    elif t.inner.name == "list":  # the elements are encoded lists: decode them in turn
+        enc = pa.Array.from_buffers(
+            pa.large_binary(), m, [vb, pa.py_buffer(soffs), pa.py_buffer(sdata or b"")]
+        ).cast(pa.binary())
+        child = _decode_list(enc, t.inner)
     elif t.inner.name == "str":
         child = pa.Array.from_buffers(
             inner, m, [vb, pa.py_buffer(soffs), pa.py_buffer(sdata or b"")]
@@ -788,7 +921,12 @@ class Driver:
             self._drain_sides(prog)
             self._sync_counters(prog)
             self._flush_side()
-            self.env.run.native_metrics = prog.metrics()
+            metrics = prog.metrics()
+            metrics["entities"] = {
+                sid: dict(zip(("entities", "waited"), prog.entity_stats(t)))
+                for sid, t in self.low.entities.items()
+            }
+            self.env.run.native_metrics = metrics
             err = prog.error()
             for stage in stages:  # answers outlive the program
                 stage.freeze()
@@ -1023,6 +1161,8 @@ def _list_readable(t: pa.DataType, value: pa.DataType) -> bool:
     if not (pa.types.is_list(t) or pa.types.is_large_list(t)):
         return False
     v = t.value_type
+    if pa.types.is_large_list(value):
+        return _list_readable(v, value.value_type)
     if value == pa.large_string():
         return v in (pa.string(), pa.large_string(), pa.string_view())
     if pa.types.is_timestamp(value):

@@ -229,7 +229,7 @@ _NAN = float("nan")
 
 def _key_part(v: Any) -> Any:
     if isinstance(v, list):
-        return tuple(v)
+        return tuple(_key_part(x) for x in v)  # NaN elements one value too
     if isinstance(v, float) and v != v:
         return _NAN  # one NaN object: all NaN keys are one group (as in Polars)
     return v
@@ -566,6 +566,54 @@ class JoinOp(Op):
         return len(self.heap)
 
 
+class TransferOp(Op):
+    """Multi-entity transfer (plan.Transfer), sequentially: the definition the native ticket
+    ordering must reproduce."""
+
+    def __init__(self, step: P.Transfer, c: Compiled, env: Env):
+        super().__init__(step, c, env)
+        self.src, self.dst = step.keys
+        self.amount = step.amount
+        self.out_a, self.out_b = step.balance_columns
+        is_float = dict(c.schemas[step.step_id])[self.out_a].name == "float"
+        self.initial: Any = float(step.initial) if is_float else int(step.initial)
+        self.is_float = is_float
+        self.overdraft = step.overdraft
+        self.bal: dict[Any, Any] = {}
+
+    def push(self, row: Row, port: int) -> list[Row]:
+        a, b, amt = row[self.src], row[self.dst], row[self.amount]
+        for col, v in ((self.src, a), (self.dst, b), (self.amount, amt)):
+            if v is None:
+                self.dead(row, f"transfer: {col} is null")
+                return []
+        if isinstance(amt, float) and amt != amt:
+            self.dead(row, "transfer: amount is NaN")
+            return []
+        if amt < 0:
+            self.dead(row, "transfer: amount is negative")
+            return []
+        if self.is_float:
+            amt = float(amt)
+        ka, kb = _key_part(a), _key_part(b)
+        ba = self.bal.get(ka, self.initial)
+        if not self.overdraft and ba < amt:
+            self.dead(row, f"transfer rejected: {self.src} balance below amount")
+            return []
+        ba = ba - amt if self.is_float else wrap64(ba - amt)
+        self.bal[ka] = ba
+        bb = self.bal.get(kb, self.initial)
+        bb = bb + amt if self.is_float else wrap64(bb + amt)
+        self.bal[kb] = bb
+        out = dict(row)
+        out[self.out_a] = self.bal[ka]
+        out[self.out_b] = self.bal[kb]
+        return [out]
+
+    def state_size(self) -> int:
+        return len(self.bal)
+
+
 class SketchOp(Op):
     """Exact answers for a sketch stage (streamcell.sketching.ReferenceStage); rows pass."""
 
@@ -619,6 +667,7 @@ _OPS: dict[type, Callable[..., Op]] = {
     P.TopK: TopKOp,
     P.Dedup: DedupOp,
     P.Sketch: SketchOp,
+    P.Transfer: TransferOp,
     P.Union: UnionOp,
     P.Join: JoinOp,
     P.Sink: SinkOp,

@@ -144,6 +144,13 @@ def check_step(s: P.Step, streaming: bool) -> None:
     elif isinstance(s, (P.Aggregate, P.Running)):
         for _, a in s.aggs:
             check_expr(a.arg, s)
+    elif isinstance(s, P.Transfer) and streaming:
+        raise NotSupportedError(
+            s.step_id,
+            NAME,
+            "key_by_all + transfer on a streaming source; run it on a finite source or the "
+            "native engine",
+        )
     elif isinstance(s, P.Sketch) and streaming:
         raise NotSupportedError(
             s.step_id,
@@ -381,6 +388,8 @@ class Lowering:
             return self.keyed(j, s, df)
         if isinstance(s, P.Sketch):
             return self.sketch(j, s, df)
+        if isinstance(s, P.Transfer):  # entities cross partitions: one ordered partition
+            return self.keyed(j, s, df)
         raise NotSupportedError(s.step_id, NAME, type(s).__name__)
 
     # ----------------------------------------------------------------- sketches
@@ -474,6 +483,8 @@ class Lowering:
         schema = self.in_schema(s)
         out_schema = self.c.schemas[s.step_id]
         keys = s.keys if not isinstance(s, P.Dedup) or s.keys else tuple(n for n, _ in schema)  # type: ignore[attr-defined]
+        if isinstance(s, P.Transfer):
+            keys = ()
         part = self._partition(df, keys, schema)
         fn = keyed_fn(s, j, self.schemas(s), out_schema)
         out = part.mapInArrow(fn, ddl(out_schema, SIDE_DDL))
