@@ -10,7 +10,7 @@ EXT_OUT := kernel/streamcell/labextension
 EXT_SRC := package.json tsconfig.json $(wildcard ext/src/*.ts ext/style/*.css ext/schema/*.json)
 EXT_LINK := $(VENV)/share/jupyter/labextensions/streamcell
 
-.PHONY: venv build node_modules ext test test-quick demo lab lint format clean sanitize bench bench-memory bench-structures bench-sketch bench-dashboard bench-entities
+.PHONY: venv build node_modules ext test test-quick demo lab lint format clean sanitize bench bench-memory bench-structures bench-sketch bench-dashboard bench-entities bench-spark
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -87,6 +87,10 @@ bench-entities: build
 ## bench-dashboard: ingestion with vs without a live dashboard attached (same run; >= 0.97)
 bench-dashboard: build
 	$(BIN)/python bench/bench_dashboard.py $(BENCH_ARGS)
+
+## bench-spark: TPCx-BB Q1-Q4, Q15 on Spark local[2] vs native, same input, same run (ratios)
+bench-spark: build
+	$(BIN)/python bench/bench_spark.py $(BENCH_ARGS)
 
 ## bench-structures: reorder-buffer and keyed-queue ablation micro-benchmark (C)
 bench-structures:

@@ -34,6 +34,7 @@ from .plan import (
 )
 from .run import Run, registry, start
 from .snapshot import MetricsSnapshot, metrics_snapshot
+from .sources import watch
 from .sql import sql
 
 __version__ = "0.1.0"
@@ -100,5 +101,6 @@ __all__ = [
     "store_sales",
     "sum",
     "theta",
+    "watch",
     "when",
 ]

@@ -38,6 +38,11 @@ class RunOptions:
         stateless operators, outputs in completion order. ``"none"`` exists only to measure
         what ordering costs; it breaks the ordering guarantee and is accepted only for plans
         without keyed or windowed steps.
+    checkpoint_dir
+        Spark streaming runs: the folder for the query's checkpoints (default: a fresh folder
+        under ``.streamcell/checkpoints`` in the working directory).
+    trigger_interval
+        Spark streaming runs: seconds between micro-batches (a processing-time trigger).
     keyed_queue
         Native keyed worklist: ``"hybrid"`` (seed 003 hybrid queue, the default) or
         ``"partitioned"`` (one queue per worker, for the ablation benchmark).
@@ -55,6 +60,8 @@ class RunOptions:
     reorder: Reorder = "nonblocking"
     keyed_queue: KeyedQueue = "hybrid"
     entity_order: EntityOrder = "tickets"
+    checkpoint_dir: str | None = None
+    trigger_interval: float = 0.5
 
     def __post_init__(self) -> None:
         if self.engine not in ("auto", "reference", "native", "spark"):
@@ -71,6 +78,8 @@ class RunOptions:
             raise ValueError(
                 f"unknown reorder {self.reorder!r}; choices: nonblocking, locked, none"
             )
+        if self.trigger_interval <= 0:
+            raise ValueError("trigger_interval must be > 0 seconds")
         if self.keyed_queue not in ("hybrid", "partitioned"):
             raise ValueError(
                 f"unknown keyed_queue {self.keyed_queue!r}; choices: hybrid, partitioned"

@@ -142,6 +142,12 @@ class Run:
         """The live display of the ``%%stream`` cell (a ``widgets.dashboard.Dashboard``)."""
         self.engine_note = ""
         """Why ``engine="auto"`` chose the reference engine (empty when it did not)."""
+        self.streaming_query: Any = None
+        """Spark streaming runs: the ``pyspark.sql.streaming.StreamingQuery`` (while it runs)."""
+        self.metrics_feed: Callable[[], list[dict[str, Any]]] | None = None
+        """An engine's own metrics rows (Spark streaming: one per StreamingQueryProgress)."""
+        self.operator_metrics: Callable[[], list[dict[str, Any]]] | None = None
+        """An engine's per-operator rows for :func:`streamcell.snapshot.metrics_snapshot`."""
 
     @property
     def engine(self) -> str:
@@ -359,6 +365,9 @@ class Run:
     def _sample_metrics(self) -> None:
         # one row per sample (about 1/s): Spark's StreamingQueryProgress names where the meaning
         # is the same (numInputRows: rows since the previous sample, like a trigger's)
+        if self.metrics_feed is not None:
+            self._metrics.extend(self.metrics_feed())
+            return
         p = self.progress()
         now = time.time()
         prev = self._metrics[-1] if self._metrics else None

@@ -406,6 +406,152 @@ def _conform_row(
     return row
 
 
+# ---------------------------------------------------------------------- watched folders
+
+
+def watch(
+    path: str,
+    *,
+    format: str = "parquet",
+    schema: dict[str, str] | None = None,
+    idle_timeout: float | None = None,
+    poll: float = 0.2,
+) -> SourceSpec:
+    """A folder watched for new files: an unbounded source.
+
+    Files already there are read first, then every new file, each whole, in name order
+    within one look at the folder (write a file elsewhere and rename it in, so it is never
+    seen half-written). ``format`` is ``parquet``, ``csv`` or ``ndjson``; ``schema`` (column
+    to type) is needed when the folder is empty at start. The source ends after
+    ``idle_timeout`` seconds without a new file (``None``: it runs until stopped). On the
+    Spark engine it is a Structured Streaming query; on the others it polls every ``poll``
+    seconds.
+    """
+    from .plan import FILE_KINDS
+
+    if format not in FILE_KINDS:
+        raise SourceError(f"watch({path!r}): format must be one of {', '.join(FILE_KINDS)}")
+    if not Path(path).is_dir():
+        raise SourceError(f"watch({path!r}): not a directory")
+    if idle_timeout is not None and idle_timeout <= 0:
+        raise SourceError(f"watch({path!r}): idle_timeout must be > 0 seconds or None")
+    if poll <= 0:
+        raise SourceError(f"watch({path!r}): poll must be > 0 seconds")
+    args: list[tuple[str, Any]] = [("path", str(path)), ("watch", True)]
+    if schema is not None:
+        args.append(("schema", tuple(schema.items())))
+    if idle_timeout is not None:
+        args.append(("idle_timeout", float(idle_timeout)))
+    args.append(("poll", float(poll)))
+    return SourceSpec(format, tuple(args))
+
+
+_EXTS = {
+    "parquet": (".parquet", ".pq"),
+    "csv": (".csv", ".tsv", ".txt"),
+    "ndjson": (".json", ".ndjson", ".jsonl"),
+}
+
+
+def file_spec(spec: SourceSpec, path: str) -> SourceSpec:
+    """The spec reading one file of a watched folder with the folder's schema."""
+    args = [(k, v) for k, v in spec.args if k not in ("path", "watch", "idle_timeout", "poll")]
+    return SourceSpec(spec.kind, (("path", path), *args))
+
+
+def read_file(spec: SourceSpec, schema: Schema, path: str) -> Iterator[pa.RecordBatch | BadRow]:
+    """One file of a watched folder as Arrow batches (or BadRows), typed by ``schema``.
+
+    A Parquet file whose schema differs from the folder's is one BadRow; CSV/NDJSON files
+    are read with the folder's schema. Used by every engine, so all agree row for row."""
+    from .backends.spark_ops import arrow_schema
+
+    target = arrow_schema(schema)
+    if spec.kind == "parquet":
+        pf = pq.ParquetFile(path)
+        fs = schema_from_arrow(pf.schema_arrow)
+        if fs != schema:
+            yield BadRow(path, f"file schema differs from the first file's: {fs} vs {schema}", "")
+            return
+        yield from pf.iter_batches(batch_size=8192)
+        return
+    given = tuple((n, t.name) for n, t in schema)
+    one = file_spec(spec, path)
+    one = SourceSpec(
+        one.kind, tuple((k, v) for k, v in one.args if k != "schema") + (("schema", given),)
+    )
+    reader = open_source(one)
+    buf: list[dict[str, Any]] = []
+    for item in reader.rows():
+        if isinstance(item, BadRow):
+            if buf:
+                yield pa.RecordBatch.from_pylist(buf, schema=target)
+                buf = []
+            yield item
+            continue
+        buf.append(item)
+        if len(buf) >= 8192:
+            yield pa.RecordBatch.from_pylist(buf, schema=target)
+            buf = []
+    if buf:
+        yield pa.RecordBatch.from_pylist(buf, schema=target)
+
+
+class WatchReader(Reader):
+    """A watched folder (:func:`watch`): files in name order as they appear."""
+
+    def __init__(self, spec: SourceSpec):
+        self.spec = spec
+        self.path = str(spec.arg("path"))
+        self.label = f"watch({self.path!r}, format={spec.kind!r})"
+        self.exts = _EXTS[spec.kind]
+        self.idle_timeout: float | None = spec.arg("idle_timeout")
+        self.poll = float(spec.arg("poll", 0.2))
+        given = _user_schema(spec)
+        if given is not None:
+            self.schema = given
+        else:
+            first = self.pending(set())
+            if not first:
+                raise SourceError(f"{self.label}: the folder has no files yet; pass schema=")
+            static = SourceSpec(spec.kind, (("path", str(first[0])),))
+            self.schema = open_source(static).schema
+
+    def pending(self, seen: set[str]) -> list[Path]:
+        p = Path(self.path)
+        if not p.is_dir():
+            raise SourceError(f"{self.label}: the folder is gone")
+        return sorted(
+            f
+            for f in p.iterdir()
+            if f.is_file() and f.suffix.lower() in self.exts and f.name not in seen
+        )
+
+    def arrow_batches(self) -> Iterator[pa.RecordBatch | BadRow]:  # type: ignore[override]
+        import time
+
+        seen: set[str] = set()
+        last_new = time.monotonic()
+        while True:
+            new = self.pending(seen)
+            for f in new:
+                seen.add(f.name)
+                yield from read_file(self.spec, self.schema, str(f))
+            if new:
+                last_new = time.monotonic()
+                continue
+            if self.idle_timeout is not None and time.monotonic() - last_new >= self.idle_timeout:
+                return
+            time.sleep(self.poll)
+
+    def rows(self) -> Iterator[dict[str, Any] | BadRow]:
+        for b in self.arrow_batches():
+            if isinstance(b, BadRow):
+                yield b
+            else:
+                yield from b.to_pylist()
+
+
 # ------------------------------------------------------------------------------ objects
 
 
@@ -479,6 +625,8 @@ def open_source(spec: SourceSpec) -> Reader:
     """Open a source spec (raises :class:`SourceError` with a clear message)."""
     if spec.kind in _GENERATORS:
         return GeneratorReader(spec)
+    if spec.arg("watch", False):
+        return WatchReader(spec)
     if spec.kind == "parquet":
         return ParquetReader(spec)
     if spec.kind == "csv":

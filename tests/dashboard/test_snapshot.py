@@ -10,7 +10,6 @@ import polars as pl
 import pytest
 
 import streamcell as sc
-from streamcell.errors import NotSupportedError
 from streamcell.options import RunOptions
 from streamcell.snapshot import SketchSnapshot, metrics_snapshot, sketch_snapshot
 from tests.helpers import run_plan
@@ -132,27 +131,35 @@ def test_metrics_history_uses_spark_progress_names(engine):
     assert m["status"][-1] == "finished"
 
 
-def test_table_snapshots_are_consistent_under_concurrent_ingestion(engine):
+def test_table_snapshots_are_consistent_under_concurrent_ingestion(engine, tmp_path):
+    spark = engine.options.engine == "spark"  # a Structured Streaming query, micro-batches
     plan = (
-        sc.source(sc.clickstream(rows=None, users=300, seed=9), rate=100_000)
+        sc.source(sc.clickstream(rows=None, users=300, seed=9), rate=5_000 if spark else 100_000)
         .key_by("user_id")
         .agg(n=sc.count())
         .plan("live")
     )
-    if engine.options.engine == "spark":  # live tables of an unbounded source: native-only
-        with pytest.raises(NotSupportedError, match="streaming sources"):
-            sc.start(plan, name="live_consistency", options=engine.options)
-        return
-    run = sc.start(plan, name="live_consistency", options=engine.options)
-    totals = []
-    deadline = time.monotonic() + 1.5
-    while time.monotonic() < deadline:
+    opts = engine.options
+    if spark:
+        opts = opts.with_(trigger_interval=0.2, checkpoint_dir=str(tmp_path / "checkpoint"))
+    run = sc.start(plan, name="live_consistency", options=opts)
+    if spark:  # the query's first micro-batch
+        deadline = time.monotonic() + 120
+        while run.table().height == 0 and not run.done() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    totals: list[int] = []
+    t0 = time.monotonic()
+    # 1.5 s of snapshots; on Spark, until the next micro-batch has landed too
+    while time.monotonic() < t0 + 1.5 or (
+        spark and totals[-1] == totals[0] and time.monotonic() < t0 + 120
+    ):
         df = run.table()
         assert df["user_id"].n_unique() == df.height  # upsert: one row per key in every snapshot
         assert df["n"].min() is None or df["n"].min() >= 1
         totals.append(int(df["n"].sum()))
         time.sleep(0.05)
     run.stop()
+    assert run.error is None
     assert totals == sorted(totals) and totals[-1] > totals[0]
     assert int(run.table()["n"].sum()) == run.counts()["rows_in"][-1]
 

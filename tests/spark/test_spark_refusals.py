@@ -34,7 +34,47 @@ def test_explode_and_list_columns_are_refused():
     assert "not supported on spark" in msg and "#" in msg
 
 
-def test_streaming_sources_are_refused_with_what_to_do():
-    msg = _refusal(sc.source(sc.clickstream(rows=None)).filter(sc.col("price") > 1))
-    assert "not supported on spark: step source#1" in msg
-    assert "engine='native'" in msg
+def test_stateless_steps_on_streaming_sources_are_accepted(tmp_path):
+    get_backend("spark").check(
+        compile_plan(sc.source(sc.clickstream(rows=None)).filter(sc.col("price") > 1).plan()),
+        SPARK,
+    )
+    (tmp_path / "a.csv").write_text("x\n1\n")
+    get_backend("spark").check(
+        compile_plan(sc.source(sc.watch(str(tmp_path), format="csv")).select("x").plan()), SPARK
+    )
+
+
+def test_keyed_steps_on_streaming_sources_are_accepted():
+    src = sc.source(sc.clickstream(rows=None))
+    for stream in (
+        src.key_by("user_id").agg(n=sc.count()),
+        src.key_by("user_id").running(n=sc.count()),
+        src.top_k(3, by="price"),
+        src.dedup("user_id"),
+    ):
+        get_backend("spark").check(compile_plan(stream.plan()), SPARK)
+
+
+def test_windows_on_streaming_sources_are_refused():
+    stream = sc.source(sc.clickstream(rows=None)).key_by("user_id").tumbling("1m", time="ts")
+    msg = _refusal(stream.agg(n=sc.count()))
+    assert "not supported on spark: step aggregate#2 (windows on a streaming source" in msg
+    assert "finite source" in msg
+
+
+def test_rate_on_a_watched_folder_is_refused(tmp_path):
+    (tmp_path / "a.csv").write_text("x\n1\n")
+    msg = _refusal(sc.source(sc.watch(str(tmp_path), format="csv"), rate=10))
+    assert "not supported on spark: step source#1 (rate= on a watched folder" in msg
+
+
+def test_a_variable_holding_a_watch_spec_is_a_streaming_source(tmp_path):
+    from streamcell.backends.spark import is_streaming
+
+    (tmp_path / "a.csv").write_text("x\n1\n")
+    spec = sc.watch(str(tmp_path), format="csv")
+    assert is_streaming(sc.source(spec).plan().steps[0])
+    # a %%stream cell's `source w`, where the notebook variable w holds the spec
+    wrapped = sc.plan.SourceSpec("object", (), sc.plan.ObjRef(spec, "w"))
+    assert is_streaming(sc.plan.Source(spec=wrapped))

@@ -4,8 +4,10 @@ Two modes, chosen by the source:
 
 - **finite sources** (files, DataFrames, iterables, generators with ``rows=N``) run as one
   Spark batch job (:class:`BatchDriver`);
-- **streaming sources** (a directory watched for new files, an unbounded generator) are to run
-  as Structured Streaming queries; not built yet, they are refused at compile time.
+- **streaming sources** (a folder watched for new files, an unbounded generator) run as a
+  Structured Streaming query (:mod:`.spark_stream`): each micro-batch is lowered like a
+  finite run and delivered sorted by serial number; keyed steps carry per-key state across
+  micro-batches; windows are refused.
 
 Lowering, step by step (both modes share it):
 
@@ -64,9 +66,17 @@ _ids = itertools.count()
 # --------------------------------------------------------------------------- checking
 
 
+def source_spec(source: P.Source) -> P.SourceSpec:
+    """The source's spec, looking through a notebook variable that holds a spec."""
+    spec = source.spec
+    if spec.kind == "object" and spec.obj is not None and isinstance(spec.obj.obj, P.SourceSpec):
+        return spec.obj.obj
+    return spec
+
+
 def is_streaming(source: P.Source) -> bool:
     """Whether the source is unbounded (a Structured Streaming query on Spark)."""
-    spec = source.spec
+    spec = source_spec(source)
     if spec.kind in ("clickstream", "store_sales") and spec.arg("rows") is None:
         return True
     return spec.kind in P.FILE_KINDS and bool(spec.arg("watch", False))
@@ -134,13 +144,6 @@ def check_step(s: P.Step, streaming: bool) -> None:
     elif isinstance(s, (P.Aggregate, P.Running)):
         for _, a in s.aggs:
             check_expr(a.arg, s)
-        if streaming and isinstance(s, P.Aggregate) and s.window is not None:
-            raise NotSupportedError(
-                s.step_id,
-                NAME,
-                "windows on a streaming source (Spark's micro-batch watermark cannot close "
-                "windows in arrival order); run the window on a finite source",
-            )
     elif isinstance(s, P.Transfer) and streaming:
         raise NotSupportedError(
             s.step_id,
@@ -154,7 +157,13 @@ def check_step(s: P.Step, streaming: bool) -> None:
             NAME,
             "sketch stages on a streaming source; run them on a finite source or the native engine",
         )
-    elif isinstance(s, P.Sink) and s.target not in ("table", "parquet", "callback", "none"):
+    if streaming:
+        from .spark_stream import streaming_refusal
+
+        why = streaming_refusal(s)
+        if why is not None:
+            raise NotSupportedError(s.step_id, NAME, why + "; run it on a finite source")
+    if isinstance(s, P.Sink) and s.target not in ("table", "parquet", "callback", "none"):
         raise NotSupportedError(s.step_id, NAME, f"sink {s.target}")
 
 
@@ -178,12 +187,14 @@ class SparkBackend:
         streaming = is_streaming(steps[0])  # type: ignore[arg-type]
         for s in steps:
             check_step(s, streaming)
-        if streaming:
+        src = steps[0]
+        assert isinstance(src, P.Source)
+        if streaming and src.rate is not None and source_spec(src).kind in P.FILE_KINDS:
             raise NotSupportedError(
-                steps[0].step_id,
+                src.step_id,
                 NAME,
-                "streaming sources (watched folders, unbounded generators) are not on Spark yet;"
-                " give the source a finite size or use engine='native'",
+                "rate= on a watched folder (Spark's file stream reads whole new files per "
+                "micro-batch and is not throttled)",
             )
         problem = environment_problem()
         if problem:
@@ -191,6 +202,10 @@ class SparkBackend:
 
     def execute(self, c: Compiled, env: Any, options: RunOptions) -> bool:
         steps = chain(c)
+        if is_streaming(steps[0]):  # type: ignore[arg-type]
+            from .spark_stream import StreamDriver
+
+            return StreamDriver(c, env, options, steps).run()
         return BatchDriver(c, env, options, steps).run()
 
 
@@ -536,9 +551,13 @@ class Lowering:
         ends = wins.select(F.col("_we").alias("v")).distinct()
         u = ends.select("v", F.lit(0).alias("tag"), F.lit(None).cast("array<bigint>").alias("co"))
         u = u.unionByName(marks.select(F.col("_wma").alias("v"), F.lit(1).alias("tag"), "co"))
-        ahead = Window.orderBy("v", "tag").rowsBetween(Window.currentRow, Window.unboundedFollowing)
+        # the first mark at or after each end: the last non-null one in descending order over
+        # a growing frame (a frame to unbounded *following* is re-evaluated per row: O(n^2))
+        ahead = Window.orderBy(F.col("v").desc(), F.col("tag").desc()).rowsBetween(
+            Window.unboundedPreceding, Window.currentRow
+        )
         closes = (
-            u.withColumn("close", F.first("co", ignorenulls=True).over(ahead))
+            u.withColumn("close", F.last("co", ignorenulls=True).over(ahead))
             .filter(F.col("tag") == 0)
             .select(F.col("v").alias("_we"), "close")
         )
