@@ -16,6 +16,8 @@ export const STAGES = [
   'with_columns',
   'explode',
   'key_by',
+  'key_by_all',
+  'transfer',
   'tumbling',
   'sliding',
   'session',
@@ -23,6 +25,7 @@ export const STAGES = [
   'running',
   'top_k',
   'dedup',
+  'sketch',
   'union',
   'join',
   'sink'
@@ -36,6 +39,10 @@ export const STAGE_DOCS: Record<(typeof STAGES)[number], string> = {
   with_columns: 'with_columns NAME=EXPR, ...: add or replace columns',
   explode: 'explode COL: one row per list element',
   key_by: 'key_by COL, ...: partition the stream by key',
+  key_by_all:
+    'key_by_all FROM, TO: the entities each event names (then transfer)',
+  transfer:
+    'transfer AMOUNT, initial=0, overdraft=False: move AMOUNT from FROM to TO',
   tumbling: 'tumbling size="1m", time=COL: tumbling event-time windows',
   sliding: 'sliding size="1m", every="10s", time=COL: sliding windows',
   session: 'session gap="30m", time=COL: session windows',
@@ -43,6 +50,8 @@ export const STAGE_DOCS: Record<(typeof STAGES)[number], string> = {
   running: 'running NAME=AGG(...), ...: per-event running aggregates',
   top_k: 'top_k K, by=COL',
   dedup: 'dedup COL, ...: drop repeated keys',
+  sketch:
+    'sketch theta(COL) as NAME, kll(COL) as NAME, ...: live sketches (theta, hll, kll, frequent)',
   union: 'union STREAM, ...',
   join: 'join STREAM, on=COL, within="5m"',
   sink: 'sink table | parquet(PATH) | callback(FN)'

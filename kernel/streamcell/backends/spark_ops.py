@@ -255,15 +255,9 @@ SKETCH = 4  # side row: a partition's partial sketches (see sketch_fn)
 
 def new_sketch(call: P.SketchCall, is_str: bool) -> Any:
     """An empty streamcell sketch for ``call`` (the native engine's kinds and parameters)."""
-    from streamcell import sketches as S
+    from .spark_sketch import _new
 
-    if call.fn == "theta":
-        return S.ThetaSketch(call.param)
-    if call.fn == "hll":
-        return S.HllSketch(call.param)
-    if call.fn == "kll":
-        return S.KllDoublesSketch(call.param)
-    return (S.FrequentStringsSketch if is_str else S.FrequentItemsSketch)(call.param)
+    return _new(call.fn, {call.param_name: call.param}, pa.string() if is_str else pa.int64())
 
 
 def sketch_column(call: P.SketchCall, col: pa.Array) -> pa.Array:
@@ -336,41 +330,33 @@ def sketch_fn(
 def merge_sketches(
     step: P.Sketch, schema: Schema, payloads: list[Any]
 ) -> dict[tuple[Any, ...], list[Any]]:
-    """The driver's half: merge every partition's partial sketches per key; keys in order of
-    their first row (as the reference lists them)."""
-    from streamcell import sketches as S
+    """The driver's half: merge every partition's partial sketches per key (``merge_bytes``);
+    keys in order of their first row (as the reference lists them)."""
+    from .spark_sketch import merge_bytes
 
     types = dict(schema)
     calls = [c for _, c in step.sketches]
-    acc: dict[tuple[Any, ...], tuple[list[int], list[Any]]] = {}
+    first: dict[tuple[Any, ...], list[int]] = {}
+    blobs: dict[tuple[Any, ...], list[list[bytes]]] = {}
     for payload in payloads:
-        for key, (o, blobs) in payload.items():
-            loaded: list[Any] = []
-            for c, blob in zip(calls, blobs):
-                if c.fn == "theta":
-                    loaded.append(S.CompactThetaSketch.from_bytes(blob))
-                elif c.fn == "hll":
-                    loaded.append(S.HllSketch.from_bytes(blob))
-                elif c.fn == "kll":
-                    loaded.append(S.KllDoublesSketch.from_bytes(blob))
-                else:
-                    is_str = types[c.column].name == "str"
-                    cls = S.FrequentStringsSketch if is_str else S.FrequentItemsSketch
-                    loaded.append(cls.from_bytes(blob))
-            if key not in acc:
-                acc[key] = (o, loaded)
-                continue
-            first, have = acc[key]
-            merged: list[Any] = []
-            for c, a, b in zip(calls, have, loaded):
-                if c.fn == "theta":
-                    merged.append(S.theta_union([a, b], lg_k=c.param))
-                elif c.fn == "hll":
-                    merged.append(S.hll_union([a, b], lg_k=c.param))
-                else:
-                    a.merge(b)
-                    merged.append(a)
-            acc[key] = (min(first, o), merged)
-    if not step.keys and () not in acc:
-        acc[()] = ([], [new_sketch(c, types[c.column].name == "str") for c in calls])
-    return {k: v for k, (_, v) in sorted(acc.items(), key=lambda kv: kv[1][0])}
+        for key, (o, parts) in payload.items():
+            if key not in first or o < first[key]:
+                first[key] = o
+            per = blobs.setdefault(key, [[] for _ in calls])
+            for i, b in enumerate(parts):
+                per[i].append(b)
+    if not step.keys:
+        first.setdefault((), [])
+        blobs.setdefault((), [[] for _ in calls])
+    out: dict[tuple[Any, ...], list[Any]] = {}
+    for key in sorted(blobs, key=lambda k: first[k]):
+        out[key] = [
+            merge_bytes(
+                c.fn,
+                parts,
+                pa.string() if types[c.column].name == "str" else pa.int64(),
+                **{c.param_name: c.param},
+            )
+            for c, parts in zip(calls, blobs[key])
+        ]
+    return out
