@@ -42,12 +42,15 @@ def run_threads(targets):
     return time.perf_counter() - t0
 
 
+BUFFER = 256  # updates per writer-local buffer (--buffer)
+
+
 def concurrent_ingest(col, writers, chunk, reps):
     """Seconds for `writers` Python threads each feeding its slice through its writer id."""
     slices = [col.slice(i * len(col) // writers, len(col) // writers) for i in range(writers)]
     times = []
     for _ in range(reps):
-        cs = ConcurrentThetaSketch(12, writers=writers, buffer=256)
+        cs = ConcurrentThetaSketch(12, writers=writers, buffer=BUFFER)
 
         def feed(w, cs=cs):
             s = slices[w]
@@ -98,7 +101,7 @@ def locked_ingest(col, threads, chunk, reps):
 
 def query_latency_us(col, writers, chunk):
     """Median and p99 µs of estimate() from the main thread while writers ingest."""
-    cs = ConcurrentThetaSketch(12, writers=writers, buffer=256)
+    cs = ConcurrentThetaSketch(12, writers=writers, buffer=BUFFER)
     slices = [col.slice(i * len(col) // writers, len(col) // writers) for i in range(writers)]
     done = threading.Event()
 
@@ -127,9 +130,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--buffer", type=int, default=256, help="writer-local buffer (updates)")
     ap.add_argument("--chunk", type=int, default=1 << 20, help="rows per update_batch call")
     ap.add_argument("--ds-rows", type=int, default=1_000_000, help="rows for the per-item loop")
     args = ap.parse_args()
+    global BUFFER
+    BUFFER = args.buffer
     n, reps, chunk = args.rows, args.reps, args.chunk
 
     rng = np.random.default_rng(4)
@@ -212,7 +218,7 @@ def main():
         ("query during ingestion, median (µs)", f"{med_us:.2f}", "≤ 5", med_us <= 5),
         ("query during ingestion, p99 (µs)", f"{p99_us:.2f}", "", None),
     ]
-    print(f"rows={n:,} lg_k=12 buffer=256 chunk={chunk:,} reps={reps}  (best of reps)")
+    print(f"rows={n:,} lg_k=12 buffer={BUFFER} chunk={chunk:,} reps={reps}  (best of reps)")
     print(
         f"baselines: datasketches loop {ds_m:.1f} M/s, literal loop "
         f"{ds_lit_m or 0:.1f} M/s ({m:,} rows), Polars approx_n_unique "

@@ -149,14 +149,21 @@ describe('completion', () => {
     const all = streamCompletions('%%stream x\n', 11);
     expect(all.items.map(i => i.label)).toEqual([...STAGES]);
     const s = streamCompletions('%%stream x\ns', 12).items.map(i => i.label);
-    expect(s).toEqual(['source', 'select', 'sliding', 'session', 'sink']);
+    expect(s).toEqual([
+      'source',
+      'select',
+      'sliding',
+      'session',
+      'sketch',
+      'sink'
+    ]);
   });
 
   it('completes after a label', () => {
     const text = '%%stream x\nviews = ke';
     expect(
       streamCompletions(text, text.length).items.map(i => i.label)
-    ).toEqual(['key_by']);
+    ).toEqual(['key_by', 'key_by_all']);
   });
 
   it('completes header options and expression functions', () => {
