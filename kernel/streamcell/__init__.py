@@ -36,6 +36,7 @@ from .run import Run, registry, start
 from .snapshot import MetricsSnapshot, metrics_snapshot
 from .sources import watch
 from .sql import sql
+from .udf import UdfCompileError, UdfError, call, cython_udf
 
 __version__ = "0.1.0"
 
@@ -74,6 +75,9 @@ __all__ = [
     "RunOptions",
     "Stream",
     "StreamcellError",
+    "UdfCompileError",
+    "UdfError",
+    "call",
     "clickstream",
     "col",
     "combine",
@@ -81,6 +85,7 @@ __all__ = [
     "count",
     "count_distinct",
     "csv",
+    "cython_udf",
     "first",
     "frequent",
     "hll",

@@ -43,6 +43,8 @@ from .types import (
     parse_dtype,
     unify,
 )
+from .udf import UDF_PREFIX
+from .udf import lookup as udf_lookup
 
 
 @dataclass
@@ -160,6 +162,8 @@ class _Typer:
 
     def _call(self, e: Call) -> DType:
         fn = e.fn
+        if fn.startswith(UDF_PREFIX):
+            return self._udf(e)
         t = self.type(e.args[0])
         subject = to_text(e.args[0])
         if fn in ("is_null", "is_not_null"):
@@ -202,6 +206,24 @@ class _Typer:
                 raise self.fail(e, f"{fn}() needs a datetime; {subject} is a date")
             return DATE if fn == "dt.date" else INT
         raise self.fail(e, f"unknown function {fn}")
+
+    def _udf(self, e: Call) -> DType:
+        name = e.fn[len(UDF_PREFIX) :]
+        spec = udf_lookup(name)
+        if spec is None:
+            raise self.fail(
+                e, f"unknown native function {name!r}; define it first with sc.cython_udf(...)"
+            )
+        if len(e.args) != len(spec.params):
+            raise self.fail(
+                e, f"{spec.signature()} takes {len(spec.params)} argument(s), got {len(e.args)}"
+            )
+        for a, want in zip(e.args, spec.arg_types):
+            t = self.type(a)
+            ok = t in (NULL, want) or (want == FLOAT and t == INT)
+            if not ok:
+                raise self.fail(a, f"{spec.signature()}: argument {to_text(a)} is {t}, not {want}")
+        return spec.return_type
 
     def agg(self, a: AggCall) -> DType:
         if a.arg is None:

@@ -33,6 +33,8 @@ from .expr import (
     to_text,
 )
 from .types import parse_dtype
+from .udf import UDF_PREFIX
+from .udf import lookup as udf_lookup
 
 STAGES = (
     "source",
@@ -358,6 +360,11 @@ class _ExprConverter:
                 return AggCall(name, self.convert(n.args[0]), pos)
             if name == "when":
                 st.fail(n, "when(...) must be followed by .then(...) and .otherwise(...)")
+            spec = udf_lookup(name)
+            if spec is not None:  # a native function compiled with sc.cython_udf
+                if len(n.args) != len(spec.params):
+                    st.fail(n, f"{spec.signature()} takes {len(spec.params)} argument(s)")
+                return Call(UDF_PREFIX + name, tuple(self.convert(a) for a in n.args), pos)
             st.fail(
                 f,
                 f'unknown function {name!r}; functions are methods (x.abs(), x.str.contains("a")); '

@@ -195,6 +195,8 @@ def to_text(e: IR) -> str:
             return f"-{_wrap(e.operand, p)}"
         return f"not {_wrap(e.operand, p)}"
     if isinstance(e, Call):
+        if e.fn.startswith("udf:"):  # a native user function: name(arg, ...)
+            return f"{e.fn[4:]}({', '.join(to_text(a) for a in e.args)})"
         subject = _wrap(e.args[0], _PREC["atom"])
         rest = ", ".join(_type_arg(a) if e.fn == "cast" else to_text(a) for a in e.args[1:])
         return f"{subject}.{e.fn}({rest})"

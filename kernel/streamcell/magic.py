@@ -86,6 +86,29 @@ class StreamMagics(Magics):
         if args.wait:
             run.wait()
 
+    @cell_magic
+    def stream_udf(self, line: str, cell: str) -> Any:
+        """Compile the Cython functions in this cell for use in pipelines (``%%stream_udf``).
+
+        Each ``cdef <ret> name(<type> a, ...) noexcept nogil`` becomes callable by name in
+        ``%%stream`` cells and via ``sc.call("name", ...)``; unchanged cells load from the cache."""
+        from .udf import UdfCompileError, cython_udf
+
+        try:
+            mod = cython_udf(cell)
+        except UdfCompileError as e:
+            print(f"streamcell: {e}")
+            if e.line is not None:
+                lines = cell.splitlines()
+                if 1 <= e.line <= len(lines):
+                    print(f"  {e.line} | {lines[e.line - 1]}")
+                    print("  " + " " * len(str(e.line)) + " | " + " " * ((e.column or 1) - 1) + "^")
+            return None
+        except StreamcellError as e:
+            print(f"streamcell: {type(e).__name__}: {e}")
+            return None
+        return mod
+
     @line_magic("stream")  # type: ignore[arg-type]
     def stream_line(self, line: str) -> Any:
         """``%stream list`` | ``%stream stop NAME`` | ``%stream status NAME`` | ``%stream pause/resume NAME``."""

@@ -1829,6 +1829,50 @@ static int ev_dt(ctx *c, const sc_enode *nd, vec *o, const vec *a) {
     return SC_OK;
 }
 
+/* ------------------------------------------------------------------- user functions */
+
+static int ev_udf(ctx *c, const sc_enode *nd, vec *o, const vec *v) {
+    int rc = vnew(c, o, nd->lt);
+    if (rc) return rc;
+    int32_t na = nd->nlist;
+    const void **vals = cx_alloc(c, (size_t)na * sizeof(void *));
+    const uint8_t **oks = cx_alloc(c, (size_t)na * sizeof(uint8_t *));
+    if (!vals || !oks) return SC_ENOMEM;
+    bool null_typed = false, any_err = false;
+    for (int32_t j = 0; j < na; j++) {
+        const vec *a = &v[nd->ilist[j]];
+        oks[j] = a->ok;
+        any_err |= a->err != NULL;
+        vals[j] = NULL;
+        if (a->lt == SC_LT_NULL) {
+            null_typed = true;
+            continue;
+        }
+        switch (nd->s[j]) {
+        case 'd': vals[j] = as_f64(c, a); break;
+        case 'i': vals[j] = as_i64(c, a); break;
+        default: vals[j] = a->b; break;
+        }
+        if (!vals[j]) return SC_ENOMEM;
+    }
+    if (any_err) { /* Python evaluates every argument before the call: the first error wins */
+        if (err_alloc(c, o)) return SC_ENOMEM;
+        for (int64_t r = 0; r < c->n; r++)
+            for (int32_t j = 0; j < na && !o->err[r]; j++) {
+                const vec *a = &v[nd->ilist[j]];
+                if (a->err) o->err[r] = a->err[r];
+            }
+    }
+    if (null_typed) {
+        memset(o->ok, 0, (size_t)c->n);
+    } else {
+        void *out = nd->lt == SC_LT_FLOAT ? (void *)o->f : nd->lt == SC_LT_BOOL ? (void *)o->b : (void *)o->i;
+        ((sc_udf_kernel)(uintptr_t)nd->i)(c->n, vals, oks, out, o->ok);
+    }
+    seal(c, o);
+    return SC_OK;
+}
+
 /* ----------------------------------------------------------------------- evaluation */
 
 static int eval_node(const sc_expr *e, int32_t k, const sc_batch *in, ctx *c, vec *v) {
@@ -1869,6 +1913,7 @@ static int eval_node(const sc_expr *e, int32_t k, const sc_batch *in, ctx *c, ve
     case SC_E_STR_LOWER:
     case SC_E_STR_UPPER: return ev_str_case(c, nd, o, a);
     case SC_E_STR_LEN_CHARS: return ev_str_len(c, o, a);
+    case SC_E_UDF: return ev_udf(c, nd, o, v);
     default: return ev_dt(c, nd, o, a);
     }
 }
@@ -2073,6 +2118,19 @@ static int node_type(const sc_enode *nodes, int32_t k, const sc_schema *in) {
     case SC_E_DT_WEEKDAY:
     case SC_E_DT_DATE:
     case SC_E_DT_EPOCH_US: return dt_type(nd->op, A);
+    case SC_E_UDF: {
+        if (nd->nlist < 1 || !nd->ilist || !nd->s || nd->slen != nd->nlist || nd->i == 0 || nd->ilist[0] != nd->a)
+            return -1;
+        for (int32_t j = 0; j < nd->nlist; j++) {
+            int64_t x = nd->ilist[j];
+            if (x < 0 || x >= k) return -1;
+            int T = nodes[x].lt;
+            bool ok = T == SC_LT_NULL || (nd->s[j] == 'd' && (T == SC_LT_INT || T == SC_LT_FLOAT)) ||
+                      (nd->s[j] == 'i' && T == SC_LT_INT) || (nd->s[j] == 'b' && T == SC_LT_BOOL);
+            if (!ok) return -1;
+        }
+        return nd->lt == SC_LT_FLOAT || nd->lt == SC_LT_INT || nd->lt == SC_LT_BOOL ? nd->lt : -1;
+    }
     default: return -1;
     }
 }
@@ -2093,6 +2151,12 @@ static int copy_payload(sc_enode *d, const sc_enode *s) {
     if (s->op == SC_E_LIT && is_strlike(s->lt) && !s->is_null) {
         if (s->slen && !s->s) return SC_EINVAL;
         if (!(d->s = dup_bytes(s->s, (size_t)s->slen))) return SC_ENOMEM;
+    }
+    if (s->op == SC_E_UDF) {
+        if (s->nlist < 1 || !s->ilist || !s->s) return SC_EINVAL;
+        if (!(d->ilist = dup_bytes(s->ilist, (size_t)s->nlist * sizeof(int64_t)))) return SC_ENOMEM;
+        if (!(d->s = dup_bytes(s->s, (size_t)s->slen))) return SC_ENOMEM;
+        return SC_OK;
     }
     if (s->op != SC_E_IS_IN || s->nlist == 0) return SC_OK;
     size_t n = (size_t)s->nlist;

@@ -50,8 +50,19 @@ typedef enum {
     SC_E_STR_LOWER, SC_E_STR_UPPER, SC_E_STR_LEN_CHARS,
     SC_E_DT_YEAR, SC_E_DT_MONTH, SC_E_DT_DAY, SC_E_DT_HOUR, SC_E_DT_MINUTE, SC_E_DT_SECOND,
     SC_E_DT_WEEKDAY,   /* ISO: Monday = 1 */
-    SC_E_DT_DATE, SC_E_DT_EPOCH_US
+    SC_E_DT_DATE, SC_E_DT_EPOCH_US,
+    SC_E_UDF           /* native user function (see below) */
 } sc_expr_op;
+
+/* SC_E_UDF: a scalar user function compiled from Cython (kernel/streamcell/udf.py). Node
+ * fields: i = address of the vectorized kernel (sc_udf_kernel), nlist = argument count,
+ * ilist = the argument node indices, s / slen = one kind letter per argument ('d' double,
+ * 'i' int64, 'b' bool as uint8), a = ilist[0]; lt = result type (FLOAT, INT or BOOL).
+ * The kernel runs without the GIL on any worker thread: it sets out_ok[r] = 0 where an
+ * argument is null and otherwise writes the function's value. Arguments' errors propagate;
+ * a null-typed argument makes every row null. */
+typedef void (*sc_udf_kernel)(int64_t n, const void **vals, const uint8_t **oks, void *out,
+                              uint8_t *out_ok);
 
 typedef struct sc_enode {
     int32_t op;           /* sc_expr_op */

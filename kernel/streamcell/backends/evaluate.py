@@ -24,6 +24,8 @@ from typing import Any
 
 from ..expr import IR, Binary, Call, Col, Lit, Unary, When
 from ..types import parse_dtype
+from ..udf import UDF_PREFIX
+from ..udf import lookup as udf_lookup
 
 Row = dict[str, Any]
 Fn = Callable[[Row], Any]
@@ -324,6 +326,19 @@ def _compile_call(e: Call) -> Fn:
     args = [compile_row_expr(a) for a in e.args]
     subject = args[0]
     fn = e.fn
+    if fn.startswith(UDF_PREFIX):
+        spec = udf_lookup(fn[len(UDF_PREFIX) :])
+        if spec is None:
+            raise TypeError(f"unknown native function {fn[len(UDF_PREFIX) :]!r}")
+        row = spec.row
+
+        def udf(r: Row) -> Any:
+            vals = [a(r) for a in args]  # every argument, as Python evaluates a call's
+            if any(v is None for v in vals):
+                return None
+            return row(*vals)
+
+        return udf
     if fn == "is_null":
         return lambda r: subject(r) is None
     if fn == "is_not_null":

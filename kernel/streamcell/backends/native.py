@@ -38,6 +38,8 @@ from ..expr import IR, Binary, Call, Col, Lit, Unary, When
 from ..options import RunOptions
 from ..sources import BadRow
 from ..types import DATE, INT, NULL, DType, Schema, polars_schema
+from ..udf import UDF_PREFIX
+from ..udf import lookup as udf_lookup
 from .evaluate import RowError, compile_row_expr, epoch_days, epoch_us
 
 NAME = "native"
@@ -88,6 +90,7 @@ _E_NAMES = [
     "dt.weekday",
     "dt.date",
     "dt.epoch_us",
+    "udf",
 ]
 E = {n: i + 1 for i, n in enumerate(_E_NAMES)}
 _BINARY = {
@@ -371,6 +374,22 @@ def lower_expr(e: IR, schema: Schema, step: P.Step) -> list[dict[str, Any]]:
                         "list": values,
                         "list_kind": kind,
                         "list_has_null": None in lit.value,
+                    }
+                )
+            if fn.startswith(UDF_PREFIX):
+                spec = udf_lookup(fn[len(UDF_PREFIX) :])
+                if spec is None:
+                    raise NotSupportedError(step.step_id, NAME, f"unregistered function {fn}")
+                kids = [go(a) for a in e.args]
+                return add(
+                    {
+                        "op": E["udf"],
+                        "lt": lt,
+                        "a": kids[0],
+                        "i": spec.kernel,
+                        "list": kids,
+                        "list_kind": "i",
+                        "s": "".join(k for _, k in spec.params).encode(),
                     }
                 )
             if fn not in E:

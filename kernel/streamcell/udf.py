@@ -1,0 +1,389 @@
+"""Native user functions: scalar functions written in Cython, compiled from the cell.
+
+``cython_udf(source)`` takes Cython source defining one or more typed scalar functions::
+
+    cdef double score(double price, long qty) noexcept nogil:
+        return price * qty if qty > 0 else 0.0
+
+and compiles it (Cython, then the system C compiler) into an extension module cached under
+``$STREAMCELL_UDF_CACHE`` (default ``~/.cache/streamcell/udf``), keyed by a hash of the source
+and the streamcell / Cython / Python versions: re-running an unchanged cell imports the cached
+module and never invokes a compiler. The generated module adds, per exported function,
+
+- a vectorized kernel ``void k(n, vals, oks, out, out_ok) noexcept nogil`` that the native
+  runtime calls from its worker threads without the GIL (null in any argument -> null out);
+- a Python row wrapper that the reference engine (the oracle) calls once per row.
+
+Exported functions: every ``cdef <ret> <name>(<type> <arg>, ...) noexcept nogil`` whose name
+does not start with ``_``; ``<ret>`` and the argument types are ``double`` (float), ``long`` /
+``int64_t`` / ``int`` / ``long long`` (int) or ``bint`` (bool). Other ``cdef`` helpers may be
+defined freely and called from the exported functions.
+
+Expressions call a registered function by name: ``score(price, qty)`` in the DSL, or
+``sc.call("score", sc.col("price"), sc.col("qty"))`` / ``udfs.score(...)`` in the fluent API.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import StreamcellError
+from .expr import Call, Expr, _ir, col
+from .types import BOOL, FLOAT, INT, DType
+
+UDF_PREFIX = "udf:"
+
+_CTYPES: dict[str, tuple[str, DType]] = {
+    # Cython spelling -> (kind letter used by the native kernel ABI, streamcell type)
+    "double": ("d", FLOAT),
+    "long": ("i", INT),
+    "long long": ("i", INT),
+    "int64_t": ("i", INT),
+    "int": ("i", INT),
+    "bint": ("b", BOOL),
+}
+_C_DECL = {"d": "double", "i": "int64_t", "b": "uint8_t"}
+
+
+class UdfError(StreamcellError):
+    """A user function could not be parsed, compiled or loaded (message names where/why)."""
+
+
+class UdfCompileError(UdfError):
+    """Cython or the C compiler rejected the source. ``line`` / ``column`` are 1-based
+    positions in the user's source (None when the error lies in generated code)."""
+
+    def __init__(self, message: str, line: int | None = None, column: int | None = None):
+        super().__init__(message)
+        self.line = line
+        self.column = column
+
+
+@dataclass(frozen=True)
+class UdfSpec:
+    """One exported function of a compiled module."""
+
+    name: str
+    params: tuple[tuple[str, str], ...]  # (argument name, kind letter d/i/b)
+    ret: str  # kind letter
+    kernel: int  # address of the vectorized nogil kernel
+    row: Any  # Python callable for the reference engine
+    module: str  # the compiled module's name
+
+    @property
+    def arg_types(self) -> tuple[DType, ...]:
+        return tuple(_KIND_TYPE[k] for _, k in self.params)
+
+    @property
+    def return_type(self) -> DType:
+        return _KIND_TYPE[self.ret]
+
+    def signature(self) -> str:
+        args = ", ".join(f"{n}: {_KIND_TYPE[k]}" for n, k in self.params)
+        return f"{self.name}({args}) -> {self.return_type}"
+
+
+_KIND_TYPE = {"d": FLOAT, "i": INT, "b": BOOL}
+
+_REGISTRY: dict[str, UdfSpec] = {}
+_LOCK = threading.Lock()
+# Number of times a compiler was actually run in this process (cache misses).
+compile_count = 0
+
+
+def lookup(name: str) -> UdfSpec | None:
+    """The registered native function ``name`` (without the ``udf:`` prefix), or None."""
+    return _REGISTRY.get(name)
+
+
+def registered() -> dict[str, UdfSpec]:
+    return dict(_REGISTRY)
+
+
+def call(name: str, *args: Any) -> Expr:
+    """An expression calling the registered native function ``name`` on ``args`` (column
+    names or expressions). Example: ``sc.call("score", "price", sc.col("qty") + 1)``."""
+    spec = _REGISTRY.get(name)
+    if spec is None:
+        known = ", ".join(sorted(_REGISTRY)) or "none registered yet; use sc.cython_udf(...)"
+        raise UdfError(f"unknown native function {name!r} (known: {known})")
+    if len(args) != len(spec.params):
+        raise UdfError(f"{spec.signature()} takes {len(spec.params)} argument(s), got {len(args)}")
+    irs = tuple(_ir(col(a) if isinstance(a, str) else a) for a in args)
+    return Expr(Call(UDF_PREFIX + name, irs))
+
+
+class UdfModule:
+    """The functions of one compiled source, as attributes building call expressions."""
+
+    def __init__(self, path: Path, specs: dict[str, UdfSpec], cached: bool):
+        self.path = path
+        self.functions = specs
+        self.cached = cached  # True when the module came from the cache (no compiler ran)
+
+    def __getattr__(self, name: str) -> Any:
+        spec = self.__dict__.get("functions", {}).get(name)
+        if spec is None:
+            raise AttributeError(name)
+        return lambda *args: call(name, *args)
+
+    def __repr__(self) -> str:
+        sigs = "; ".join(s.signature() for s in self.functions.values())
+        how = "cached" if self.cached else "compiled"
+        return f"<native UDFs ({how}) {sigs}>"
+
+
+# ------------------------------------------------------------------------------ parsing
+
+_DEF = re.compile(
+    r"^cdef\s+(?:inline\s+)?(?P<ret>long long|[A-Za-z_]\w*)\s+(?P<name>[A-Za-z_]\w*)\s*"
+    r"\((?P<args>[^)]*)\)(?P<tail>[^:]*):",
+    re.M,
+)
+_ARG = re.compile(r"^\s*(?:const\s+)?(?P<type>long long|[A-Za-z_]\w*)\s+(?P<name>[A-Za-z_]\w*)\s*$")
+
+
+def parse_functions(source: str) -> list[tuple[str, tuple[tuple[str, str], ...], str]]:
+    """The exported functions of ``source``: (name, ((arg, kind), ...), return kind)."""
+    out = []
+    for m in _DEF.finditer(source):
+        name = m["name"]
+        if name.startswith("_"):
+            continue
+        line = source.count("\n", 0, m.start()) + 1
+        where = f"line {line}: {name}"
+        ret = m["ret"]
+        if ret not in _CTYPES:
+            raise UdfCompileError(
+                f"{where}: return type {ret!r} is not supported "
+                f"(use one of {', '.join(_CTYPES)}; prefix helpers with _ to keep them private)",
+                line,
+                m.start("ret") - m.start() + 1,
+            )
+        tail = m["tail"].split()
+        if "nogil" not in tail or "noexcept" not in tail:
+            raise UdfCompileError(
+                f"{where}: exported functions must be declared 'noexcept nogil' "
+                f"(e.g. cdef {ret} {name}(...) noexcept nogil:)",
+                line,
+                1,
+            )
+        params = []
+        raw = m["args"].strip()
+        for a in raw.split(",") if raw else []:
+            am = _ARG.match(a)
+            if am is None or am["type"] not in _CTYPES:
+                raise UdfCompileError(
+                    f"{where}: argument {a.strip()!r} needs one of the types "
+                    f"{', '.join(_CTYPES)} and a name",
+                    line,
+                    1,
+                )
+            params.append((am["name"], _CTYPES[am["type"]][0]))
+        if not params:
+            raise UdfCompileError(
+                f"{where}: an exported function takes at least one argument", line, 1
+            )
+        out.append((name, tuple(params), _CTYPES[ret][0]))
+    if not out:
+        raise UdfCompileError(
+            "no exported function found; define e.g. "
+            "'cdef double f(double x) noexcept nogil:' (names starting with _ are private)"
+        )
+    return out
+
+
+# ------------------------------------------------------------------------- generation
+
+_HEADER = """\
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=False
+from libc.stdint cimport int64_t, uint8_t
+from libc.math cimport *
+"""
+
+
+def _generate(source: str, funcs: list[tuple[str, tuple[tuple[str, str], ...], str]]) -> str:
+    parts = [_HEADER, source.rstrip() + "\n", "\n# ---- generated by streamcell ----\n"]
+    for name, params, ret in funcs:
+        n = len(params)
+        decls = "\n".join(
+            f"    cdef const {_C_DECL[k]} *a{j} = <const {_C_DECL[k]} *>vals[{j}]"
+            for j, (_, k) in enumerate(params)
+        )
+        valid = " and ".join(f"oks[{j}][r]" for j in range(n))
+        call = f"{name}({', '.join(f'a{j}[r]' for j in range(n))})"
+        value = f"(1 if {call} else 0)" if ret == "b" else call
+        pargs = ", ".join(f"p{j}" for j in range(n))
+        pnone = " or ".join(f"p{j} is None" for j in range(n))
+        parts.append(
+            f"""
+cdef void _sck_{name}(int64_t n, const void **vals, const uint8_t **oks, void *out,
+                      uint8_t *out_ok) noexcept nogil:
+{decls}
+    cdef {_C_DECL[ret]} *o = <{_C_DECL[ret]} *>out
+    cdef int64_t r
+    for r in range(n):
+        if {valid}:
+            o[r] = {value}
+            out_ok[r] = 1
+        else:
+            out_ok[r] = 0
+
+
+def _scp_{name}({pargs}):
+    if {pnone}:
+        return None
+    return {"bool(" + name + "(" + pargs + "))" if ret == "b" else name + "(" + pargs + ")"}
+"""
+        )
+    table = ", ".join(f"{name!r}: <size_t>&_sck_{name}" for name, _, _ in funcs)
+    parts.append(f"\ndef _sc_kernels():\n    return {{{table}}}\n")
+    return "".join(parts)
+
+
+_HEADER_LINES = _HEADER.count("\n")
+
+
+# -------------------------------------------------------------------------- compiling
+
+
+def cache_dir() -> Path:
+    d = os.environ.get("STREAMCELL_UDF_CACHE")
+    return Path(d) if d else Path.home() / ".cache" / "streamcell" / "udf"
+
+
+def _versions() -> str:
+    import Cython
+
+    from . import __version__
+
+    return f"{__version__}|{Cython.__version__}|{sys.version}|{sysconfig.get_platform()}"
+
+
+def _compiler() -> str:
+    cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
+    exe = cc.split()[0]
+    if shutil.which(exe) is None and shutil.which("cc") is not None:
+        exe = "cc"
+    if shutil.which(exe) is None:
+        raise UdfError(
+            f"no C compiler found (tried {exe!r}); native UDFs need one. Install it, e.g. "
+            "'sudo apt-get install build-essential' (Debian/Ubuntu: gcc), 'sudo dnf install gcc' "
+            "or 'xcode-select --install' (macOS), or set CC to a compiler's path"
+        )
+    return exe
+
+
+_CY_ERR = re.compile(r"^(?P<file>[^\s:][^:\n]*\.pyx):(?P<line>\d+):(?P<col>\d+): (?P<msg>.*)$", re.M)
+
+
+def _cython_error(stderr: str, pyx: Path, user_lines: int) -> UdfCompileError:
+    for m in _CY_ERR.finditer(stderr):
+        if Path(m["file"]).name != pyx.name:
+            continue
+        line = int(m["line"]) - _HEADER_LINES
+        column = int(m["col"])
+        if 1 <= line <= user_lines:
+            return UdfCompileError(
+                f"Cython error at line {line}, column {column}: {m['msg']}", line, column
+            )
+        return UdfCompileError(f"Cython error in the generated wrapper: {m['msg']}")
+    return UdfCompileError("Cython failed:\n" + stderr.strip()[-2000:])
+
+
+def _build(source: str, funcs: list[Any], so: Path, modname: str) -> None:
+    global compile_count
+    cc = _compiler()
+    import Cython  # noqa: F401 - a clear ImportError before anything runs
+
+    work = so.parent / f".build-{modname}-{os.getpid()}-{threading.get_ident()}"
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        pyx = work / f"{modname}.pyx"
+        pyx.write_text(_generate(source, funcs))
+        c_file = work / f"{modname}.c"
+        compile_count += 1
+        r = subprocess.run(
+            [sys.executable, "-m", "cython", "-3", str(pyx), "-o", str(c_file)],
+            capture_output=True,
+            text=True,
+            cwd=work,
+        )
+        if r.returncode != 0:
+            raise _cython_error(r.stderr + r.stdout, pyx, source.count("\n") + 1)
+        paths = sysconfig.get_paths()
+        tmp = work / so.name
+        cmd = [
+            cc,
+            "-shared",
+            "-fPIC",
+            "-O3",
+            "-pthread",
+            "-fno-strict-aliasing",
+            "-w",
+            f"-I{paths['include']}",
+            f"-I{paths['platinclude']}",
+            str(c_file),
+            "-o",
+            str(tmp),
+            "-lm",
+        ]
+        r = subprocess.run(cmd, capture_output=True, text=True, cwd=work)
+        if r.returncode != 0:
+            raise UdfCompileError(
+                "the C compiler failed:\n" + (r.stderr or r.stdout).strip()[-2000:]
+            )
+        os.replace(tmp, so)  # atomic: concurrent kernels see a whole module or none
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def cython_udf(source: str) -> UdfModule:
+    """Compile (or load from the cache) Cython scalar functions and register them.
+
+    Returns a :class:`UdfModule`; each exported function is also callable by name in
+    expressions (``score(price, qty)`` in a ``%%stream`` cell, ``sc.call("score", ...)``).
+    Raises :class:`UdfCompileError` with the line and column in ``source`` on bad source, and
+    :class:`UdfError` when no C compiler is installed."""
+    if not isinstance(source, str) or not source.strip():
+        raise UdfError("cython_udf() takes the Cython source as a non-empty string")
+    import textwrap
+
+    source = textwrap.dedent(source).rstrip() + "\n"  # keeps line numbers
+    funcs = parse_functions(source)
+    digest = hashlib.sha256((_versions() + "\0" + source).encode()).hexdigest()[:20]
+    modname = f"_scudf_{digest}"
+    d = cache_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    so = d / (modname + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
+    with _LOCK:
+        cached = so.exists()
+        if not cached:
+            _build(source, funcs, so, modname)
+        mod = sys.modules.get(modname)
+        if mod is None:
+            spec = importlib.util.spec_from_file_location(modname, so)
+            if spec is None or spec.loader is None:
+                raise UdfError(f"cannot load the compiled module {so}")
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            sys.modules[modname] = mod  # never unloaded: kernels stay valid
+        kernels = mod._sc_kernels()
+        specs = {}
+        for name, params, ret in funcs:
+            specs[name] = UdfSpec(
+                name, params, ret, int(kernels[name]), getattr(mod, f"_scp_{name}"), modname
+            )
+        _REGISTRY.update(specs)
+    return UdfModule(so, specs, cached)
