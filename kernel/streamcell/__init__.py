@@ -36,7 +36,7 @@ from .run import Run, registry, start
 from .snapshot import MetricsSnapshot, metrics_snapshot
 from .sources import watch
 from .sql import sql
-from .udf import UdfCompileError, UdfError, call, cython_udf
+from .udf import UdfCompileError, UdfError, call, cython_udf, python_udf
 
 __version__ = "0.1.0"
 
@@ -99,6 +99,7 @@ __all__ = [
     "ndjson",
     "parquet",
     "parse",
+    "python_udf",
     "registry",
     "source",
     "sql",

@@ -220,7 +220,7 @@ class _Typer:
             )
         for a, want in zip(e.args, spec.arg_types):
             t = self.type(a)
-            ok = t in (NULL, want) or (want == FLOAT and t == INT)
+            ok = want is None or t in (NULL, want) or (want == FLOAT and t == INT)
             if not ok:
                 raise self.fail(a, f"{spec.signature()}: argument {to_text(a)} is {t}, not {want}")
         return spec.return_type

@@ -57,6 +57,27 @@ def _schemas(plan: P.Plan) -> dict[str, str]:
     return {sid: format_schema(sch) for sid, sch in c.schemas.items()}
 
 
+def _function_labels(s: P.Step) -> list[str]:
+    """One label per registered user function the step calls (native or Python slow path)."""
+    from .udf import functions_called, lookup
+
+    exprs: list[object] = []
+    if isinstance(s, P.Filter):
+        exprs.append(s.predicate)
+    elif isinstance(s, (P.Select, P.WithColumns)):
+        exprs += [e for _, e in s.exprs]
+    elif isinstance(s, (P.Aggregate, P.Running)):
+        exprs += [a for _, a in s.aggs]
+    names: list[str] = []
+    for e in exprs:
+        names += [n for n in functions_called(e) if n not in names]
+    out = []
+    for n in names:
+        spec = lookup(n)
+        out.append(spec.label() if spec else f"{n}: not registered in this kernel")
+    return out
+
+
 def explain_text(plan: P.Plan, schemas: dict[str, str] | None = None) -> str:
     schemas = _schemas(plan) if schemas is None else schemas
     steps = plan.steps
@@ -69,6 +90,8 @@ def explain_text(plan: P.Plan, schemas: dict[str, str] | None = None) -> str:
         if ins:
             line += f"    [from {ins}, {edge}, {P.operator_kind(s)}]"
         lines.append(line)
+        for label in _function_labels(s):
+            lines.append(f"  {'':<{width}}    ƒ {label}")
         if s.step_id in schemas:
             lines.append(f"  {'':<{width}}    → {schemas[s.step_id]}")
     return "\n".join(lines)

@@ -77,21 +77,33 @@ class UdfSpec:
     name: str
     params: tuple[tuple[str, str], ...]  # (argument name, kind letter d/i/b)
     ret: str  # kind letter
-    kernel: int  # address of the vectorized nogil kernel
+    kernel: int  # address of the vectorized nogil kernel; 0 for a Python function
     row: Any  # Python callable for the reference engine
-    module: str  # the compiled module's name
+    module: str  # the compiled module's name ("" for a Python function)
+    returns: DType | None = None  # a Python function's declared result type
 
     @property
-    def arg_types(self) -> tuple[DType, ...]:
-        return tuple(_KIND_TYPE[k] for _, k in self.params)
+    def is_python(self) -> bool:
+        return self.kernel == 0
+
+    @property
+    def arg_types(self) -> tuple[DType | None, ...]:
+        """Each argument's type; None: any type (Python functions)."""
+        return tuple(_KIND_TYPE.get(k) for _, k in self.params)
 
     @property
     def return_type(self) -> DType:
-        return _KIND_TYPE[self.ret]
+        return self.returns if self.returns is not None else _KIND_TYPE[self.ret]
 
     def signature(self) -> str:
-        args = ", ".join(f"{n}: {_KIND_TYPE[k]}" for n, k in self.params)
+        args = ", ".join(f"{n}: {_KIND_TYPE[k]}" if k in _KIND_TYPE else n for n, k in self.params)
         return f"{self.name}({args}) -> {self.return_type}"
+
+    def label(self) -> str:
+        """How ``explain()`` describes the function."""
+        if self.is_python:
+            return f"{self.name}: Python function, slow path (per row, reference engine only)"
+        return f"{self.name}: native (Cython, nogil)"
 
 
 _KIND_TYPE = {"d": FLOAT, "i": INT, "b": BOOL}
@@ -142,6 +154,71 @@ class UdfModule:
         sigs = "; ".join(s.signature() for s in self.functions.values())
         how = "cached" if self.cached else "compiled"
         return f"<native UDFs ({how}) {sigs}>"
+
+
+def python_udf(fn: Any, returns: str | type | DType, name: str | None = None) -> Any:
+    """Register a plain Python scalar function as the slow path (per-row Python calls).
+
+    Plans calling it run on the reference engine only (``engine="auto"`` falls back and says
+    why; ``explain()`` labels it); write the function with :func:`cython_udf` to run it
+    natively. A null argument gives null without calling ``fn``. Returns a function building
+    call expressions: ``f = sc.python_udf(myfn, returns="float"); f("price")``."""
+    import inspect
+
+    from .types import parse_dtype
+
+    if not callable(fn):
+        raise UdfError(f"python_udf() needs a callable, got {type(fn).__name__}")
+    fname: str = name or str(getattr(fn, "__name__", ""))
+    if not fname.isidentifier() or fname == "<lambda>":
+        raise UdfError("python_udf(): give the function a name (name='...')")
+    try:
+        sig = inspect.signature(fn)
+        params = tuple(
+            (p.name, "p")
+            for p in sig.parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        )
+    except (TypeError, ValueError):
+        raise UdfError(f"python_udf(): cannot read the signature of {fname}") from None
+    if not params:
+        raise UdfError(f"python_udf(): {fname} must take at least one positional argument")
+    t = parse_dtype(returns)
+    if t not in (INT, FLOAT, BOOL) and t.name not in ("str", "date", "datetime"):
+        raise UdfError(f"python_udf(): unsupported result type {t}")
+    row = (lambda *a: None if (v := fn(*a)) is None else float(v)) if t == FLOAT else fn
+    with _LOCK:
+        _REGISTRY[fname] = UdfSpec(fname, params, "p", 0, row, "", t)
+    return lambda *args: call(fname, *args)
+
+
+def functions_called(e: Any) -> list[str]:
+    """Names of the registered functions an expression (IR) calls, in first-use order."""
+    from .expr import AggCall, Binary, Unary, When
+
+    out: list[str] = []
+
+    def walk(x: Any) -> None:
+        if isinstance(x, Call):
+            if x.fn.startswith(UDF_PREFIX) and x.fn[len(UDF_PREFIX) :] not in out:
+                out.append(x.fn[len(UDF_PREFIX) :])
+            for a in x.args:
+                walk(a)
+        elif isinstance(x, Binary):
+            walk(x.left)
+            walk(x.right)
+        elif isinstance(x, Unary):
+            walk(x.operand)
+        elif isinstance(x, When):
+            for c, v in x.branches:
+                walk(c)
+                walk(v)
+            walk(x.otherwise)
+        elif isinstance(x, AggCall) and x.arg is not None:
+            walk(x.arg)
+
+    walk(e)
+    return out
 
 
 # ------------------------------------------------------------------------------ parsing
@@ -285,7 +362,9 @@ def _compiler() -> str:
     return exe
 
 
-_CY_ERR = re.compile(r"^(?P<file>[^\s:][^:\n]*\.pyx):(?P<line>\d+):(?P<col>\d+): (?P<msg>.*)$", re.M)
+_CY_ERR = re.compile(
+    r"^(?P<file>[^\s:][^:\n]*\.pyx):(?P<line>\d+):(?P<col>\d+): (?P<msg>.*)$", re.M
+)
 
 
 def _cython_error(stderr: str, pyx: Path, user_lines: int) -> UdfCompileError:

@@ -13,10 +13,10 @@ from polars.testing import assert_frame_equal
 
 import streamcell as sc
 from streamcell import udf
-from streamcell.errors import PlanError
+from streamcell.errors import NotSupportedError, PlanError
 from streamcell.expr import to_text
 from streamcell.options import RunOptions
-from tests.helpers import run_plan, table
+from tests.helpers import check_against_reference, run_plan, table
 
 col = sc.col
 
@@ -185,3 +185,58 @@ def test_expression_type_and_arity_errors(udfs):
         sc.call("score", "x")
     with pytest.raises(sc.UdfError, match="unknown native function 'nope'"):
         sc.call("nope", "x")
+
+
+def test_python_function_is_the_labelled_slow_path(udfs):
+    def margin(price, qty):
+        return price * qty * 0.1
+
+    f = sc.python_udf(margin, returns="float")
+    frame = pl.DataFrame({"price": [2.0, None, 4.0], "qty": [3, 1, None]})
+    stream = sc.source(frame).select(m=f("price", "qty"), s=udfs.score("price", "qty"))
+    text = stream.plan().explain()
+    assert "ƒ margin: Python function, slow path" in text
+    assert "ƒ score: native (Cython, nogil)" in text
+    run = run_plan(stream.plan())  # auto: falls back to the reference engine and says why
+    assert run.engine == "reference"
+    assert "Python function margin (the slow path" in run.engine_note
+    assert run.table()["m"].to_list() == [pytest.approx(0.6), None, None]
+    assert run.table()["s"].to_list() == [6.0, None, None]
+    with pytest.raises(NotSupportedError, match="Python function margin"):
+        stream.start("slow", engine="native")
+
+
+def test_argument_errors_and_null_literals_match_the_reference(udfs):
+    frame = pl.DataFrame({"price": [1.5, 2.0, 3.0], "q": ["2", "x", None]})
+    plan = (
+        sc.source(frame)
+        .select(
+            s=udfs.score("price", col("q").cast("int")),  # "x" fails the cast: a dead letter
+            n=udfs.score(sc.lit(None), col("q").cast("int")),
+        )
+        .plan()
+    )
+    out = check_against_reference(plan, RunOptions(engine="native", workers=2, batch_size=2))
+    t = next(iter(out["tables"].values()))
+    assert t["s"].to_list() == [3.0, None] and t["n"].to_list() == [None, None]
+    assert out["dead"].height == 1
+
+
+def test_stream_udf_cell_magic(udfs, capsys):
+    from IPython.testing.globalipapp import start_ipython
+
+    ip = start_ipython()
+    ip.run_line_magic("load_ext", "streamcell")
+    before = udf.compile_count
+    mod = ip.run_cell_magic("stream_udf", "", SOURCE)  # unchanged cell: from the cache
+    assert mod.cached and udf.compile_count == before
+    ip.user_ns["frame"] = pl.DataFrame({"price": [10.0], "qty": [4]})
+    ip.run_cell_magic(
+        "stream", "u --no-display --wait", "source frame\nselect s=score(price, qty)\n"
+    )
+    assert ip.user_ns["u"].table()["s"].to_list() == [40.0]
+    bad = "cdef double g(double x) noexcept nogil:\n    return x +* 2\n"
+    assert ip.run_cell_magic("stream_udf", "", bad) is None
+    out = capsys.readouterr().out
+    assert "Cython error at line 2, column" in out
+    assert "  2 |     return x +* 2" in out and "^" in out

@@ -380,6 +380,13 @@ def lower_expr(e: IR, schema: Schema, step: P.Step) -> list[dict[str, Any]]:
                 spec = udf_lookup(fn[len(UDF_PREFIX) :])
                 if spec is None:
                     raise NotSupportedError(step.step_id, NAME, f"unregistered function {fn}")
+                if spec.is_python:
+                    raise NotSupportedError(
+                        step.step_id,
+                        NAME,
+                        f"Python function {spec.name} (the slow path; write it with "
+                        "sc.cython_udf to run natively)",
+                    )
                 kids = [go(a) for a in e.args]
                 return add(
                     {
