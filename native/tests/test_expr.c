@@ -1069,6 +1069,115 @@ static void test_create_validation(void) {
     sc_expr_destroy(x);
 }
 
+/* --------------------------------------------------------------- user functions */
+
+/* A kernel as streamcell.udf generates one: f(double x, int64 y) = 2x + y; null in, null out. */
+static void k_wsum(int64_t n, const void **vals, const uint8_t **oks, void *out, uint8_t *out_ok) {
+    const double *x = vals[0];
+    const int64_t *y = vals[1];
+    double *o = out;
+    for (int64_t r = 0; r < n; r++) {
+        out_ok[r] = oks[0][r] && oks[1][r];
+        if (out_ok[r]) o[r] = 2 * x[r] + (double)y[r];
+    }
+}
+
+/* g(bint b) -> bint: not b. */
+static void k_not(int64_t n, const void **vals, const uint8_t **oks, void *out, uint8_t *out_ok) {
+    const uint8_t *b = vals[0];
+    uint8_t *o = out;
+    for (int64_t r = 0; r < n; r++) {
+        out_ok[r] = oks[0][r];
+        if (out_ok[r]) o[r] = !b[r];
+    }
+}
+
+static int64_t ARGS_FI[2], ARGS_B[1];
+
+static int udf(eb *e, sc_udf_kernel k, int lt, const char *kinds, int64_t *args, int nargs) {
+    sc_enode nd = node(SC_E_UDF, lt, (int)args[0], -1, -1);
+    nd.i = (int64_t)(uintptr_t)k;
+    nd.nlist = nargs;
+    nd.ilist = args;
+    nd.s = kinds;
+    nd.slen = (int32_t)strlen(kinds);
+    return add(e, nd);
+}
+
+static void test_udf(void) {
+    trow rows[] = { { .i = 3, .f = 1.5, .j = 10, .b = 1 }, { .i = -1, .f = 0.25, .j = 7, .nulls = "f" },
+                    { .i = 4, .f = 2.0, .nulls = "jb" }, { .i = 5, .s = "x", .j = 1, .b = 0 } };
+    eb e = { .k = 0 };
+    ARGS_FI[0] = col(&e, F);
+    ARGS_FI[1] = col(&e, J);
+    udf(&e, k_wsum, SC_LT_FLOAT, "di", ARGS_FI, 2);
+    res r = run(&e, rows, 4);
+    is_f(&r, 0, 13.0);
+    is_null(&r, 1);
+    is_null(&r, 2);
+    is_f(&r, 3, 1.0);
+    done(&r);
+    /* an int column where a double is expected: converted as float(int) */
+    eb ei = { .k = 0 };
+    ARGS_FI[0] = col(&ei, I);
+    ARGS_FI[1] = col(&ei, J);
+    udf(&ei, k_wsum, SC_LT_FLOAT, "di", ARGS_FI, 2);
+    r = run(&ei, rows, 2);
+    is_f(&r, 0, 16.0);
+    is_f(&r, 1, 5.0);
+    done(&r);
+    /* bool in, bool out */
+    eb eb_ = { .k = 0 };
+    ARGS_B[0] = col(&eb_, B);
+    udf(&eb_, k_not, SC_LT_BOOL, "b", ARGS_B, 1);
+    r = run(&eb_, rows, 4);
+    is_b(&r, 0, false);
+    is_null(&r, 2);
+    is_b(&r, 3, true);
+    done(&r);
+    /* a null-typed argument: every row null, the kernel is not called */
+    eb en = { .k = 0 };
+    ARGS_FI[0] = lit_null(&en);
+    ARGS_FI[1] = col(&en, J);
+    udf(&en, k_wsum, SC_LT_FLOAT, "di", ARGS_FI, 2);
+    r = run(&en, rows, 2);
+    is_null(&r, 0);
+    is_null(&r, 1);
+    done(&r);
+    /* an argument's error propagates: cast("x" -> int) fails row 3 */
+    eb ee = { .k = 0 };
+    ARGS_FI[0] = col(&ee, F);
+    ARGS_FI[1] = cast(&ee, SC_LT_INT, col(&ee, S));
+    udf(&ee, k_wsum, SC_LT_FLOAT, "di", ARGS_FI, 2);
+    r = run(&ee, rows, 4);
+    CHECK(!valid(&r, 3) && r.err[3]);
+    done(&r);
+    /* validation: kind mismatch, bad result type, missing kernel, child after parent */
+    sc_expr *x = NULL;
+    eb v1 = { .k = 0 };
+    ARGS_FI[0] = col(&v1, F);
+    ARGS_FI[1] = col(&v1, F); /* 'i' given a float */
+    udf(&v1, k_wsum, SC_LT_FLOAT, "di", ARGS_FI, 2);
+    CHECK(sc_expr_create(&x, v1.n, v1.k, &SCHEMA) == SC_EINVAL);
+    eb v2 = { .k = 0 };
+    ARGS_B[0] = col(&v2, B);
+    udf(&v2, k_not, SC_LT_STR, "b", ARGS_B, 1);
+    CHECK(sc_expr_create(&x, v2.n, v2.k, &SCHEMA) == SC_EINVAL);
+    eb v3 = { .k = 0 };
+    ARGS_B[0] = col(&v3, B);
+    udf(&v3, NULL, SC_LT_BOOL, "b", ARGS_B, 1);
+    CHECK(sc_expr_create(&x, v3.n, v3.k, &SCHEMA) == SC_EINVAL);
+    eb v4 = { .k = 0 };
+    ARGS_B[0] = 5;
+    udf(&v4, k_not, SC_LT_BOOL, "b", ARGS_B, 1);
+    CHECK(sc_expr_create(&x, v4.n, v4.k, &SCHEMA) == SC_EINVAL);
+    eb v5 = { .k = 0 };
+    ARGS_FI[0] = col(&v5, F);
+    ARGS_FI[1] = col(&v5, J);
+    udf(&v5, k_wsum, SC_LT_FLOAT, "d", ARGS_FI, 2); /* one kind letter for two arguments */
+    CHECK(sc_expr_create(&x, v5.n, v5.k, &SCHEMA) == SC_EINVAL);
+}
+
 /* ------------------------------------------------------------------- operators */
 
 static sc_step_counters CTR;
@@ -1272,6 +1381,7 @@ int main(void) {
     test_strings();
     test_datetime_fields();
     test_create_validation();
+    test_udf();
     test_filter();
     test_project();
     test_threads();
