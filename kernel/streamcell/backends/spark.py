@@ -151,12 +151,6 @@ def check_step(s: P.Step, streaming: bool) -> None:
             "key_by_all + transfer on a streaming source; run it on a finite source or the "
             "native engine",
         )
-    elif isinstance(s, P.Sketch) and streaming:
-        raise NotSupportedError(
-            s.step_id,
-            NAME,
-            "sketch stages on a streaming source; run them on a finite source or the native engine",
-        )
     if streaming:
         from .spark_stream import streaming_refusal
 
