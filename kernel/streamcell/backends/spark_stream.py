@@ -155,7 +155,7 @@ def generator_fn(
 
 
 STATE = 4  # _k of a row carrying one key's operator state to the next micro-batch
-_STATE_ATTRS = ("state", "seen", "seq")
+_STATE_ATTRS = ("state", "seen", "seq", "bal")  # "bal": transfer balances
 
 
 def get_state(op: Any) -> dict[str, Any]:
@@ -267,6 +267,8 @@ class StreamLowering(Lowering):
         out_schema = self.c.schemas[s.step_id]
         names = [n for n, _ in schema]
         keys = s.keys if not isinstance(s, P.Dedup) or s.keys else tuple(names)  # type: ignore[attr-defined]
+        if isinstance(s, P.Transfer):  # entities cross keys: one group, all balances its state
+            keys = ()
         types = dict(schema)
         hcols = []
         for i, k in enumerate(keys):
