@@ -200,9 +200,8 @@ def keyed_state_fn(
         import dataclasses
         import pickle
 
-        from streamcell.backends.evaluate import RowError
         from streamcell.backends.reference import make_op
-        from streamcell.backends.spark_ops import _MiniCompiled, _Out, _PartitionEnv
+        from streamcell.backends.spark_ops import _MiniCompiled, _Out, _PartitionEnv, push_row
 
         key_src = left if left.num_rows else right
         key_vals = {h: key_src.column(h)[0].as_py() for h in hidden}
@@ -223,24 +222,7 @@ def keyed_state_fn(
         rows = left.select([*in_names, "_o"]).to_pylist()
         rows.sort(key=lambda r: r["_o"])  # the key's rows in arrival order
         for r in rows:
-            o = r.pop("_o")
-            env.o = o
-            cnt.rows_in += 1
-            try:
-                res = op.push(r, 0)
-            except RowError as e:
-                op.dead(r, str(e))
-                res = []
-            if res:
-                cnt.rows_out += len(res)
-                if multi:
-                    for i, x in enumerate(res):
-                        out.add(x, o + [i])
-                else:
-                    out.add(res[0], o)
-            for kind, so, payload in env.side:
-                out.side(kind, so, payload)
-            env.side.clear()
+            push_row(op, env, out, r, multi)
         out.side(STATS, [], dataclasses.asdict(cnt))
         out.rows.append({"_o": [], "_k": STATE, "_st": pickle.dumps(get_state(op)), **key_vals})
         return pa.Table.from_pylist(out.rows, schema=schema)
