@@ -24,8 +24,9 @@ typedef struct SC_ALIGNED conc_writer {
     int cur;            /* index of the local being filled; local[1-cur] may be pending */
     uint64_t counter;   /* updates in local[cur] */
     uint64_t hint;
-    /* shared with the propagator */
-    sc_atomic_u64 prop;      /* 0 = local[1-cur] pending; 1 = merged and reset */
+    /* shared with the propagator, on its own cache line: the propagator polls `prop` while
+     * the writer updates its owner-only fields above */
+    SC_ALIGNED sc_atomic_u64 prop; /* 0 = local[1-cur] pending; 1 = merged and reset */
     sc_atomic_u64 hint_pub;  /* hint written by the merger before prop := 1 */
     sc_atomic_i64 busy;      /* the writer lock: 0 free, 1 its writer, 2 a flush / close */
 } conc_writer;

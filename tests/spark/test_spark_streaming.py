@@ -186,3 +186,74 @@ def test_keyed_steps_keep_state_across_micro_batches(tmp_path: Path, name: str) 
     run.stop()
     want = outputs(run_plan(build(sc.source(sc.parquet(str(d)))).plan(), REF))
     assert_same_outputs(outputs(run), want)
+
+
+def test_sketch_stages_stay_live_across_micro_batches(tmp_path: Path) -> None:
+    """Sketch stages on a watched folder: each micro-batch's partial sketches fold into the
+    run's, so run.sketch() grows with the files and ends within bounds of the exact answer."""
+    d = tmp_path / "in"
+    d.mkdir()
+    put(d, "f0.csv", "x,s\n" + "".join(f"{i},{i % 7}\n" for i in range(300)))
+
+    def plan(src: sc.plan.SourceSpec) -> sc.Stream:
+        return (
+            sc.source(src)
+            .key_by("s")
+            .sketch(
+                xs=sc.theta("x", lg_k=5),
+                q=sc.kll("x", k=40),
+                top=sc.frequent("s", lg_max_map_size=3),
+            )
+        )
+
+    run = plan(sc.watch(str(d), format="csv", schema=SCHEMA)).start(
+        "watch_sketch", options=spark(tmp_path)
+    )
+    until(lambda: len(run.sketch("xs")) > 0 or run.done())
+    assert run.status == "running", run.error
+    before = sum(run.sketch("q")[k].n for (k,) in run.sketch("q").keys().iter_rows())
+    put(d, "f1.csv", "x,s\n" + "".join(f"{i},{i % 7}\n" for i in range(1000, 1700)))
+    run.streaming_query.processAllAvailable()
+    run.stop()
+    assert before == 300
+    ref = run_plan(plan(sc.csv(str(d), schema=SCHEMA)).plan(), REF)
+    got, exact = run.sketch("xs"), ref.sketch("xs")
+    assert sorted(got.keys()["s"]) == sorted(exact.keys()["s"])
+    for (k,) in exact.keys().iter_rows():
+        e = exact[k].estimate()
+        assert got[k].lower_bound(3) <= e <= got[k].upper_bound(3)
+        assert run.sketch("q")[k].n == ref.sketch("q")[k].n
+        assert run.sketch("top")[k].n == ref.sketch("top")[k].n
+    assert sum(run.sketch("q")[k].n for (k,) in exact.keys().iter_rows()) == 1000
+
+
+def test_transfers_keep_balances_across_micro_batches(tmp_path: Path) -> None:
+    """key_by_all + transfer on a watched folder: the balances carry from one micro-batch to
+    the next, and the result equals the reference on the same files."""
+    d = tmp_path / "in"
+    d.mkdir()
+    schema = {"src": "int", "dst": "int", "amount": "int"}
+
+    def rows(seed: int, n: int) -> str:
+        import random
+
+        r = random.Random(seed)
+        return "src,dst,amount\n" + "".join(
+            f"{r.randrange(6)},{r.randrange(6)},{r.randrange(1, 60)}\n" for _ in range(n)
+        )
+
+    def plan(src: sc.plan.SourceSpec) -> sc.Stream:
+        return sc.source(src).key_by_all("src", "dst").transfer("amount", initial=100)
+
+    put(d, "f0.csv", rows(1, 50))
+    run = plan(sc.watch(str(d), format="csv", schema=schema)).start(
+        "watch_transfer", options=spark(tmp_path)
+    )
+    until(lambda: run.table().height > 0 or run.done())
+    assert run.status == "running", run.error
+    put(d, "f1.csv", rows(2, 80))
+    run.streaming_query.processAllAvailable()
+    run.stop()
+    want = outputs(run_plan(plan(sc.csv(str(d), schema=schema)).plan(), REF))
+    assert_same_outputs(outputs(run), want)
+    assert want["dead"].height > 0  # some transfers were rejected

@@ -144,19 +144,6 @@ def check_step(s: P.Step, streaming: bool) -> None:
     elif isinstance(s, (P.Aggregate, P.Running)):
         for _, a in s.aggs:
             check_expr(a.arg, s)
-    elif isinstance(s, P.Transfer) and streaming:
-        raise NotSupportedError(
-            s.step_id,
-            NAME,
-            "key_by_all + transfer on a streaming source; run it on a finite source or the "
-            "native engine",
-        )
-    elif isinstance(s, P.Sketch) and streaming:
-        raise NotSupportedError(
-            s.step_id,
-            NAME,
-            "sketch stages on a streaming source; run them on a finite source or the native engine",
-        )
     if streaming:
         from .spark_stream import streaming_refusal
 

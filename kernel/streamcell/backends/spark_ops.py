@@ -108,6 +108,33 @@ class _Out:
         return pa.RecordBatch.from_pylist(rows, schema=self.schema)
 
 
+def push_row(op: Any, env: _PartitionEnv, out: _Out, r: dict[str, Any], multi: bool) -> None:
+    """Run one input row (with its order key ``_o``) through a reference operator inside a
+    Spark task: outputs get the row's order key (extended by the output's index when the step
+    emits several rows), side outputs go out as side rows."""
+    from streamcell.backends.evaluate import RowError
+
+    o = r.pop("_o")
+    env.o = o
+    cnt = op.cnt
+    cnt.rows_in += 1
+    try:
+        res = op.push(r, 0)
+    except RowError as e:
+        op.dead(r, str(e))
+        res = []
+    if res:
+        cnt.rows_out += len(res)
+        if multi:
+            for i, x in enumerate(res):
+                out.add(x, o + [i])
+        else:
+            out.add(res[0], o)
+    for kind, so, payload in env.side:
+        out.side(kind, so, payload)
+    env.side.clear()
+
+
 def keyed_fn(
     step: P.Step, index: int, schemas: dict[str, Schema], out_schema: Schema
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -119,7 +146,6 @@ def keyed_fn(
     names = [n for n, _ in out_schema]
 
     def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from streamcell.backends.evaluate import RowError
         from streamcell.backends.reference import make_op
 
         env = _PartitionEnv()
@@ -128,24 +154,7 @@ def keyed_fn(
         out = _Out(schema, names)
         for b in batches:
             for r in b.to_pylist():
-                o = r.pop("_o")
-                env.o = o
-                cnt.rows_in += 1
-                try:
-                    res = op.push(r, 0)
-                except RowError as e:
-                    op.dead(r, str(e))
-                    res = []
-                if res:
-                    cnt.rows_out += len(res)
-                    if multi:
-                        for i, x in enumerate(res):
-                            out.add(x, o + [i])
-                    else:
-                        out.add(res[0], o)
-                for kind, so, payload in env.side:
-                    out.side(kind, so, payload)
-                env.side.clear()
+                push_row(op, env, out, r, multi)
                 if out.full():
                     yield out.batch()
         out.side(STATS, [], dataclasses.asdict(cnt))
@@ -325,6 +334,20 @@ def sketch_fn(
         yield side.batch()
 
     return fn
+
+
+def compact_payloads(step: P.Sketch, schema: Schema, payloads: list[Any]) -> dict[Any, Any]:
+    """Many partials as one payload (merged bytes per key, the key's first order key): what
+    a streaming run keeps between micro-batches."""
+    firsts: dict[tuple[Any, ...], list[int]] = {}
+    for payload in payloads:
+        for key, (o, _) in payload.items():
+            if key not in firsts or o < firsts[key]:
+                firsts[key] = o
+    merged = merge_sketches(step, schema, payloads)
+    return {
+        k: (firsts.get(k, []), [bytes(sk.to_bytes()) for sk in sks]) for k, sks in merged.items()
+    }
 
 
 def merge_sketches(

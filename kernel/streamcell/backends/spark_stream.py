@@ -155,7 +155,7 @@ def generator_fn(
 
 
 STATE = 4  # _k of a row carrying one key's operator state to the next micro-batch
-_STATE_ATTRS = ("state", "seen", "seq")
+_STATE_ATTRS = ("state", "seen", "seq", "bal")  # "bal": transfer balances
 
 
 def get_state(op: Any) -> dict[str, Any]:
@@ -200,9 +200,8 @@ def keyed_state_fn(
         import dataclasses
         import pickle
 
-        from streamcell.backends.evaluate import RowError
         from streamcell.backends.reference import make_op
-        from streamcell.backends.spark_ops import _MiniCompiled, _Out, _PartitionEnv
+        from streamcell.backends.spark_ops import _MiniCompiled, _Out, _PartitionEnv, push_row
 
         key_src = left if left.num_rows else right
         key_vals = {h: key_src.column(h)[0].as_py() for h in hidden}
@@ -223,24 +222,7 @@ def keyed_state_fn(
         rows = left.select([*in_names, "_o"]).to_pylist()
         rows.sort(key=lambda r: r["_o"])  # the key's rows in arrival order
         for r in rows:
-            o = r.pop("_o")
-            env.o = o
-            cnt.rows_in += 1
-            try:
-                res = op.push(r, 0)
-            except RowError as e:
-                op.dead(r, str(e))
-                res = []
-            if res:
-                cnt.rows_out += len(res)
-                if multi:
-                    for i, x in enumerate(res):
-                        out.add(x, o + [i])
-                else:
-                    out.add(res[0], o)
-            for kind, so, payload in env.side:
-                out.side(kind, so, payload)
-            env.side.clear()
+            push_row(op, env, out, r, multi)
         out.side(STATS, [], dataclasses.asdict(cnt))
         out.rows.append({"_o": [], "_k": STATE, "_st": pickle.dumps(get_state(op)), **key_vals})
         return pa.Table.from_pylist(out.rows, schema=schema)
@@ -267,6 +249,8 @@ class StreamLowering(Lowering):
         out_schema = self.c.schemas[s.step_id]
         names = [n for n, _ in schema]
         keys = s.keys if not isinstance(s, P.Dedup) or s.keys else tuple(names)  # type: ignore[attr-defined]
+        if isinstance(s, P.Transfer):  # entities cross keys: one group, all balances its state
+            keys = ()
         types = dict(schema)
         hcols = []
         for i, k in enumerate(keys):
@@ -507,6 +491,7 @@ class StreamDriver:
         b._position = position  # type: ignore[method-assign]
         b._read_back(low)
         b._file_side()
+        self._sketches(b)
         frame = to_polars(out, self.c.schemas[self.steps[-1].step_id])
         b._write(frame)
         self.states.update(low.new_states)  # the batch is delivered: its state is current
@@ -517,6 +502,23 @@ class StreamDriver:
         if delivered or self.last_rows_at is None:
             self.last_rows_at = time.monotonic()
         env.record_latency(time.perf_counter_ns() - t0)
+
+    def _sketches(self, b: Any) -> None:
+        """Fold this micro-batch's partial sketches into the run's (one merged payload per
+        sketch stage) and publish the answers: ``run.sketch(name)`` is current as of the last
+        micro-batch."""
+        from ..sketching import FixedStage
+        from .spark_ops import compact_payloads, merge_sketches
+
+        for s in self.steps:
+            if not isinstance(s, P.Sketch):
+                continue
+            schema = self.c.schemas[s.inputs[0].step_id]
+            parts = b.sketch_parts.get(s.step_id, [])
+            if len(parts) > 1:
+                parts = [compact_payloads(s, schema, parts)]
+                b.sketch_parts[s.step_id] = parts
+            self.env.attach_sketch(s.step_id, FixedStage(merge_sketches(s, schema, parts)))
 
     # ----------------------------------------------------------------- metrics
     def _poll_progress(self, q: Any) -> None:
