@@ -52,7 +52,9 @@ def main() -> None:
     a = ap.parse_args()
     cases = [("low contention", 100_000, None), ("high contention", 20, 1.5)]
     print(f"rows={a.rows:,} repeat={a.repeat} (median M transfers/s)")
-    print(f"  {'case':<16} {'workers':>7} {'tickets':>9} {'global lock':>12} {'ratio':>7} {'waited':>8}")
+    print(
+        f"  {'case':<16} {'workers':>7} {'tickets':>9} {'global lock':>12} {'ratio':>7} {'waited':>8}"
+    )
     for name, accounts, skew in cases:
         df = frame(a.rows, accounts, skew, seed=accounts)
         one = None
@@ -60,9 +62,7 @@ def main() -> None:
             t, waited = measure(df, w, "tickets", a.repeat)
             g, _ = measure(df, w, "serial", a.repeat)
             one = one or t
-            print(
-                f"  {name:<16} {w:>7} {t:>9.2f} {g:>12.2f} {t / g:>6.2f}x {waited:>7.1%}"
-            )
+            print(f"  {name:<16} {w:>7} {t:>9.2f} {g:>12.2f} {t / g:>6.2f}x {waited:>7.1%}")
         print(f"  {name:<16} 2 workers / 1 worker (tickets): {t / one:.2f}x")
 
 

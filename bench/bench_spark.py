@@ -30,11 +30,10 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import streamcell as sc  # noqa: E402
-from streamcell.options import RunOptions  # noqa: E402
-
 from bench.bench_runtime import _all, _spec, tpcx  # noqa: E402
-from tests.helpers import assert_same_outputs, outputs  # noqa: E402
+from streamcell.options import RunOptions  # noqa: E402
 from streamcell.sources import open_source  # noqa: E402
+from tests.helpers import assert_same_outputs, outputs  # noqa: E402
 
 NATIVE = RunOptions(engine="native", workers=2, display=False)
 SPARK = RunOptions(engine="spark", display=False)
