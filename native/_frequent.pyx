@@ -526,10 +526,7 @@ cdef class ConcurrentFrequentItemsSketch:
         cdef sc_conc_config cc
         if not (3 <= lg_max_map_size <= 26):
             raise ValueError(f"lg_max_map_size must be in [3, 26], got {lg_max_map_size}")
-        if not (1 <= writers <= 256):
-            raise ValueError(f"ConcurrentFrequentItemsSketch: writers must be in [1, 256], got {writers}")
-        if int(buffer) < 1:
-            raise ValueError(f"ConcurrentFrequentItemsSketch: buffer must be >= 1, got {buffer}")
+        _conc_check_config("ConcurrentFrequentItemsSketch", writers, buffer)
         self.cfg.lg_max_map_size = lg_max_map_size
         self.cfg.item_kind = SC_FREQ_ITEMS_I64
         self.writers = writers
@@ -561,10 +558,7 @@ cdef class ConcurrentFrequentItemsSketch:
         cdef size_t n, off
         cdef int rc
         self._live()
-        if writer_id < 0 or writer_id >= <int>self.writers:
-            raise ValueError(
-                f"ConcurrentFrequentItemsSketch.update_batch: writer_id {writer_id} not in "
-                f"[0, {self.writers})")
+        _conc_check_writer("ConcurrentFrequentItemsSketch", writer_id, self.writers)
         for data, validity, offset in _int_chunks(column):
             d = data
             n = d.shape[0]
@@ -622,20 +616,14 @@ cdef class ConcurrentFrequentItemsSketch:
 
     def flush(self):
         """Merge every writer's partial buffer; afterwards queries miss nothing."""
-        cdef int rc
         self._live()
-        with nogil:
-            rc = sc_conc_flush(self.c)
-        check_status(rc, "ConcurrentFrequentItemsSketch.flush")
+        _conc_flush(self.c, "ConcurrentFrequentItemsSketch.flush")
 
     def close(self):
         """Flush and stop the propagator (idempotent)."""
-        cdef int rc
         if self.c == NULL:
             return
-        with nogil:
-            rc = sc_conc_close(self.c)
-        check_status(rc, "ConcurrentFrequentItemsSketch.close")
+        _conc_close(self.c, "ConcurrentFrequentItemsSketch.close")
 
     def __enter__(self):
         return self

@@ -294,10 +294,7 @@ cdef class ConcurrentHllSketch:
         cdef sc_conc_config cc
         if lg_k < 4 or lg_k > 21:
             raise ValueError(f"ConcurrentHllSketch: lg_k must be in 4..21, got {lg_k}")
-        if not (1 <= writers <= 256):
-            raise ValueError(f"ConcurrentHllSketch: writers must be in [1, 256], got {writers}")
-        if int(buffer) < 1:
-            raise ValueError(f"ConcurrentHllSketch: buffer must be >= 1, got {buffer}")
+        _conc_check_config("ConcurrentHllSketch", writers, buffer)
         self.lg_k = lg_k
         self.writers = writers
         self.buffer = int(buffer)
@@ -317,10 +314,7 @@ cdef class ConcurrentHllSketch:
 
     def update_batch(self, int writer_id, column):
         """Writer ``writer_id`` adds a NumPy / Arrow / Polars column (GIL released)."""
-        if writer_id < 0 or writer_id >= <int>self.writers:
-            raise ValueError(
-                f"ConcurrentHllSketch.update_batch: writer_id {writer_id} not in "
-                f"[0, {self.writers})")
+        _conc_check_writer("ConcurrentHllSketch", writer_id, self.writers)
         parts = _arrow_chunks(column)
         cdef size_t m = len(parts)
         cdef chunk_t *cs = <chunk_t *>PyMem_Malloc(sizeof(chunk_t) * (m + 1))
@@ -370,17 +364,11 @@ cdef class ConcurrentHllSketch:
 
     def flush(self):
         """Merge every writer's partial buffer; afterwards estimates miss nothing."""
-        cdef int rc
-        with nogil:
-            rc = sc_conc_flush(self.c)
-        check_status(rc, "ConcurrentHllSketch.flush")
+        _conc_flush(self.c, "ConcurrentHllSketch.flush")
 
     def close(self):
         """Flush and stop the propagator (idempotent)."""
-        cdef int rc
-        with nogil:
-            rc = sc_conc_close(self.c)
-        check_status(rc, "ConcurrentHllSketch.close")
+        _conc_close(self.c, "ConcurrentHllSketch.close")
 
     def __enter__(self):
         return self

@@ -467,10 +467,7 @@ cdef class ConcurrentKllDoublesSketch:
         cdef sc_conc_config cc
         if not (8 <= k <= 65535):
             raise ValueError(f"ConcurrentKllDoublesSketch: k must be in [8, 65535], got {k}")
-        if not (1 <= writers <= 256):
-            raise ValueError(f"ConcurrentKllDoublesSketch: writers must be in [1, 256], got {writers}")
-        if int(buffer) < 1:
-            raise ValueError(f"ConcurrentKllDoublesSketch: buffer must be >= 1, got {buffer}")
+        _conc_check_config("ConcurrentKllDoublesSketch", writers, buffer)
         self.cfg.k = k
         self.cfg.seed = _seed(seed)
         self.writers = writers
@@ -501,10 +498,7 @@ cdef class ConcurrentKllDoublesSketch:
         cdef size_t n, off
         cdef int rc
         self._live()
-        if writer_id < 0 or writer_id >= <int>self.writers:
-            raise ValueError(
-                f"ConcurrentKllDoublesSketch.update_batch: writer_id {writer_id} not in "
-                f"[0, {self.writers})")
+        _conc_check_writer("ConcurrentKllDoublesSketch", writer_id, self.writers)
         for arr, validity, offset in _column_chunks(column):
             d = np.ascontiguousarray(arr, dtype=np.float64)
             n = d.shape[0]
@@ -563,20 +557,14 @@ cdef class ConcurrentKllDoublesSketch:
 
     def flush(self):
         """Merge every writer's partial buffer; afterwards queries miss nothing."""
-        cdef int rc
         self._live()
-        with nogil:
-            rc = sc_conc_flush(self.c)
-        check_status(rc, "ConcurrentKllDoublesSketch.flush")
+        _conc_flush(self.c, "ConcurrentKllDoublesSketch.flush")
 
     def close(self):
         """Flush and stop the propagator (idempotent)."""
-        cdef int rc
         if self.c == NULL:
             return
-        with nogil:
-            rc = sc_conc_close(self.c)
-        check_status(rc, "ConcurrentKllDoublesSketch.close")
+        _conc_close(self.c, "ConcurrentKllDoublesSketch.close")
 
     def __enter__(self):
         return self

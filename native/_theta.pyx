@@ -637,17 +637,11 @@ cdef class ConcurrentThetaSketch:
         Afterwards the sketch equals a sequential ``ThetaSketch`` on the same items
         (trimmed to k in estimation mode, as a DataSketches union result is).
         """
-        cdef int rc
-        with nogil:
-            rc = sc_conc_flush(self.c)
-        check_status(rc, "ConcurrentThetaSketch.flush")
+        _conc_flush(self.c, "ConcurrentThetaSketch.flush")
 
     def close(self):
         """Flush and stop the propagator thread; later updates raise. Idempotent."""
-        cdef int rc
-        with nogil:
-            rc = sc_conc_close(self.c)
-        check_status(rc, "ConcurrentThetaSketch.close")
+        _conc_close(self.c, "ConcurrentThetaSketch.close")
 
     def __enter__(self):
         return self
