@@ -480,9 +480,16 @@ def read_file(spec: SourceSpec, schema: Schema, path: str) -> Iterator[pa.Record
     one = SourceSpec(
         one.kind, tuple((k, v) for k, v in one.args if k != "schema") + (("schema", given),)
     )
-    reader = open_source(one)
+    yield from row_batches(open_source(one).rows(), target, 8192)
+
+
+def row_batches(
+    items: Iterable[dict[str, Any] | BadRow], target: pa.Schema, size: int
+) -> Iterator[pa.RecordBatch | BadRow]:
+    """Rows as Arrow record batches of up to ``size`` rows, in order; a BadRow ends the batch
+    before it and passes through in its place."""
     buf: list[dict[str, Any]] = []
-    for item in reader.rows():
+    for item in items:
         if isinstance(item, BadRow):
             if buf:
                 yield pa.RecordBatch.from_pylist(buf, schema=target)
@@ -490,7 +497,7 @@ def read_file(spec: SourceSpec, schema: Schema, path: str) -> Iterator[pa.Record
             yield item
             continue
         buf.append(item)
-        if len(buf) >= 8192:
+        if len(buf) >= size:
             yield pa.RecordBatch.from_pylist(buf, schema=target)
             buf = []
     if buf:

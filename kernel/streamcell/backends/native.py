@@ -36,7 +36,7 @@ from ..compiler import Compiled, _Typer
 from ..errors import NotSupportedError
 from ..expr import IR, Binary, Call, Col, Lit, Unary, When
 from ..options import RunOptions
-from ..sources import BadRow
+from ..sources import BadRow, row_batches
 from ..types import DATE, INT, NULL, DType, Schema, polars_schema
 from ..udf import UDF_PREFIX
 from ..udf import lookup as udf_lookup
@@ -901,20 +901,7 @@ class Driver:
             for b in batches:
                 yield b if isinstance(b, BadRow) else _conform_batch(b, target)
             return
-        buf: list[dict[str, Any]] = []
-        for item in reader.rows():
-            if isinstance(item, BadRow):
-                if buf:
-                    yield pa.RecordBatch.from_pylist(buf, schema=target)
-                    buf = []
-                yield item
-                continue
-            buf.append(item)
-            if len(buf) >= 4096:
-                yield pa.RecordBatch.from_pylist(buf, schema=target)
-                buf = []
-        if buf:
-            yield pa.RecordBatch.from_pylist(buf, schema=target)
+        yield from row_batches(reader.rows(), target, 4096)
 
     def run(self) -> bool:
 
