@@ -8,13 +8,18 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 HERE = Path(__file__).parent
 
 
-def quickstart() -> None:
+def _notebook() -> nbformat.NotebookNode:
     nb = new_notebook()
     nb.metadata["kernelspec"] = {
         "name": "python3",
         "display_name": "Python 3",
         "language": "python",
     }
+    return nb
+
+
+def quickstart() -> None:
+    nb = _notebook()
     nb.cells = [
         new_markdown_cell(
             "# streamcell quickstart\n\nA `%%stream` cell returns at once; the pipeline keeps "
@@ -64,12 +69,7 @@ def quickstart() -> None:
 
 
 def dashboard() -> None:
-    nb = new_notebook()
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
+    nb = _notebook()
     nb.cells = [
         new_markdown_cell(
             "# Live dashboard and queries on clickstream data\n\n"
@@ -136,12 +136,7 @@ def dashboard() -> None:
 
 
 def sketches() -> None:
-    nb = new_notebook()
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
+    nb = _notebook()
     nb.cells = [
         new_markdown_cell(
             "# Live sketches in a pipeline\n\n"
