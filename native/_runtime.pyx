@@ -233,7 +233,7 @@ cdef extern from "exec/ops_sketch.h":
     int sc_op_sketch_run(void *st, sc_batch *inp, sc_batch **out) nogil
     void sc_op_sketch_destroy(void *st) nogil
     int64_t sc_op_sketch_nkeys(void *st) nogil
-    int sc_op_sketch_keys(void *st, sc_batch **out, const sc_schema *key_schema) nogil
+    int sc_op_sketch_keys(void *st, sc_batch **out) nogil
     int sc_op_sketch_bytes(void *st, int64_t key, int32_t spec, uint8_t **buf, size_t *len) nogil
     int sc_op_sketch_summary(void *st, int64_t key, int32_t spec, double *out) nogil
 
@@ -960,7 +960,7 @@ cdef class SketchTap:
         cdef sc_batch *b = NULL
         cdef void *st = self._state(part)
         with nogil:
-            rc = sc_op_sketch_keys(st, &b, NULL)
+            rc = sc_op_sketch_keys(st, &b)
         check_status(rc, "sketch keys")
         if b == NULL:
             return None

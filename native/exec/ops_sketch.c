@@ -285,9 +285,8 @@ int64_t sc_op_sketch_nkeys(void *vst) {
     return n;
 }
 
-int sc_op_sketch_keys(void *vst, sc_batch **out, const sc_schema *key_schema) {
+int sc_op_sketch_keys(void *vst, sc_batch **out) {
     sk_op *op = vst;
-    (void)key_schema;
     *out = NULL;
     if (!op->nkeys) return SC_OK;
     pthread_mutex_lock(&op->mu);

@@ -54,9 +54,9 @@ void sc_op_sketch_destroy(void *st);
 
 /* Number of keys seen so far (1 for an unkeyed operator once created). */
 int64_t sc_op_sketch_nkeys(void *st);
-/* The key columns of keys [0, nkeys) as a standalone batch (hidden columns, then the key
- * columns); *out = NULL when there are none. */
-int sc_op_sketch_keys(void *st, sc_batch **out, const sc_schema *key_schema);
+/* The first input row of every key [0, nkeys), in key-index order, as a standalone batch of
+ * the input schema (hidden columns included); *out = NULL when there are none. */
+int sc_op_sketch_keys(void *st, sc_batch **out);
 /* Serialize sketch `spec` of key `key` (index as in sc_op_sketch_keys; 0 when unkeyed) into
  * a malloc'd buffer (*buf, *len; free() it). */
 int sc_op_sketch_bytes(void *st, int64_t key, int32_t spec, uint8_t **buf, size_t *len);

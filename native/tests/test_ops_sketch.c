@@ -218,7 +218,7 @@ static void test_keyed_one_set_per_key(const sc_schema *s) {
     }
     CHECK(sc_op_sketch_nkeys(op) == 3);
     sc_batch *kb = NULL;
-    CHECK_RC(sc_op_sketch_keys(op, &kb, s));
+    CHECK_RC(sc_op_sketch_keys(op, &kb));
     CHECK(kb && kb->nrows == 3);
     for (int e = 0; e < 3; e++) {
         int64_t k = seen[e]; /* key indices follow first arrival */
@@ -253,7 +253,7 @@ static void *query_loop(void *p) {
                 CHECK_RC(sc_op_sketch_summary(a->op, n - 1, s, out));
             }
             sc_batch *kb = NULL;
-            CHECK_RC(sc_op_sketch_keys(a->op, &kb, NULL));
+            CHECK_RC(sc_op_sketch_keys(a->op, &kb));
             if (kb) sc_batch_release(kb);
         }
         __atomic_add_fetch(&a->queries, 1, __ATOMIC_RELEASE);
