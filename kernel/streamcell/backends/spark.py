@@ -659,14 +659,21 @@ class BatchDriver:
         env.record_latency(time.perf_counter_ns() - t0)
         return True
 
-    def _attach_sketches(self) -> None:
+    def _attach_sketches(self, compact: bool = False) -> None:
+        """Merge each sketch stage's partials and publish the answers (``run.sketch``); with
+        ``compact`` (a streaming run, after each micro-batch) keep the merged sketches as the
+        only partial for the next micro-batch."""
         from ..sketching import FixedStage
+        from .spark_ops import as_payload
 
         for s in self.steps:
             if isinstance(s, P.Sketch):
                 schema = self.c.schemas[s.inputs[0].step_id]
-                merged = merge_sketches(s, schema, self.sketch_parts.get(s.step_id, []))
+                parts = self.sketch_parts.get(s.step_id, [])
+                merged = merge_sketches(s, schema, parts)
                 self.env.attach_sketch(s.step_id, FixedStage(merged))
+                if compact:
+                    self.sketch_parts[s.step_id] = [as_payload(merged, parts)]
 
     @staticmethod
     def _last_good(tbl: pa.Table) -> int | None:

@@ -336,15 +336,14 @@ def sketch_fn(
     return fn
 
 
-def compact_payloads(step: P.Sketch, schema: Schema, payloads: list[Any]) -> dict[Any, Any]:
-    """Many partials as one payload (merged bytes per key, the key's first order key): what
-    a streaming run keeps between micro-batches."""
+def as_payload(merged: dict[tuple[Any, ...], list[Any]], payloads: list[Any]) -> dict[Any, Any]:
+    """``merged`` (merge_sketches of ``payloads``) as one payload: merged bytes per key with
+    the key's first order key; what a streaming run keeps between micro-batches."""
     firsts: dict[tuple[Any, ...], list[int]] = {}
     for payload in payloads:
         for key, (o, _) in payload.items():
             if key not in firsts or o < firsts[key]:
                 firsts[key] = o
-    merged = merge_sketches(step, schema, payloads)
     return {
         k: (firsts.get(k, []), [bytes(sk.to_bytes()) for sk in sks]) for k, sks in merged.items()
     }

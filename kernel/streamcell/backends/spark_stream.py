@@ -491,7 +491,7 @@ class StreamDriver:
         b._position = position  # type: ignore[method-assign]
         b._read_back(low)
         b._file_side()
-        self._sketches(b)
+        b._attach_sketches(compact=True)  # run.sketch() is current as of this micro-batch
         frame = to_polars(out, self.c.schemas[self.steps[-1].step_id])
         b._write(frame)
         self.states.update(low.new_states)  # the batch is delivered: its state is current
@@ -502,23 +502,6 @@ class StreamDriver:
         if delivered or self.last_rows_at is None:
             self.last_rows_at = time.monotonic()
         env.record_latency(time.perf_counter_ns() - t0)
-
-    def _sketches(self, b: Any) -> None:
-        """Fold this micro-batch's partial sketches into the run's (one merged payload per
-        sketch stage) and publish the answers: ``run.sketch(name)`` is current as of the last
-        micro-batch."""
-        from ..sketching import FixedStage
-        from .spark_ops import compact_payloads, merge_sketches
-
-        for s in self.steps:
-            if not isinstance(s, P.Sketch):
-                continue
-            schema = self.c.schemas[s.inputs[0].step_id]
-            parts = b.sketch_parts.get(s.step_id, [])
-            if len(parts) > 1:
-                parts = [compact_payloads(s, schema, parts)]
-                b.sketch_parts[s.step_id] = parts
-            self.env.attach_sketch(s.step_id, FixedStage(merge_sketches(s, schema, parts)))
 
     # ----------------------------------------------------------------- metrics
     def _poll_progress(self, q: Any) -> None:
