@@ -1,5 +1,5 @@
 # distutils: language = c
-# distutils: sources = native/exec/common.c native/exec/expr.c native/exec/ops_state.c native/exec/ops_keyed.c native/exec/ops_window.c native/exec/keyhash.c native/exec/rowstore.c native/exec/program.c native/exec/arrow_bridge.c native/exec/lists.c native/exec/ops_sketch.c native/exec/ops_entities.c native/sketch/theta.c native/sketch/hll.c native/sketch/kll.c native/sketch/frequent.c native/sketch/murmur3.c native/sketch/concurrent.c native/runtime/pool.c native/runtime/scheduler.c native/runtime/reorder.c native/runtime/hybrid_queue.c native/runtime/ring.c native/runtime/batch.c native/runtime/metrics.c
+# distutils: sources = native/exec/common.c native/exec/expr.c native/exec/ops_state.c native/exec/ops_keyed.c native/exec/ops_window.c native/exec/keyhash.c native/exec/rowstore.c native/exec/program.c native/exec/arrow_bridge.c native/exec/lists.c native/exec/ops_sketch.c native/exec/ops_entities.c native/exec/ops_speculate.c native/exec/speculate.c native/sketch/theta.c native/sketch/hll.c native/sketch/kll.c native/sketch/frequent.c native/sketch/murmur3.c native/sketch/concurrent.c native/runtime/pool.c native/runtime/scheduler.c native/runtime/reorder.c native/runtime/hybrid_queue.c native/runtime/ring.c native/runtime/batch.c native/runtime/metrics.c
 # distutils: include_dirs = native native/common native/exec native/runtime
 """streamcell._runtime: the Python face of the native runtime (native/exec, native/runtime).
 
@@ -254,6 +254,29 @@ cdef extern from "exec/ops_entities.h":
     int sc_op_apply_run(void *st, sc_batch *inp, sc_batch **out) nogil
     void sc_op_apply_destroy(void *st) nogil
 
+cdef extern from "exec/ops_speculate.h":
+    ctypedef void (*sc_txn_kernel)(void *tx, const void **vals, const uint8_t **oks, int64_t r, void *out,
+                                   uint8_t *out_ok) noexcept nogil
+    ctypedef struct sc_spec_config:
+        uint32_t workers
+        uint32_t horizon
+        uint32_t max_horizon
+    ctypedef struct sc_spec_stats:
+        uint64_t commits
+        uint64_t aborts
+        uint32_t horizon
+        uint32_t workers
+        bint adaptive
+        double horizon_mean
+        int64_t keys
+        int64_t store_bytes
+    int sc_op_speculate_create(void **st, const sc_op_base *base, sc_txn_kernel kernel, const int32_t *args,
+                               const char *kinds, int32_t nargs, const sc_spec_config *cfg) nogil
+    int sc_op_speculate_run(void *st, sc_batch *inp, sc_batch **out) nogil
+    void sc_op_speculate_destroy(void *st) nogil
+    void sc_op_speculate_cancel(void *st) nogil
+    void sc_op_speculate_stats(void *st, sc_spec_stats *out) nogil
+
 cdef extern from "exec/arrow_bridge.h":
     struct ArrowSchema:
         void (*release)(ArrowSchema *) nogil
@@ -406,16 +429,21 @@ cdef class Program:
     cdef _Schema in_schema
     cdef bint started
     cdef list entities      # sc_entities tables (addresses), freed after the program
+    cdef list speculators   # speculate operator states (addresses; owned by the program)
 
     def __cinit__(self, int nsteps, int max_out=64):
         check_status(sc_prog_create(&self.p, nsteps, max_out), "program")
         self.nsteps = nsteps
         self.entities = []
+        self.speculators = []
         self.schemas = []
         self.op_steps = []
 
     def __dealloc__(self):
         if self.p != NULL:
+            if self.speculators:
+                for op in self.speculators:
+                    sc_op_speculate_cancel(<void *><uintptr_t>op)
             with nogil:
                 sc_prog_destroy(self.p)
             self.p = NULL
@@ -430,6 +458,9 @@ cdef class Program:
     def close(self):
         """Stop the workers and free everything (idempotent)."""
         if self.p != NULL:
+            for op in self.speculators:
+                sc_op_speculate_cancel(<void *><uintptr_t>op)
+            self.speculators = []
             with nogil:
                 sc_prog_destroy(self.p)
             self.p = NULL
@@ -469,6 +500,48 @@ cdef class Program:
                                  st, <sc_op_base *>st), "apply")
         self.schemas.append(so)
         return <uintptr_t>ents
+
+    def add_speculate(self, int step, bytes in_lts, bytes out_lts, uintptr_t kernel, list args, bytes kinds,
+                      int workers, int horizon, int max_horizon, int64_t capacity):
+        """A speculate stage (exec/ops_speculate.h): the transactional kernel at address
+        ``kernel`` (a compiled UDF module's, exec/txn.h) run per row on ``workers`` threads;
+        ``horizon`` 0 is adaptive. Returns the operator's address (for speculate_stats)."""
+        cdef _Schema si = _Schema(in_lts)
+        cdef _Schema so = _Schema(out_lts)
+        cdef int32_t *cols = _ints(args)
+        cdef sc_spec_config cfg
+        cdef sc_op_base b
+        cdef void *st = NULL
+        if kernel == 0 or len(kinds) != len(args):
+            free(cols)
+            raise ValueError("add_speculate: a transactional kernel and one kind per argument")
+        cfg.workers = workers
+        cfg.horizon = horizon
+        cfg.max_horizon = max_horizon
+        try:
+            self._base(&b, step, True, True, si, so, capacity, False)
+            rc = sc_op_speculate_create(&st, &b, <sc_txn_kernel>kernel, cols, kinds, <int32_t>len(args), &cfg)
+            sc_op_base_free(&b)
+            check_status(rc, f"speculate step {step}")
+        finally:
+            free(cols)
+        check_status(sc_prog_add(self.p, b"speculate", SC_OP_STATEFUL, sc_op_speculate_run,
+                                 sc_op_speculate_destroy, st, <sc_op_base *>st), "speculate")
+        self.schemas.append(so)
+        self.speculators.append(<uintptr_t>st)
+        return <uintptr_t>st
+
+    def speculate_stats(self, uintptr_t op):
+        """Counters of a speculate operator from add_speculate (while the program is open)."""
+        if self.p == NULL or op not in self.speculators:
+            raise ValueError("not a speculate operator of this open program")
+        cdef sc_spec_stats st
+        sc_op_speculate_stats(<void *>op, &st)
+        return {"commits": st.commits, "aborts": st.aborts,
+                "abort_rate": st.aborts / st.commits if st.commits else 0.0,
+                "horizon": st.horizon, "horizon_mean": st.horizon_mean,
+                "mode": "adaptive" if st.adaptive else "fixed", "workers": st.workers,
+                "keys": st.keys, "store_bytes": st.store_bytes}
 
     def entity_stats(self, uintptr_t table):
         """(entities, events that waited for a ticket) of a table from add_transfer."""
@@ -926,6 +999,8 @@ cdef class Program:
 
     def stop(self):
         cdef int rc
+        for op in self.speculators:  # a batch in flight returns promptly (exec/speculate.h)
+            sc_op_speculate_cancel(<void *><uintptr_t>op)
         with nogil:
             rc = sc_prog_stop(self.p)
         return rc

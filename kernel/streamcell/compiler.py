@@ -43,7 +43,7 @@ from .types import (
     parse_dtype,
     unify,
 )
-from .udf import UDF_PREFIX
+from .udf import TXN_IN_EXPR, UDF_PREFIX, UdfSpec
 from .udf import lookup as udf_lookup
 
 
@@ -214,6 +214,8 @@ class _Typer:
             raise self.fail(
                 e, f"unknown native function {name!r}; define it first with sc.cython_udf(...)"
             )
+        if spec.txn:
+            raise self.fail(e, TXN_IN_EXPR.format(name=name))
         if len(e.args) != len(spec.params):
             raise self.fail(
                 e, f"{spec.signature()} takes {len(spec.params)} argument(s), got {len(e.args)}"
@@ -272,6 +274,55 @@ def _time_col(step: P.Step, schema: Schema, name: str) -> DType:
     if t not in (DATETIME, DATE, INT):
         raise _err(f"time column {name!r} must be datetime, date or int, not {t}", step.pos, step)
     return t
+
+
+def speculate_function(s: P.Speculate) -> tuple[UdfSpec, tuple[str, ...]]:
+    """The registered transactional function of a speculate step and its input columns
+    (the step's, or the function's parameter names); PlanError naming the step otherwise."""
+    spec = udf_lookup(s.fn)
+    if spec is None:
+        raise _err(
+            f"speculate: unknown function {s.fn!r}; define it first with sc.cython_udf(...)",
+            s.pos,
+            s,
+        )
+    if not spec.txn:
+        raise _err(
+            f"speculate: {spec.signature()} is not transactional "
+            "(its first argument must be sc_txn *tx)",
+            s.pos,
+            s,
+        )
+    cols = s.args or tuple(n for n, _ in spec.params)
+    if len(cols) != len(spec.params):
+        raise _err(
+            f"speculate: {spec.signature()} takes {len(spec.params)} column(s) after tx, "
+            f"got {len(cols)}",
+            s.pos,
+            s,
+        )
+    return spec, cols
+
+
+def _speculate_schema(s: P.Speculate, schema: Schema) -> Schema:
+    spec, cols = speculate_function(s)
+    ty = _Typer(schema, s)
+    for c, want in zip(cols, spec.arg_types):
+        t = ty.col(c, s)
+        if not (t == want or (want == FLOAT and t == INT)):
+            raise _err(
+                f"speculate: {spec.signature()} needs {want} for column {c!r}, which is {t}",
+                s.pos,
+                s,
+            )
+    if s.name in dict(schema):
+        raise _err(
+            f"speculate adds column {s.name!r} but the input has it; name the result "
+            "(speculate other_name=...)",
+            s.pos,
+            s,
+        )
+    return tuple(schema) + ((s.name, spec.return_type),)
 
 
 def _check_keys(step: P.Step, schema: Schema, keys: tuple[str, ...]) -> None:
@@ -409,6 +460,8 @@ def _step_schema(s: P.Step, ins: list[Schema], opened: dict[str, Reader]) -> Sch
         if clash:
             raise _err(f"transfer adds {', '.join(clash)} but the input has it", s.pos, s)
         return tuple(schema) + tuple((c, bt) for c in s.balance_columns)
+    if isinstance(s, P.Speculate):
+        return _speculate_schema(s, schema)
     if isinstance(s, P.Sketch):
         _check_keys(s, schema, s.keys)
         for name, call in s.sketches:

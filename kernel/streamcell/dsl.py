@@ -33,7 +33,7 @@ from .expr import (
     to_text,
 )
 from .types import parse_dtype
-from .udf import UDF_PREFIX
+from .udf import TXN_IN_EXPR, UDF_PREFIX
 from .udf import lookup as udf_lookup
 
 STAGES = (
@@ -53,6 +53,7 @@ STAGES = (
     "top_k",
     "dedup",
     "sketch",
+    "speculate",
     "union",
     "join",
     "sink",
@@ -361,6 +362,8 @@ class _ExprConverter:
             if name == "when":
                 st.fail(n, "when(...) must be followed by .then(...) and .otherwise(...)")
             spec = udf_lookup(name)
+            if spec is not None and spec.txn:
+                st.fail(f, TXN_IN_EXPR.format(name=name))
             if spec is not None:  # a native function compiled with sc.cython_udf
                 if len(n.args) != len(spec.params):
                     st.fail(n, f"{spec.signature()} takes {len(spec.params)} argument(s)")
@@ -694,6 +697,8 @@ def _apply(
         ch.step = P.Dedup(inputs=(cur,), keys=keys or tuple(st.name(c) for c in cols), pos=pos)
     elif kw_ == "sketch":
         ch.step = P.Sketch(inputs=(cur,), keys=_take_keys(ch), sketches=_sketches(st), pos=pos)
+    elif kw_ == "speculate":
+        ch.step = _speculate(st, cur, pos)
     elif kw_ == "union":
         others = st.positional(1, 16, "stream name(s)")
         st.keywords(())
@@ -779,6 +784,58 @@ def _sketches(st: _Stage) -> tuple[tuple[str, P.SketchCall], ...]:
             st.fail(where, f"sketch name {name!r} is used twice")
         out.append((name, sk))
     return tuple(out)
+
+
+_SPEC_HINT = 'a transactional function call, e.g. speculate driver=match(x, y), horizon="adaptive"'
+
+
+def _speculate(st: _Stage, cur: P.Step, pos: Pos) -> P.Speculate:
+    """``speculate [NAME=]FN(COL, ...)[, horizon=N | "adaptive"]`` (or a bare ``FN``: its
+    parameters name the columns)."""
+    horizon: Any = "adaptive"
+    calls: list[tuple[str | None, ast.expr]] = []
+    for k in st.call.keywords:
+        if k.arg is None:
+            st.fail(k.value, "**kwargs are not supported")
+        if k.arg == "horizon":
+            horizon = st.const(k.value)
+            try:
+                P.check_horizon(horizon)
+            except ValueError as e:
+                st.fail(k.value, str(e))
+        else:
+            calls.append((k.arg, k.value))
+    calls += [(None, a) for a in st.call.args]
+    if len(calls) != 1:
+        st.error(f"speculate takes one function: {_SPEC_HINT}", st.kw_col, len(st.keyword))
+    name, node = calls[0]
+    if isinstance(node, ast.Name):
+        fn_node, args = node, None
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+        fn_node, args = node.func, node.args
+    else:
+        st.fail(node, f"expected {_SPEC_HINT}")
+    fn = fn_node.id  # type: ignore[union-attr]
+    spec = udf_lookup(fn)
+    if spec is None:
+        st.fail(
+            fn_node,
+            f"unknown function {fn!r}: define it first with %%stream_udf or sc.cython_udf(...) "
+            "(a transactional function: cdef <type> f(sc_txn *tx, ...) noexcept nogil)",
+        )
+    assert spec is not None
+    if not spec.txn:
+        st.fail(
+            fn_node,
+            f"{spec.signature()} is not transactional: speculate needs a function whose first "
+            "argument is sc_txn *tx",
+        )
+    cols: tuple[str, ...] = ()
+    if args is not None:
+        if len(args) != len(spec.params):
+            st.fail(node, f"{spec.signature()} takes {len(spec.params)} column(s) after tx")
+        cols = tuple(st.name(a) for a in args)
+    return P.Speculate(inputs=(cur,), fn=fn, args=cols, name=name or fn, horizon=horizon, pos=pos)
 
 
 def _take_keys(ch: _Chain) -> tuple[str, ...]:
@@ -986,6 +1043,14 @@ def _stage_lines(s: P.Step, names: dict[str, str]) -> list[str]:
     if isinstance(s, P.Sketch):
         return key_line(s.keys) + [
             "sketch " + ", ".join(f"{call.text()} as {name}" for name, call in s.sketches)
+        ]
+    if isinstance(s, P.Speculate):
+        call = s.fn + (f"({', '.join(_colname(a) for a in s.args)})" if s.args else "")
+        head = call if s.name == s.fn else f"{s.name}={call}"
+        if not s.name.isidentifier():
+            raise ValueError(f"column name {s.name!r} is not an identifier; use the Python API")
+        return [
+            f"speculate {head}" + (f", horizon={s.horizon!r}" if s.horizon != "adaptive" else "")
         ]
     if isinstance(s, P.Union):
         return [f"union {', '.join(names[i.step_id] for i in s.inputs[1:])}"]

@@ -34,6 +34,9 @@ def step_summary(s: P.Step) -> str:
         return f"{s.amount} from {s.keys[0]} to {s.keys[1]}, initial {s.initial!r}{extra}"
     if isinstance(s, P.Sketch):
         return ", ".join(f"{c.text()} as {n}" for n, c in s.sketches)
+    if isinstance(s, P.Speculate):
+        call = f"{s.fn}({', '.join(s.args)})" if s.args else s.fn
+        return f"{s.name} = {call}, horizon {s.horizon}"
     if isinstance(s, P.Union):
         return " + ".join(i.step_id for i in s.inputs)
     if isinstance(s, P.Join):
@@ -68,7 +71,7 @@ def _function_labels(s: P.Step) -> list[str]:
         exprs += [e for _, e in s.exprs]
     elif isinstance(s, (P.Aggregate, P.Running)):
         exprs += [a for _, a in s.aggs]
-    names: list[str] = []
+    names: list[str] = [s.fn] if isinstance(s, P.Speculate) else []
     for e in exprs:
         names += [n for n in functions_called(e) if n not in names]
     out = []

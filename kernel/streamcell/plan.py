@@ -301,6 +301,38 @@ class Transfer(Step):
         return (f"{self.keys[0]}_balance", f"{self.keys[1]}_balance")
 
 
+Horizon = int | Literal["adaptive"]
+"""How far speculation may run ahead of the earliest uncommitted event: a fixed number of
+events (1: sequential) or ``"adaptive"`` (driven by the abort rate, seed 001 §5.2.2)."""
+
+MAX_HORIZON = 4096  # exec/speculate.h SC_SPEC_MAX_HORIZON
+
+
+def check_horizon(h: Any) -> Horizon:
+    """``h`` if it is a valid horizon, else ValueError saying what is allowed."""
+    if h == "adaptive" or (
+        isinstance(h, int) and not isinstance(h, bool) and 1 <= h <= MAX_HORIZON
+    ):
+        return h  # type: ignore[no-any-return]
+    raise ValueError(f'horizon must be "adaptive" or an integer in [1, {MAX_HORIZON}], got {h!r}')
+
+
+@dataclass(frozen=True, kw_only=True)
+class Speculate(Step):
+    """Run the transactional user function ``fn`` (compiled with ``sc.cython_udf``; first
+    argument ``sc_txn *tx``) once per row, in arrival order by definition, against one keyed
+    store (int64 keys and values) that lives as long as the run; ``args`` are the input
+    columns passed to it (empty: the columns named like its parameters) and ``name`` the
+    result column added to each row. Engines may run rows speculatively ahead (seed 001), but
+    the output equals the sequential run's."""
+
+    fn: str
+    args: tuple[str, ...]
+    name: str
+    horizon: Horizon = "adaptive"
+    kind = "speculate"
+
+
 @dataclass(frozen=True, kw_only=True)
 class Union(Step):
     kind = "union"
@@ -334,7 +366,7 @@ def edge_kind(step: Step) -> str:
         return f"hash({','.join(step.on)})"
     if keys:
         return f"hash({','.join(keys)})"
-    if isinstance(step, (Aggregate, Running, TopK, Dedup, Sketch)):
+    if isinstance(step, (Aggregate, Running, TopK, Dedup, Sketch, Speculate)):
         return "single"
     return "forward"
 
@@ -345,6 +377,8 @@ def operator_kind(step: Step) -> str:
         return "stateless"
     if isinstance(step, Transfer):
         return "multi-entity"
+    if isinstance(step, Speculate):
+        return "speculative"
     if isinstance(step, Join) or getattr(step, "keys", None):
         return "partitioned"
     if isinstance(step, (Source, Sink, Union)):
@@ -557,6 +591,64 @@ class Stream:
         """Sketch columns as rows pass: ``sketch(users=sc.theta("user_id"))``; query the live
         sketch with ``run.sketch("users")``. Rows go on unchanged."""
         return KeyedStream(self, ()).sketch(**sketches)
+
+    def speculate(
+        self,
+        fn: Any,
+        *args: str,
+        horizon: Horizon = "adaptive",
+        name: str | None = None,
+    ) -> Stream:
+        """Run a transactional native function once per row against a keyed state store.
+
+        ``fn`` is a function compiled with :func:`streamcell.cython_udf` whose first argument
+        is the state (``sc_txn *tx``), read and written with ``tx_get(tx, key)`` and
+        ``tx_put(tx, key, value)`` (int64 keys and values; a key never written reads 0).
+        Rows pass in arrival order with the function's result added as column ``name``
+        (default: the function's name); a null argument gives a null result without running
+        the function. The result always equals running the function on the rows one at a
+        time in arrival order; the native engine runs rows ahead speculatively on
+        ``RunOptions.workers`` threads, commits them in order and re-runs a row whose reads
+        an earlier row changed (seed 001). Native and reference engines; Spark refuses it.
+
+        Parameters
+        ----------
+        fn : str or UdfSpec
+            The function's name (or ``udfs.functions["name"]``).
+        *args : str
+            Input columns passed to the function after ``tx``; default: the columns named
+            like the function's parameters.
+        horizon : int or "adaptive"
+            How many events from the earliest uncommitted one on may run: ``1`` is
+            sequential; ``"adaptive"`` (default) follows the abort rate.
+        name : str, optional
+            The result column.
+
+        Examples
+        --------
+        >>> import streamcell as sc
+        >>> udfs = sc.cython_udf(
+        ...     "cdef long claim(sc_txn *tx, long driver) noexcept nogil:\n"
+        ...     "    if tx_get(tx, driver) == 0:\n"
+        ...     "        tx_put(tx, driver, 1)\n"
+        ...     "        return driver\n"
+        ...     "    return -1\n"
+        ... )  # doctest: +SKIP
+        >>> s = sc.source(frame).speculate("claim", "driver", horizon=8)  # doctest: +SKIP
+        """
+        fname = fn if isinstance(fn, str) else getattr(fn, "name", None)
+        if not isinstance(fname, str) or not fname.isidentifier():
+            raise TypeError(f"speculate() takes a function name or UdfSpec, got {fn!r}")
+        return Stream(
+            Speculate(
+                inputs=(self._step,),
+                fn=fname,
+                args=_cols(args) if args else (),
+                name=name or fname,
+                horizon=check_horizon(horizon),
+            ),
+            self._name,
+        )
 
     # fan-in
     def union(self, *others: Stream) -> Stream:

@@ -21,6 +21,20 @@ defined freely and called from the exported functions.
 
 Expressions call a registered function by name: ``score(price, qty)`` in the DSL, or
 ``sc.call("score", sc.col("price"), sc.col("qty"))`` / ``udfs.score(...)`` in the fluent API.
+
+Transactional functions (the ``speculate`` stage, seed 001) take the state first::
+
+    cdef long claim(sc_txn *tx, long x) noexcept nogil:
+        if tx_get(tx, x) == 0:
+            tx_put(tx, x, 1)
+            return x
+        return -1
+
+``tx_get(tx, key)`` / ``tx_put(tx, key, value)`` read and write a keyed store (int64 keys and
+values; a key never written reads 0) through a small vtable (native/exec/txn.h), so the
+module never links against the runtime. For them the module adds a row kernel the speculative
+engine calls per event (exec/txn.h, ``sc_txn_kernel``) and a Python wrapper taking a ``dict``
+as the store (the reference engine's plain map). They are not callable in expressions.
 """
 
 from __future__ import annotations
@@ -81,6 +95,7 @@ class UdfSpec:
     row: Any  # Python callable for the reference engine
     module: str  # the compiled module's name ("" for a Python function)
     returns: DType | None = None  # a Python function's declared result type
+    txn: bool = False  # transactional: first argument sc_txn *tx (a speculate stage's function)
 
     @property
     def is_python(self) -> bool:
@@ -97,16 +112,25 @@ class UdfSpec:
 
     def signature(self) -> str:
         args = ", ".join(f"{n}: {_KIND_TYPE[k]}" if k in _KIND_TYPE else n for n, k in self.params)
+        if self.txn:
+            args = "tx" + (", " + args if args else "")
         return f"{self.name}({args}) -> {self.return_type}"
 
     def label(self) -> str:
         """How ``explain()`` describes the function."""
+        if self.txn:
+            return f"{self.name}: native transaction (Cython, nogil; speculative, ordered commit)"
         if self.is_python:
             return f"{self.name}: Python function, slow path (per row, reference engine only)"
         return f"{self.name}: native (Cython, nogil)"
 
 
 _KIND_TYPE = {"d": FLOAT, "i": INT, "b": BOOL}
+
+TXN_IN_EXPR = (
+    "{name} is a transactional function (its first argument is sc_txn *tx): "
+    "run it with a speculate stage (speculate {name}(...)), not in an expression"
+)
 
 _REGISTRY: dict[str, UdfSpec] = {}
 _LOCK = threading.Lock()
@@ -130,6 +154,8 @@ def call(name: str, *args: Any) -> Expr:
     if spec is None:
         known = ", ".join(sorted(_REGISTRY)) or "none registered yet; use sc.cython_udf(...)"
         raise UdfError(f"unknown native function {name!r} (known: {known})")
+    if spec.txn:
+        raise UdfError(f"{TXN_IN_EXPR.format(name=name)}")
     if len(args) != len(spec.params):
         raise UdfError(f"{spec.signature()} takes {len(spec.params)} argument(s), got {len(args)}")
     irs = tuple(_ir(col(a) if isinstance(a, str) else a) for a in args)
@@ -229,11 +255,15 @@ _DEF = re.compile(
     re.M,
 )
 _ARG = re.compile(r"^\s*(?:const\s+)?(?P<type>long long|[A-Za-z_]\w*)\s+(?P<name>[A-Za-z_]\w*)\s*$")
+_TXN_ARG = re.compile(r"^\s*sc_txn\s*\*\s*(?P<name>[A-Za-z_]\w*)\s*$")
+
+Parsed = tuple[str, tuple[tuple[str, str], ...], str, bool]
+"""(name, ((arg, kind), ...), return kind, transactional)"""
 
 
-def parse_functions(source: str) -> list[tuple[str, tuple[tuple[str, str], ...], str]]:
-    """The exported functions of ``source``: (name, ((arg, kind), ...), return kind)."""
-    out = []
+def parse_functions(source: str) -> list[Parsed]:
+    """The exported functions of ``source``: (name, ((arg, kind), ...), return kind, txn)."""
+    out: list[Parsed] = []
     for m in _DEF.finditer(source):
         name = m["name"]
         if name.startswith("_"):
@@ -257,22 +287,38 @@ def parse_functions(source: str) -> list[tuple[str, tuple[tuple[str, str], ...],
                 1,
             )
         params = []
-        raw = m["args"].strip()
-        for a in raw.split(",") if raw else []:
+        raw = m["args"]
+        line_start = source.rfind("\n", 0, m.start()) + 1
+        offset = m.start("args") - line_start  # 0-based column of the argument list
+        parts = raw.split(",") if raw.strip() else []
+        txn = bool(parts) and _TXN_ARG.match(parts[0]) is not None
+        for j, a in enumerate(parts):
+            column = offset + len(a) - len(a.lstrip()) + 1
+            offset += len(a) + 1
+            if j == 0 and txn:
+                continue
             am = _ARG.match(a)
             if am is None or am["type"] not in _CTYPES:
+                hint = (
+                    "; the state argument sc_txn *tx comes first"
+                    if "sc_txn" in a
+                    else (" (after sc_txn *tx)" if txn else "")
+                )
                 raise UdfCompileError(
                     f"{where}: argument {a.strip()!r} needs one of the types "
-                    f"{', '.join(_CTYPES)} and a name",
+                    f"{', '.join(_CTYPES)} and a name{hint}",
                     line,
-                    1,
+                    column,
                 )
             params.append((am["name"], _CTYPES[am["type"]][0]))
         if not params:
             raise UdfCompileError(
-                f"{where}: an exported function takes at least one argument", line, 1
+                f"{where}: an exported function takes at least one "
+                f"{'data argument after sc_txn *tx' if txn else 'argument'}",
+                line,
+                m.start("args") - line_start + 1,
             )
-        out.append((name, tuple(params), _CTYPES[ret][0]))
+        out.append((name, tuple(params), _CTYPES[ret][0], txn))
     if not out:
         raise UdfCompileError(
             "no exported function found; define e.g. "
@@ -287,12 +333,71 @@ _HEADER = """\
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=False
 from libc.stdint cimport int64_t, uint8_t
 from libc.math cimport *
+cdef struct sc_txn:  # native/exec/txn.h (SC_TXN_ABI 1): keep the layouts equal
+    int64_t (*get)(sc_txn *tx, int64_t key) noexcept nogil
+    void (*put)(sc_txn *tx, int64_t key, int64_t value) noexcept nogil
+    void *impl
+cdef inline int64_t tx_get(sc_txn *tx, int64_t key) noexcept nogil:
+    return tx.get(tx, key)
+cdef inline void tx_put(sc_txn *tx, int64_t key, int64_t value) noexcept nogil:
+    tx.put(tx, key, value)
+"""
+
+_REF_STORE = """
+cdef int64_t _sc_ref_get(sc_txn *tx, int64_t key) noexcept nogil:
+    with gil:
+        return (<dict>tx.impl).get(key, 0)
+
+
+cdef void _sc_ref_put(sc_txn *tx, int64_t key, int64_t value) noexcept nogil:
+    with gil:
+        (<dict>tx.impl)[key] = value
 """
 
 
-def _generate(source: str, funcs: list[tuple[str, tuple[tuple[str, str], ...], str]]) -> str:
+def _generate_txn(name: str, params: tuple[tuple[str, str], ...], ret: str) -> str:
+    """The speculative engine's row kernel and the reference's dict-backed wrapper."""
+    n = len(params)
+    valid = " and ".join(f"oks[{j}][r]" for j in range(n))
+    args = ", ".join(f"(<const {_C_DECL[k]} *>vals[{j}])[r]" for j, (_, k) in enumerate(params))
+    call = f"{name}(tx, {args})"
+    store = (
+        f"(<double *>out)[0] = {call}"
+        if ret == "d"
+        else f"(<int64_t *>out)[0] = {'(1 if ' + call + ' else 0)' if ret == 'b' else call}"
+    )
+    pargs = ", ".join(f"p{j}" for j in range(n))
+    pnone = " or ".join(f"p{j} is None" for j in range(n))
+    result = f"{name}(&tx, {pargs})"
+    return f"""
+cdef void _sct_{name}(sc_txn *tx, const void **vals, const uint8_t **oks, int64_t r, void *out,
+                      uint8_t *out_ok) noexcept nogil:
+    if {valid}:
+        {store}
+        out_ok[0] = 1
+    else:
+        out_ok[0] = 0
+
+
+def _scp_{name}(dict store, {pargs}):
+    cdef sc_txn tx
+    if {pnone}:
+        return None
+    tx.get = _sc_ref_get
+    tx.put = _sc_ref_put
+    tx.impl = <void *>store
+    return {"bool(" + result + ")" if ret == "b" else result}
+"""
+
+
+def _generate(source: str, funcs: list[Parsed]) -> str:
     parts = [_HEADER, source.rstrip() + "\n", "\n# ---- generated by streamcell ----\n"]
-    for name, params, ret in funcs:
+    if any(f[3] for f in funcs):
+        parts.append(_REF_STORE)
+    for name, params, ret, txn in funcs:
+        if txn:
+            parts.append(_generate_txn(name, params, ret))
+            continue
         n = len(params)
         decls = "\n".join(
             f"    cdef const {_C_DECL[k]} *a{j} = <const {_C_DECL[k]} *>vals[{j}]"
@@ -324,7 +429,9 @@ def _scp_{name}({pargs}):
     return {"bool(" + name + "(" + pargs + "))" if ret == "b" else name + "(" + pargs + ")"}
 """
         )
-    table = ", ".join(f"{name!r}: <size_t>&_sck_{name}" for name, _, _ in funcs)
+    table = ", ".join(
+        f"{name!r}: <size_t>&_sc{'t' if txn else 'k'}_{name}" for name, _, _, txn in funcs
+    )
     parts.append(f"\ndef _sc_kernels():\n    return {{{table}}}\n")
     return "".join(parts)
 
@@ -460,9 +567,15 @@ def cython_udf(source: str) -> UdfModule:
             sys.modules[modname] = mod  # never unloaded: kernels stay valid
         kernels = mod._sc_kernels()
         specs = {}
-        for name, params, ret in funcs:
+        for name, params, ret, txn in funcs:
             specs[name] = UdfSpec(
-                name, params, ret, int(kernels[name]), getattr(mod, f"_scp_{name}"), modname
+                name,
+                params,
+                ret,
+                int(kernels[name]),
+                getattr(mod, f"_scp_{name}"),
+                modname,
+                txn=txn,
             )
         _REGISTRY.update(specs)
     return UdfModule(so, specs, cached)

@@ -124,6 +124,7 @@ OUT_INPUT, OUT_AGG, OUT_WSTART, OUT_WEND, OUT_RANK = 1, 2, 3, 4, 5
 WINDOW_KIND = {"tumbling": 1, "sliding": 2, "session": 3}
 SKETCH_KIND = {"theta": 1, "hll": 2, "kll": 3, "frequent": 4}  # exec/ops_sketch.h
 PARTITIONS = 32
+SPEC_MAX_HORIZON = 256  # the adaptive predictor's bound (exec/speculate.h)
 PUSH_ROWS = 65_536  # rows per push call (stop / pause / drain are checked between)
 OUT_ROWS = 65_536  # rows per chunk handed to the sink
 FLUSH_S = 0.002  # a throttled source pushes what is due at least this often
@@ -191,7 +192,9 @@ class NativeBackend:
         lower(c, options)  # expression support is checked by lowering
         if options.reorder == "none":
             for s in c.plan.steps:
-                if isinstance(s, (P.Aggregate, P.Running, P.TopK, P.Dedup, P.Transfer, P.Sketch)):
+                if isinstance(
+                    s, (P.Aggregate, P.Running, P.TopK, P.Dedup, P.Transfer, P.Sketch, P.Speculate)
+                ):
                     raise NotSupportedError(
                         s.step_id,
                         NAME,
@@ -424,6 +427,7 @@ class Lowered:
     step_index: dict[str, int] = field(default_factory=dict)
     taps: dict[str, Any] = field(default_factory=dict)  # sketch step id -> _runtime.SketchTap
     entities: dict[str, int] = field(default_factory=dict)  # transfer step id -> entity table
+    speculators: dict[str, int] = field(default_factory=dict)  # speculate step id -> operator
 
 
 def _agg_args(
@@ -639,6 +643,28 @@ def lower(c: Compiled, options: RunOptions) -> Lowered:  # noqa: C901 - one disp
                     ),
                 )
             )
+        elif isinstance(s, P.Speculate):
+            from ..compiler import speculate_function
+
+            spec, cols = speculate_function(s)
+            low.ops.append(
+                (
+                    "speculate",
+                    dict(
+                        step=idx,
+                        in_lts=_lts(schema),
+                        out_lts=_lts(out),
+                        kernel=spec.kernel,
+                        args=[pos[a] for a in cols],
+                        kinds="".join(k for _, k in spec.params).encode(),
+                        workers=options.workers,
+                        horizon=0 if s.horizon == "adaptive" else int(s.horizon),
+                        max_horizon=SPEC_MAX_HORIZON,
+                        sid=s.step_id,
+                        capacity=cap,
+                    ),
+                )
+            )
         elif isinstance(s, P.Sketch):
             low.ops.append(
                 (
@@ -746,6 +772,19 @@ def build(low: Lowered, c: Compiled) -> Any:
                 a["serial"],
                 a["reasons"],
                 a["rejected"],
+                a["capacity"],
+            )
+        elif kind == "speculate":
+            low.speculators[a["sid"]] = prog.add_speculate(
+                a["step"],
+                a["in_lts"],
+                a["out_lts"],
+                a["kernel"],
+                a["args"],
+                a["kinds"],
+                a["workers"],
+                a["horizon"],
+                a["max_horizon"],
                 a["capacity"],
             )
         elif kind == "sketch":
@@ -934,12 +973,7 @@ class Driver:
             self._drain_sides(prog)
             self._sync_counters(prog)
             self._flush_side()
-            metrics = prog.metrics()
-            metrics["entities"] = {
-                sid: dict(zip(("entities", "waited"), prog.entity_stats(t)))
-                for sid, t in self.low.entities.items()
-            }
-            self.env.run.native_metrics = metrics
+            self.env.run.native_metrics = self._metrics(prog)
             err = prog.error()
             for stage in stages:  # answers outlive the program
                 stage.freeze()
@@ -1033,13 +1067,28 @@ class Driver:
 
     _next_sync = 0.0
 
+    def _metrics(self, prog: Any) -> dict[str, Any]:
+        """The program's metrics plus the multi-entity and speculate stages' own counters."""
+        metrics: dict[str, Any] = prog.metrics()
+        metrics["entities"] = {
+            sid: dict(zip(("entities", "waited"), prog.entity_stats(t)))
+            for sid, t in self.low.entities.items()
+        }
+        spec = {}
+        for sid, op in self.low.speculators.items():
+            st = self.c.plan.step(sid)
+            assert isinstance(st, P.Speculate)
+            spec[sid] = dict(prog.speculate_stats(op), function=st.fn)
+        metrics["speculate"] = spec
+        return metrics
+
     def _periodic(self, prog: Any) -> None:
         now = time.monotonic()
         if now >= self._next_sync:
             self._next_sync = now + 0.1
             if self._pending_rows and now - self._pending_since > 0.02:
                 self._flush_out()
-            self.env.run.native_metrics = prog.metrics()
+            self.env.run.native_metrics = self._metrics(prog)
             self._drain_sides(prog)
             self._sync_counters(prog)
 

@@ -614,6 +614,35 @@ class TransferOp(Op):
         return len(self.bal)
 
 
+class SpeculateOp(Op):
+    """A speculate stage (plan.Speculate), sequentially: the user's transactional function on
+    each row in arrival order against one plain dict (key -> int64 value; absent reads 0),
+    through the compiled module's reference wrapper. The definition the native speculative
+    engine must reproduce."""
+
+    def __init__(self, step: P.Speculate, c: Compiled, env: Env):
+        super().__init__(step, c, env)
+        from ..compiler import speculate_function
+
+        spec, self.cols = speculate_function(step)
+        self.fn = spec.row
+        self.name = step.name
+        self.float_args = [k == "d" for _, k in spec.params]
+        self.store: dict[int, int] = {}
+
+    def push(self, row: Row, port: int) -> list[Row]:
+        args = [
+            float(row[c]) if f and row[c] is not None else row[c]
+            for c, f in zip(self.cols, self.float_args)
+        ]
+        out = dict(row)
+        out[self.name] = self.fn(self.store, *args)
+        return [out]
+
+    def state_size(self) -> int:
+        return len(self.store)
+
+
 class SketchOp(Op):
     """Exact answers for a sketch stage (streamcell.sketching.ReferenceStage); rows pass."""
 
@@ -668,6 +697,7 @@ _OPS: dict[type, Callable[..., Op]] = {
     P.Dedup: DedupOp,
     P.Sketch: SketchOp,
     P.Transfer: TransferOp,
+    P.Speculate: SpeculateOp,
     P.Union: UnionOp,
     P.Join: JoinOp,
     P.Sink: SinkOp,

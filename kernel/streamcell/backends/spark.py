@@ -98,6 +98,13 @@ def chain(c: Compiled) -> list[P.Step]:
             raise NotSupportedError(s.step_id, NAME, "fan-out to several branches")
         if isinstance(s, P.Explode):
             raise NotSupportedError(s.step_id, NAME, "list columns (explode)")
+        if isinstance(s, P.Speculate):
+            raise NotSupportedError(
+                s.step_id,
+                NAME,
+                f"speculate {s.fn} (a native transactional function over one shared store); "
+                "use engine='native' or 'reference'",
+            )
         for _, t in c.schemas[s.step_id]:
             if t.name == "list":
                 raise NotSupportedError(s.step_id, NAME, "list columns")
