@@ -63,6 +63,20 @@ class Program:
         capacity: int,
     ) -> int: ...
     def entity_stats(self, table: int) -> tuple[int, int]: ...
+    def add_speculate(
+        self,
+        step: int,
+        in_lts: bytes,
+        out_lts: bytes,
+        kernel: int,
+        args: list[int],
+        kinds: bytes,
+        workers: int,
+        horizon: int,
+        max_horizon: int,
+        capacity: int,
+    ) -> int: ...
+    def speculate_stats(self, op: int) -> dict[str, Any]: ...
     def add_sketch(
         self,
         step: int,

@@ -7,6 +7,8 @@ Every engine feeds the same :class:`MetricsSnapshot` through :func:`metrics_snap
   selectivity, queue depth, workers, state size, latency) or, for any other engine, from
   :meth:`Run.counts` (rows in/out and selectivity per plan step). An engine may also provide
   ``run.operator_metrics()`` returning a list of dicts with :class:`OperatorStats`' fields;
+- speculate stages (native engine) come from ``run.native_metrics["speculate"]``: the
+  predictor's horizon and the abort rate of each stage (:class:`SpeculationStats`);
 - sketches come from a ``run.sketches()`` hook when the run has one (a mapping or list of
   sketch objects or :class:`SketchSnapshot`); no hook or no sketches gives an empty list.
 
@@ -37,6 +39,24 @@ class OperatorStats:
     queue_depth: int | None = None
     workers: int | None = None
     state_size: int | None = None
+
+
+@dataclass(frozen=True)
+class SpeculationStats:
+    """One ``speculate`` stage: its function, the conflict predictor's current horizon
+    (``mode`` fixed or adaptive; ``horizon_mean`` over committed events) and how many of the
+    committed events were aborted once and re-executed (``abort_rate`` = aborts / commits)."""
+
+    step: str
+    function: str
+    mode: str
+    horizon: int
+    horizon_mean: float
+    commits: int
+    aborts: int
+    abort_rate: float
+    workers: int
+    keys: int
 
 
 @dataclass(frozen=True)
@@ -73,6 +93,7 @@ class MetricsSnapshot:
     watermark_lag_s: float | None
     operators: tuple[OperatorStats, ...] = ()
     sketches: tuple[SketchSnapshot, ...] = field(default_factory=tuple)
+    speculation: tuple[SpeculationStats, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -195,6 +216,26 @@ def _operators(run: Any) -> tuple[OperatorStats, ...]:
     return _step_operators(run)
 
 
+def _speculation(nm: Mapping[str, Any] | None) -> tuple[SpeculationStats, ...]:
+    out = []
+    for sid, d in ((nm or {}).get("speculate") or {}).items():
+        out.append(
+            SpeculationStats(
+                step=str(sid),
+                function=str(d.get("function", "")),
+                mode=str(d.get("mode", "")),
+                horizon=int(d.get("horizon", 0)),
+                horizon_mean=float(d.get("horizon_mean", 0.0)),
+                commits=int(d.get("commits", 0)),
+                aborts=int(d.get("aborts", 0)),
+                abort_rate=float(d.get("abort_rate", 0.0)),
+                workers=int(d.get("workers", 0)),
+                keys=int(d.get("keys", 0)),
+            )
+        )
+    return tuple(out)
+
+
 def metrics_snapshot(run: Any) -> MetricsSnapshot:
     """The current metrics of ``run`` (any engine), cheap enough to take many times a second."""
     p = run.progress()
@@ -227,7 +268,18 @@ def metrics_snapshot(run: Any) -> MetricsSnapshot:
         watermark_lag_s=_num(wm() if callable(wm) else wm),
         operators=_operators(run),
         sketches=sketches,
+        speculation=_speculation(nm),
     )
+
+
+def describe_speculation(stats: Iterable[SpeculationStats]) -> list[str]:
+    """One line per speculate stage (for text displays and the dashboard)."""
+    return [
+        f"{s.step} {s.function}: horizon {s.horizon} ({s.mode}, mean {s.horizon_mean:.1f}), "
+        f"abort rate {s.abort_rate:.1%} ({s.aborts:,} of {s.commits:,} events re-run), "
+        f"{s.workers} workers, {s.keys:,} keys"
+        for s in stats
+    ]
 
 
 def describe_sketches(snaps: Iterable[SketchSnapshot]) -> list[str]:
