@@ -26,6 +26,7 @@ export const STAGES = [
   'top_k',
   'dedup',
   'sketch',
+  'speculate',
   'union',
   'join',
   'sink'
@@ -52,6 +53,8 @@ export const STAGE_DOCS: Record<(typeof STAGES)[number], string> = {
   dedup: 'dedup COL, ...: drop repeated keys',
   sketch:
     'sketch theta(COL) as NAME, kll(COL) as NAME, ...: live sketches (theta, hll, kll, frequent)',
+  speculate:
+    'speculate NAME=FN(COL, ...), horizon="adaptive": a transactional Cython function per row',
   union: 'union STREAM, ...',
   join: 'join STREAM, on=COL, within="5m"',
   sink: 'sink table | parquet(PATH) | callback(FN)'
