@@ -379,9 +379,9 @@ static int execute(sc_dag *d, uint32_t v, sc_batch **in, bool eos, sc_batch **ou
     }
     if (eos) {
         sc_batch *e;
-        const sc_schema *s = x->merge ? &x->merged
-                             : x->nops ? &x->ops[0].base->in
-                                       : NULL;
+        const sc_schema *s = x->merge                       ? &x->merged
+                             : x->nops && x->ops[0].base ? &x->ops[0].base->in
+                                                         : NULL;
         sc_schema empty = { 0, NULL };
         rc = sc_batch_new(&e, s ? s : &empty, 1);
         if (rc) {
