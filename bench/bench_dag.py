@@ -49,7 +49,10 @@ def dag(a_df: pl.DataFrame, b_df: pl.DataFrame) -> sc.Plan:
         alarms.sink_table("alarms"),
         b.filter(col("temp") < -25).sink_table("frost"),
         alarms.key_by("region").agg(n=sc.count()).sink_table("alarms_per_region"),
-        b.key_by("region").tumbling(600, time="ts").agg(n=sc.count(), m=sc.mean("temp")).sink_none(),
+        b.key_by("region")
+        .tumbling(600, time="ts")
+        .agg(n=sc.count(), m=sc.mean("temp"))
+        .sink_none(),
         both.key_by("region").running(hottest=sc.max("temp")).sink_none(),
     )
 
@@ -99,10 +102,14 @@ def main() -> None:
         f"  ({d2['skipped']:,} of {d2['possible']:,})"
     )
     print(f"{'phases in flight at once, most (2 workers)':<58}{d2['in_flight_max']:>10}")
-    print(f"{'vertex-phase pairs executing at once, most (2 workers)':<58}{d2['concurrent_max']:>10}")
+    print(
+        f"{'vertex-phase pairs executing at once, most (2 workers)':<58}{d2['concurrent_max']:>10}"
+    )
     for v in d2["per_vertex"]:
         share = v["executions"] / d2["phases"] if d2["phases"] else 0.0
-        print(f"  v{v['vertex']:<2} {v['name']:<14} executed in {share:6.1%} of phases, {v['rows_in']:>10,} rows in")
+        print(
+            f"  v{v['vertex']:<2} {v['name']:<14} executed in {share:6.1%} of phases, {v['rows_in']:>10,} rows in"
+        )
 
 
 if __name__ == "__main__":

@@ -1373,8 +1373,11 @@ class DagDriver(Driver):
         self.reasons = {}
         self.last_position = ""
         self.bad_rows = []
+        # where each phase's rows came from (for dead-letter positions); bounded: phases
+        # whose side records have surely been drained are dropped
         self.phase_bases: list[int] = []
         self.phase_rows: list[tuple[list[int], list[int]]] = []  # rows, first local row
+        self.pushed_at_drain = 0
 
     def _items(self, s: P.Source) -> Iterator[pa.RecordBatch | BadRow]:
         reader = self.c.readers[s.step_id]
@@ -1542,12 +1545,24 @@ class DagDriver(Driver):
         if seq >= 1 << 62 or not self.phase_bases:
             return self.last_position
         k = bisect.bisect_right(self.phase_bases, seq) - 1
+        if k < 0:
+            return self.last_position
         counts, starts = self.phase_rows[k]
         for i, s in enumerate(merged_serials(self.phase_bases[k], counts)):
             hit = int(s.searchsorted(seq))
             if hit < len(s) and s[hit] == seq:
                 return f"{self.sources[i].step_id} row {starts[i] + hit}"
         return self.last_position
+
+    def _drain_sides(self, prog: Any) -> None:
+        """Drain side records; then forget the phases that were done before the previous
+        drain (at most PHASES are in flight, so their records are all in)."""
+        super()._drain_sides(prog)
+        drop = self.pushed_at_drain - PHASES
+        if drop > 0:
+            del self.phase_bases[:drop]
+            del self.phase_rows[:drop]
+        self.pushed_at_drain = len(self.phase_bases)
 
     def _sync_counters(self, prog: Any) -> None:
         super()._sync_counters(prog)
