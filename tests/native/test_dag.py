@@ -226,3 +226,26 @@ def test_stop_an_unbounded_two_source_dag_promptly() -> None:
     assert run.status == "stopped"
     assert time.monotonic() - t0 < 5
     assert run.table("n").height > 0
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_fan_out_to_an_aggregate_and_sketches(workers: int) -> None:
+    """One branch aggregates, the others feed sketches (keyed and not): Θ is exact at this
+    size; HLL holds the exact per-key answer (the reference's) within its bounds."""
+    src = sc.source(sc.clickstream(rows=3000, users=300, seed=3), name="clicks")
+    plan = sc.combine(
+        src.key_by("event").agg(n=sc.count()).sink_table("per_event"),
+        src.sketch(users=sc.theta("user_id"), top=sc.frequent("item_id")).sink_none(),
+        src.key_by("event").sketch(u=sc.hll("user_id")).sink_none(),
+    )
+    opts = RunOptions(engine="native", workers=workers, batch_size=256)
+    out = check_against_reference(plan, opts)
+    assert out["tables"]
+    nat, ref = run_plan(plan, opts), run_plan(plan, RunOptions(engine="reference"))
+    assert nat.native_metrics["dag"]["vertices"] == 4
+    assert nat.sketch("users").estimate() == ref.sketch("users").estimate()
+    want = ref.sketch("u").to_frame().sort("event")
+    got = nat.sketch("u").to_frame().sort("event")
+    assert got["event"].to_list() == want["event"].to_list()
+    for exact, lo, hi in zip(want["estimate"], got["lower_bound"], got["upper_bound"]):
+        assert lo <= exact <= hi
