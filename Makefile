@@ -10,7 +10,7 @@ EXT_OUT := kernel/streamcell/labextension
 EXT_SRC := package.json tsconfig.json $(wildcard ext/src/*.ts ext/style/*.css ext/schema/*.json)
 EXT_LINK := $(VENV)/share/jupyter/labextensions/streamcell
 
-.PHONY: venv build node_modules ext test test-quick demo lab lint format clean sanitize bench bench-memory bench-structures bench-sketch bench-dashboard bench-entities bench-speculate bench-spark
+.PHONY: venv build node_modules ext test test-quick demo lab lint format clean sanitize bench bench-memory bench-structures bench-sketch bench-dashboard bench-entities bench-speculate bench-spark bench-dag
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -87,6 +87,10 @@ bench-entities: build
 ## bench-speculate: speculate stage, 2 workers vs 1, 0/10/20% conflicts, 1/10/100 µs tasks
 bench-speculate: build
 	$(BIN)/python bench/bench_speculate.py $(BENCH_ARGS)
+
+## bench-dag: a 10-vertex DAG over two sources, 1 vs 2 workers, executions skipped by Δ-propagation
+bench-dag: build
+	$(BIN)/python bench/bench_dag.py $(BENCH_ARGS)
 
 ## bench-dashboard: ingestion with vs without a live dashboard attached (same run; >= 0.97)
 bench-dashboard: build
