@@ -23,7 +23,12 @@ import time
 from collections import deque
 from typing import Any
 
-from streamcell.snapshot import MetricsSnapshot, SketchSnapshot, metrics_snapshot
+from streamcell.snapshot import (
+    MetricsSnapshot,
+    SketchSnapshot,
+    describe_speculation,
+    metrics_snapshot,
+)
 
 from .status import _COLORS, _fmt_rate
 
@@ -100,12 +105,17 @@ def operators_html(snap: MetricsSnapshot) -> str:
             _fmt(o.state_size),
         )
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    spec = "".join(
+        f"<div class='sc-speculation'>{html.escape(line)}</div>"
+        for line in describe_speculation(snap.speculation)
+    )
     return (
         "<table class='sc-ops' style='font-family:monospace;font-size:12px'><thead><tr>"
         + "".join(f"<th>{h}</th>" for h in head)
         + "</tr></thead><tbody>"
         + "".join(rows)
         + "</tbody></table>"
+        + spec
     )
 
 

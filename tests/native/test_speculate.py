@@ -394,3 +394,14 @@ def test_stop_interrupts_a_long_speculative_batch(udfs):
     run.stop()
     assert time.monotonic() - t0 < 3.0
     assert run.status == "stopped" and run.error is None
+
+
+def test_speculate_inside_a_dag_plan(udfs):
+    """Two sources merged by union, then one speculate stage (a DAG vertex on the native
+    engine; the reference defines the merged order): native = reference."""
+    a = histogram(300, 0.5, seed=1)
+    b = histogram(300, 0.5, seed=2).with_columns(pl.col("bucket") % 7)
+    plan = sc.source(a).union(sc.source(b)).speculate("bump", horizon="adaptive").plan()
+    for options in NATIVE[1:]:
+        stats = _same_as_reference(plan, options)
+        assert stats["commits"] == 600
