@@ -160,11 +160,12 @@ def _chain(c: Compiled) -> list[P.Step]:
             consumers[i.step_id] = consumers.get(i.step_id, 0) + 1
     sources = [s for s in steps if isinstance(s, P.Source)]
     for s in steps:
-        if isinstance(s, (P.Union, P.Join)):
+        if isinstance(s, (P.Union, P.Join, P.Correlate)):
             raise NotSupportedError(
                 s.step_id,
                 NAME,
-                "fan-in (union/join) runs natively with DAG support; use engine='reference'",
+                "fan-in (union/join/correlate) runs natively with DAG support; "
+                "use engine='reference'",
             )
         if consumers.get(s.step_id, 0) > 1:
             raise NotSupportedError(

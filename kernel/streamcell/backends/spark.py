@@ -94,6 +94,10 @@ def chain(c: Compiled) -> list[P.Step]:
             raise NotSupportedError(
                 s.step_id, NAME, "fan-in (union/join) is not on Spark yet; use engine='native'"
             )
+        if isinstance(s, P.Correlate):
+            raise NotSupportedError(
+                s.step_id, NAME, "correlate is not on Spark yet; use engine='native'"
+            )
         if consumers.get(s.step_id, 0) > 1:
             raise NotSupportedError(s.step_id, NAME, "fan-out to several branches")
         if isinstance(s, P.Explode):
