@@ -724,12 +724,12 @@ def _apply(
         ins = [cur] + [_ref(st, o, named, consumed) for o in others]
         ports = {ch.label: 0} if ch.label else {}
         ports.update({o.id: i + 1 for i, o in enumerate(others)})  # type: ignore[attr-defined]
-        aggs = tuple(
+        corr_aggs = tuple(
             (k, _corr_agg(st, v, ports))
             for k, v in opts.items()
             if k not in ("on", "time", "over", "lateness")
         )
-        if not aggs:
+        if not corr_aggs:
             st.error("correlate needs at least one aggregate, e.g. n=count()", st.kw_col, len(kw_))
         ch.step = P.Correlate(
             inputs=tuple(ins),
@@ -737,7 +737,7 @@ def _apply(
             time=st.name(opts["time"]),
             over=st.duration(opts["over"]),
             lateness=st.duration(opts["lateness"]) if "lateness" in opts else 0,
-            aggs=aggs,
+            aggs=corr_aggs,
             pos=pos,
         )
     elif kw_ == "sink":
