@@ -271,3 +271,12 @@ def test_explain_names_the_inputs_and_the_aggregates():
     assert "source#1 ~ source#2 on region over 60 (ts)" in line
     assert "b_std=std(source#2.temp)" in line and "hash(region)" in line
     assert "region: int, ts: int, a_avg: float, b_avg: float, b_std: float, nb: int" in text
+
+
+def test_the_sensor_example_flags_only_the_region_that_runs_hot():
+    from examples.correlate_sensors import alerts
+
+    found = alerts(minutes=420)  # A runs 3 degrees hot in the north from minute 300
+    assert found.height > 0
+    assert set(found["region"]) == {"north"}
+    assert found["ts"].min() >= dt.datetime(2024, 6, 1, 5, 0)
