@@ -28,6 +28,7 @@ export const STAGES = [
   'sketch',
   'union',
   'join',
+  'correlate',
   'sink'
 ] as const;
 
@@ -54,6 +55,8 @@ export const STAGE_DOCS: Record<(typeof STAGES)[number], string> = {
     'sketch theta(COL) as NAME, kll(COL) as NAME, ...: live sketches (theta, hll, kll, frequent)',
   union: 'union STREAM, ...',
   join: 'join STREAM, on=COL, within="5m"',
+  correlate:
+    'correlate STREAM, on=COL, time=COL, over="1h", NAME=mean(COL), NAME=std(STREAM.COL)',
   sink: 'sink table | parquet(PATH) | callback(FN)'
 };
 
@@ -69,6 +72,7 @@ export const FUNCTIONS = [
   'min',
   'max',
   'mean',
+  'std',
   'first',
   'last',
   'count_distinct',
