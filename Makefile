@@ -10,7 +10,7 @@ EXT_OUT := kernel/streamcell/labextension
 EXT_SRC := package.json tsconfig.json $(wildcard ext/src/*.ts ext/style/*.css ext/schema/*.json)
 EXT_LINK := $(VENV)/share/jupyter/labextensions/streamcell
 
-.PHONY: venv build node_modules ext test test-quick demo lab lint format clean sanitize bench bench-memory bench-structures bench-sketch bench-dashboard bench-entities bench-spark
+.PHONY: venv build node_modules ext test test-quick demo lab lint format clean sanitize bench bench-memory bench-structures bench-sketch bench-dashboard bench-entities bench-spark bench-dag
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -83,6 +83,10 @@ bench-sketch: build
 ## bench-entities: multi-entity transfers, ticket ordering vs one global lock, 1 and 2 workers
 bench-entities: build
 	$(BIN)/python bench/bench_entities.py $(BENCH_ARGS)
+
+## bench-dag: a 10-vertex DAG over two sources, 1 vs 2 workers, executions skipped by Δ-propagation
+bench-dag: build
+	$(BIN)/python bench/bench_dag.py $(BENCH_ARGS)
 
 ## bench-dashboard: ingestion with vs without a live dashboard attached (same run; >= 0.97)
 bench-dashboard: build

@@ -1,5 +1,5 @@
 # distutils: language = c
-# distutils: sources = native/exec/common.c native/exec/expr.c native/exec/ops_state.c native/exec/ops_keyed.c native/exec/ops_window.c native/exec/keyhash.c native/exec/rowstore.c native/exec/program.c native/exec/arrow_bridge.c native/exec/lists.c native/exec/ops_sketch.c native/exec/ops_entities.c native/exec/ops_join.c native/exec/ops_correlate.c native/sketch/theta.c native/sketch/hll.c native/sketch/kll.c native/sketch/frequent.c native/sketch/murmur3.c native/sketch/concurrent.c native/runtime/pool.c native/runtime/scheduler.c native/runtime/reorder.c native/runtime/hybrid_queue.c native/runtime/ring.c native/runtime/batch.c native/runtime/metrics.c
+# distutils: sources = native/exec/common.c native/exec/expr.c native/exec/ops_state.c native/exec/ops_keyed.c native/exec/ops_window.c native/exec/keyhash.c native/exec/rowstore.c native/exec/program.c native/exec/arrow_bridge.c native/exec/lists.c native/exec/ops_sketch.c native/exec/ops_entities.c native/exec/dag.c native/exec/ops_join.c native/exec/ops_correlate.c native/sketch/theta.c native/sketch/hll.c native/sketch/kll.c native/sketch/frequent.c native/sketch/murmur3.c native/sketch/concurrent.c native/runtime/pool.c native/runtime/scheduler.c native/runtime/reorder.c native/runtime/hybrid_queue.c native/runtime/ring.c native/runtime/batch.c native/runtime/metrics.c
 # distutils: include_dirs = native native/common native/exec native/runtime
 """streamcell._runtime: the Python face of the native runtime (native/exec, native/runtime).
 
@@ -11,7 +11,7 @@ zero-copy Arrow record batches. Everything between runs on C threads without the
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport free, malloc, calloc, realloc, abort
-from libc.string cimport memset
+from libc.string cimport memcpy, memset
 from cpython.pycapsule cimport PyCapsule_GetPointer
 
 include "common/status.pxi"
@@ -19,11 +19,13 @@ include "common/status.pxi"
 cdef extern from "runtime/batch.h":
     ctypedef struct sc_column:
         int64_t null_count
+        void *values
         uint8_t *validity
         int32_t *offsets
         char *data
     ctypedef struct sc_batch:
         uint64_t serial
+        uint64_t first_row
         int64_t nrows
         int64_t capacity
         int32_t ncols
@@ -206,6 +208,46 @@ cdef extern from "exec/program.h":
     sc_metrics *sc_prog_metrics(sc_prog *p) nogil
     const sc_sched *sc_prog_sched(const sc_prog *p) nogil
     int sc_prog_sides(sc_prog *p, sc_side ***sides, uint32_t *n) nogil
+
+cdef extern from "exec/dag.h":
+    ctypedef struct sc_dag:
+        pass
+    ctypedef struct sc_dag_vstats:
+        uint64_t executions
+        uint64_t rows_in
+        uint64_t rows_out
+        uint64_t ns
+        int64_t state_size
+        uint32_t index_limit
+    ctypedef struct sc_dag_stats:
+        uint64_t phases
+        uint64_t pairs
+        uint64_t in_flight_max
+        uint64_t concurrent_max
+        uint64_t lat_count, lat_p50_ns, lat_p99_ns, lat_max_ns
+        double lat_mean_ns
+    int sc_dag_create(sc_dag **out, uint32_t nsteps, uint32_t nvertices, uint32_t nsources, uint32_t nsinks,
+                      uint32_t max_phases, uint32_t max_out) nogil
+    void sc_dag_destroy(sc_dag *d) nogil
+    sc_step_counters *sc_dag_counters(sc_dag *d, uint32_t step) nogil
+    int sc_dag_vertex(sc_dag *d, uint32_t v, const char *name, uint32_t nin, int32_t sink) nogil
+    int sc_dag_source(sc_dag *d, uint32_t i, uint32_t v) nogil
+    int sc_dag_edge(sc_dag *d, uint32_t frm, uint32_t to, uint32_t port) nogil
+    int sc_dag_merge(sc_dag *d, uint32_t v, const sc_schema *out, const int32_t *map, int32_t port_col) nogil
+    int sc_dag_add_op(sc_dag *d, uint32_t v, const char *name, bint stateless, sc_op_run_fn run,
+                      sc_op_destroy_fn destroy, void *state, sc_op_base *base) nogil
+    int sc_dag_start(sc_dag *d, uint32_t workers) nogil
+    int sc_dag_push(sc_dag *d, sc_batch **inp, int64_t timeout_ns) nogil
+    int sc_dag_finish(sc_dag *d, int64_t timeout_ns) nogil
+    int sc_dag_take(sc_dag *d, uint32_t sink, sc_batch **b) nogil
+    int sc_dag_wait(sc_dag *d, int64_t timeout_ns) nogil
+    int sc_dag_stop(sc_dag *d) nogil
+    int sc_dag_error(const sc_dag *d, uint32_t *vertex) nogil
+    uint32_t sc_dag_nvertices(const sc_dag *d) nogil
+    const char *sc_dag_vertex_name(const sc_dag *d, uint32_t v) nogil
+    int sc_dag_vertex_stats(const sc_dag *d, uint32_t v, sc_dag_vstats *out) nogil
+    void sc_dag_stats_get(sc_dag *d, sc_dag_stats *out) nogil
+    int sc_dag_sides(sc_dag *d, sc_side ***sides, uint32_t *n) nogil
 
 cdef extern from "exec/lists.h":
     ctypedef struct sc_list_decoded:
@@ -438,20 +480,61 @@ cdef class Program:
     cdef _Schema in_schema
     cdef bint started
     cdef list entities      # sc_entities tables (addresses), freed after the program
+    cdef sc_dag *d          # DAG mode (exec/dag.h) instead of the chain
+    cdef public int vertex  # DAG mode: the vertex add_* methods append to
+    cdef list source_schemas
+    cdef list sink_schemas
 
-    def __cinit__(self, int nsteps, int max_out=64):
-        check_status(sc_prog_create(&self.p, nsteps, max_out), "program")
+    def __cinit__(self, int nsteps, int max_out=64, tuple dag=None):
+        if dag is None:
+            check_status(sc_prog_create(&self.p, nsteps, max_out), "program")
+        else:  # (vertices, sources, sinks, phases in flight): a DAG run by phases (exec/dag.h)
+            nv, nsrc, nsink, phases = dag
+            check_status(sc_dag_create(&self.d, nsteps, nv, nsrc, nsink, phases, max_out), "dag")
+            self.source_schemas = []
+            self.sink_schemas = []
         self.nsteps = nsteps
         self.entities = []
         self.schemas = []
         self.op_steps = []
 
     def __dealloc__(self):
+        self._release()
+
+    cdef _release(self):
         if self.p != NULL:
             with nogil:
                 sc_prog_destroy(self.p)
             self.p = NULL
+        if self.d != NULL:
+            with nogil:
+                sc_dag_destroy(self.d)
+            self.d = NULL
         self._free_entities()
+
+    cdef bint _closed(self):
+        return self.p == NULL and self.d == NULL
+
+    cdef int _add(self, const char *name, sc_op_kind kind, sc_op_run_fn run, sc_op_destroy_fn destroy, void *st,
+                  sc_op_base *base):
+        if self.d != NULL:
+            return sc_dag_add_op(self.d, self.vertex, name, kind == SC_OP_STATELESS, run, destroy, st, base)
+        return sc_prog_add(self.p, name, kind, run, destroy, st, base)
+
+    cdef int _add_keyed(self, const char *name, sc_op_run_fn run, sc_op_destroy_fn destroy, void **states,
+                        sc_op_base **bases, uint32_t partitions, const int32_t *keys, int32_t nkeys,
+                        const sc_schema *si, const sc_schema *so):
+        cdef uint32_t i
+        if self.d != NULL:  # a DAG vertex runs its phases in order: one partition
+            for i in range(1, partitions):
+                destroy(states[i])
+            return sc_dag_add_op(self.d, self.vertex, name, False, run, destroy, states[0], bases[0])
+        return sc_prog_add_keyed(self.p, name, run, destroy, states, bases, partitions, keys, nkeys, si, so)
+
+    cdef sc_step_counters *_ctr(self, int step):
+        if self.d != NULL:
+            return sc_dag_counters(self.d, step)
+        return sc_prog_counters(self.p, step)
 
     cdef _free_entities(self):
         if self.entities:
@@ -461,11 +544,7 @@ cdef class Program:
 
     def close(self):
         """Stop the workers and free everything (idempotent)."""
-        if self.p != NULL:
-            with nogil:
-                sc_prog_destroy(self.p)
-            self.p = NULL
-        self._free_entities()
+        self._release()
 
     def add_transfer(self, int step, bytes in_lts, bytes mid_lts, bytes out_lts, list keys, int amount,
                      bint is_float, double initial_f, int64_t initial_i, bint overdraft, bint serial,
@@ -490,14 +569,14 @@ cdef class Program:
         rc = sc_op_order_create(&st, &b, ents, ks, amount, rs)
         sc_op_base_free(&b)
         check_status(rc, f"transfer step {step} (order)")
-        check_status(sc_prog_add(self.p, b"order", SC_OP_STATEFUL, sc_op_order_run, sc_op_order_destroy,
+        check_status(self._add(b"order", SC_OP_STATEFUL, sc_op_order_run, sc_op_order_destroy,
                                  st, <sc_op_base *>st), "order")
         self.schemas.append(sm)
         self._base(&b, step, False, True, sm, so, capacity, True)
         rc = sc_op_apply_create(&st, &b, ents, amount, rejected)
         sc_op_base_free(&b)
         check_status(rc, f"transfer step {step} (apply)")
-        check_status(sc_prog_add(self.p, b"apply", SC_OP_STATELESS, sc_op_apply_run, sc_op_apply_destroy,
+        check_status(self._add(b"apply", SC_OP_STATELESS, sc_op_apply_run, sc_op_apply_destroy,
                                  st, <sc_op_base *>st), "apply")
         self.schemas.append(so)
         return <uintptr_t>ents
@@ -511,7 +590,7 @@ cdef class Program:
 
     cdef int _base(self, sc_op_base *b, int step, bint cin, bint cout, _Schema i, _Schema o, int64_t capacity,
                    bint side) except -1:
-        return check_status(sc_op_base_init(b, step, cin, cout, sc_prog_counters(self.p, step), &i.s, &o.s,
+        return check_status(sc_op_base_init(b, step, cin, cout, self._ctr(step), &i.s, &o.s,
                                             capacity, side), "operator")
 
     def set_input(self, bytes lts):
@@ -526,7 +605,7 @@ cdef class Program:
         rc = sc_op_filter_create(&st, &b, n.nodes, n.n)
         sc_op_base_free(&b)
         check_status(rc, f"filter step {step}")
-        check_status(sc_prog_add(self.p, b"filter", SC_OP_STATELESS, sc_op_filter_run, sc_op_filter_destroy,
+        check_status(self._add(b"filter", SC_OP_STATELESS, sc_op_filter_run, sc_op_filter_destroy,
                                  st, <sc_op_base *>st), "filter")
         self.schemas.append(s)
 
@@ -555,7 +634,7 @@ cdef class Program:
             free(ptrs)
             free(lens)
             free(srcs)
-        check_status(sc_prog_add(self.p, b"project", SC_OP_STATELESS, sc_op_project_run, sc_op_project_destroy,
+        check_status(self._add(b"project", SC_OP_STATELESS, sc_op_project_run, sc_op_project_destroy,
                                  st, <sc_op_base *>st), "project")
         self.schemas.append(so)
 
@@ -604,7 +683,7 @@ cdef class Program:
                         destroy(states[j])
                     check_status(rc, f"{kind} step {step}")
                 bases[i] = <sc_op_base *>states[i]
-            check_status(sc_prog_add_keyed(self.p, kind.encode(), run, destroy, states, bases, partitions, ks,
+            check_status(self._add_keyed(kind.encode(), run, destroy, states, bases, partitions, ks,
                                            spec.nkeys, &si.s, &so.s), kind)
         finally:
             free(ks)
@@ -648,11 +727,11 @@ cdef class Program:
             tap.schema = s
             tap.program = self
             if keys:
-                check_status(sc_prog_add_keyed(self.p, b"sketch", sc_op_sketch_run, sc_op_sketch_destroy, states,
+                check_status(self._add_keyed(b"sketch", sc_op_sketch_run, sc_op_sketch_destroy, states,
                                                bases, nparts, ks, <int32_t>len(keys), &s.s, &s.s), "sketch")
                 self.schemas.extend([s, s, s])
             else:
-                check_status(sc_prog_add(self.p, b"sketch", SC_OP_STATEFUL, sc_op_sketch_run,
+                check_status(self._add(b"sketch", SC_OP_STATEFUL, sc_op_sketch_run,
                                          sc_op_sketch_destroy, states[0], bases[0]), "sketch")
                 self.schemas.append(s)
         finally:
@@ -690,7 +769,7 @@ cdef class Program:
             free(<void *>spec.keyed.keys)
             free(<void *>spec.keyed.aggs)
             free(<void *>spec.keyed.outs)
-        check_status(sc_prog_add(self.p, b"window", SC_OP_STATEFUL, sc_op_window_run, sc_op_window_destroy,
+        check_status(self._add(b"window", SC_OP_STATEFUL, sc_op_window_run, sc_op_window_destroy,
                                  st, <sc_op_base *>st), "window")
         self.schemas.append(so)
 
@@ -726,7 +805,7 @@ cdef class Program:
             free(<void *>spec.keys[0])
             free(<void *>spec.keys[1])
             free(<void *>spec.outs)
-        check_status(sc_prog_add(self.p, b"join", SC_OP_STATEFUL, sc_op_join_run, sc_op_join_destroy,
+        check_status(self._add(b"join", SC_OP_STATEFUL, sc_op_join_run, sc_op_join_destroy,
                                  st, <sc_op_base *>st), "join")
         self.schemas.append(so)
 
@@ -776,7 +855,7 @@ cdef class Program:
             free(<void *>spec.time_col)
             free(<void *>spec.out_kind)
             free(<void *>spec.out_arg)
-        check_status(sc_prog_add(self.p, b"correlate", SC_OP_STATEFUL, sc_op_correlate_run,
+        check_status(self._add(b"correlate", SC_OP_STATEFUL, sc_op_correlate_run,
                                  sc_op_correlate_destroy, st, <sc_op_base *>st), "correlate")
         self.schemas.append(so)
 
@@ -794,7 +873,7 @@ cdef class Program:
             check_status(rc, f"explode step {step}")
         finally:
             free(cs)
-        check_status(sc_prog_add(self.p, b"explode", SC_OP_STATELESS, sc_op_explode_run, sc_op_explode_destroy,
+        check_status(self._add(b"explode", SC_OP_STATELESS, sc_op_explode_run, sc_op_explode_destroy,
                                  st, <sc_op_base *>st), "explode")
         self.schemas.append(so)
 
@@ -811,6 +890,13 @@ cdef class Program:
     def start(self, int workers=1, str scheduler="CT", str reorder="nonblocking", str keyed="hybrid",
               int partitions=0, int window=0, int marker_every=16, uint64_t idle_sleep_ns=0):
         cdef sc_pool_config cfg
+        cdef int rc
+        if self.d != NULL:
+            with nogil:
+                rc = sc_dag_start(self.d, workers)
+            check_status(rc, "start (dag)")
+            self.started = True
+            return
         memset(&cfg, 0, sizeof(cfg))
         cfg.workers = workers
         cfg.sched.policy = SCHEDULERS[scheduler]
@@ -947,7 +1033,10 @@ cdef class Program:
 
     def finish(self, int64_t timeout_ns=-1):
         with nogil:
-            rc = sc_prog_finish(self.p, timeout_ns)
+            if self.d != NULL:
+                rc = sc_dag_finish(self.d, timeout_ns)
+            else:
+                rc = sc_prog_finish(self.p, timeout_ns)
         if rc == SC_EFULL or rc == SC_ECLOSED:
             return rc
         check_status(rc, "finish")
@@ -979,7 +1068,10 @@ cdef class Program:
         cdef sc_side_meta *meta
         cdef int64_t m
         cdef list out = []
-        check_status(sc_prog_sides(self.p, &sides, &n), "sides")
+        if self.d != NULL:
+            check_status(sc_dag_sides(self.d, &sides, &n), "sides")
+        else:
+            check_status(sc_prog_sides(self.p, &sides, &n), "sides")
         cdef _Schema sch
         try:
             for i in range(n):
@@ -1006,7 +1098,7 @@ cdef class Program:
         cdef sc_step_counters *c
         out = []
         for s in range(self.nsteps):
-            c = sc_prog_counters(self.p, s)
+            c = self._ctr(s)
             out.append((sc_u64_load_relaxed(&c.rows_in), sc_u64_load_relaxed(&c.rows_out),
                         sc_u64_load_relaxed(&c.filtered), sc_u64_load_relaxed(&c.dead),
                         sc_u64_load_relaxed(&c.late)))
@@ -1014,6 +1106,8 @@ cdef class Program:
 
     def metrics(self):
         """Per operator counters and scheduler statistics, and the end-to-end latency."""
+        if self.d != NULL:
+            return self._dag_metrics()
         cdef uint32_t nops = sc_prog_nops(self.p)
         cdef sc_op_counters *oc = <sc_op_counters *>calloc(max(nops, 1), sizeof(sc_op_counters))
         cdef sc_latency_summary lat
@@ -1037,25 +1131,202 @@ cdef class Program:
                                         "max_ns": lat.max_ns, "mean_ns": lat.mean_ns}}
 
     def pause(self):
-        return sc_prog_pause(self.p)
+        return 0 if self.d != NULL else sc_prog_pause(self.p)  # a DAG pauses at its feeder
 
     def resume(self):
-        return sc_prog_resume(self.p)
+        return 0 if self.d != NULL else sc_prog_resume(self.p)
 
     def stop(self):
         cdef int rc
         with nogil:
-            rc = sc_prog_stop(self.p)
+            if self.d != NULL:
+                rc = sc_dag_stop(self.d)
+            elif self.p != NULL:
+                rc = sc_prog_stop(self.p)
+            else:
+                rc = 0
         return rc
 
     def error(self):
         cdef uint32_t op = 0
+        if self.d != NULL:
+            rc = sc_dag_error(self.d, &op)
+            if rc == 0:
+                return None
+            return rc, "vertex " + sc_dag_vertex_name(self.d, op).decode(), sc_status_name(rc).decode()
         rc = sc_prog_error(self.p, &op)
         if rc == 0:
             return None
         name = sc_prog_op_name(self.p, op)
         return rc, (name.decode() if name != NULL else "output"), sc_status_name(rc).decode()
 
+
+    # ------------------------------------------------------------------ DAG mode (exec/dag.h)
+
+    def dag_vertex(self, int v, str name, int nin, int sink):
+        self.vertex = v
+        check_status(sc_dag_vertex(self.d, v, name.encode()[:31], nin, sink), f"dag vertex {v}")
+
+    def dag_source(self, int i, int v, bytes lts):
+        """Source ``i`` (in push_phase order; declare them in order) feeds vertex ``v``."""
+        if i != len(self.source_schemas):
+            raise ValueError("declare sources in order")
+        check_status(sc_dag_source(self.d, i, v), "dag source")
+        self.source_schemas.append(_Schema(lts))
+
+    def dag_sink(self, bytes lts):
+        """The next sink queue's schema (sink queues are numbered in declaration order)."""
+        self.sink_schemas.append(_Schema(lts))
+
+    def dag_edge(self, int u, int w, int port):
+        check_status(sc_dag_edge(self.d, u, w, port), f"dag edge {u}->{w}:{port}")
+
+    def dag_merge(self, int v, bytes lts, list maps, int port_col):
+        """Vertex v merges its ports into schema ``lts``; maps[p][c]: the input column of port
+        p copied to merged column c (-1: null)."""
+        cdef _Schema sch = _Schema(lts)
+        cdef list flat = [c for m in maps for c in m]
+        cdef int32_t *a = _ints(flat)
+        try:
+            check_status(sc_dag_merge(self.d, v, &sch.s, a, port_col), f"dag merge {v}")
+        finally:
+            free(a)
+
+    def push_phase(self, list sources, int64_t timeout_ns=-1):
+        """Start a phase: sources[i] is a list of (record batch, offset, n, seqs) pieces of
+        source i (seqs: n merged serials, int64). Returns OK, FULL (nothing taken) or CLOSED."""
+        cdef uint32_t nsrc = len(self.source_schemas)
+        cdef sc_batch **chains = <sc_batch **>calloc(max(nsrc, 1), sizeof(sc_batch *))
+        cdef sc_batch *b = NULL
+        cdef sc_batch *tail = NULL
+        cdef ArrowSchema *sch
+        cdef ArrowArray *arr
+        cdef const int64_t[::1] sq
+        cdef _Schema target
+        cdef int rc = 0
+        cdef int64_t off, n
+        cdef uint32_t i
+        if chains == NULL:
+            raise MemoryError()
+        if len(sources) != nsrc:
+            free(chains)
+            raise ValueError("one piece list per source")
+        try:
+            for i in range(nsrc):
+                target = self.source_schemas[i]
+                tail = NULL
+                for rb, off, n, seqs in sources[i]:
+                    if n <= 0:
+                        continue
+                    schema_capsule, array_capsule = rb.__arrow_c_array__()
+                    sch = <ArrowSchema *>PyCapsule_GetPointer(schema_capsule, "arrow_schema")
+                    arr = <ArrowArray *>PyCapsule_GetPointer(array_capsule, "arrow_array")
+                    sq = seqs
+                    if sq.shape[0] != n:
+                        raise ValueError("seqs must have n entries")
+                    with nogil:
+                        b = NULL
+                        rc = sc_batch_new(&b, &target.s, n)
+                        if rc == 0:
+                            rc = sc_arrow_import(sch, arr, off, n, &target.s, b, 0)
+                        if rc == 0:
+                            memcpy(b.cols[0].values, &sq[0], n * sizeof(int64_t))
+                            b.first_row = <uint64_t>sq[0]
+                            if tail == NULL:
+                                chains[i] = b
+                            else:
+                                tail.next = b
+                            tail = b
+                            b = NULL
+                        elif b != NULL:
+                            sc_batch_release(b)
+                    check_status(rc, "push_phase")
+            with nogil:
+                rc = sc_dag_push(self.d, chains, timeout_ns)
+            if rc == SC_OK:
+                for i in range(nsrc):
+                    chains[i] = NULL
+            elif rc != SC_EFULL and rc != SC_ECLOSED:
+                check_status(rc, "push_phase")
+            return rc
+        finally:
+            for i in range(nsrc):
+                if chains[i] != NULL:
+                    sc_batch_release_chain(chains[i])
+            free(chains)
+
+    def dag_take(self, int sink, int64_t max_rows=65536):
+        """Every output batch of sink queue ``sink`` waiting now (up to about ``max_rows``
+        rows), joined in order into one pyarrow.RecordBatch; None when there is none."""
+        cdef _Schema sch = self.sink_schemas[sink]
+        cdef sc_batch *b = NULL
+        cdef sc_batch *joined = NULL
+        cdef sc_batch **parts = NULL
+        cdef int32_t n = 0, cap = 64
+        cdef int64_t rows = 0
+        cdef int rc2 = 0
+        parts = <sc_batch **>malloc(cap * sizeof(sc_batch *))
+        if parts == NULL:
+            raise MemoryError()
+        with nogil:
+            while rows < max_rows and sc_dag_take(self.d, sink, &b) == SC_OK:
+                if n == cap:
+                    cap *= 2
+                    parts = <sc_batch **>realloc(parts, cap * sizeof(sc_batch *))
+                    if parts == NULL:
+                        abort()
+                parts[n] = b
+                n += 1
+                rows += b.nrows
+            if n == 1:
+                joined = parts[0]
+            elif n > 1:
+                rc2 = sc_batch_concat(&joined, &sch.s, parts, n)
+                for i in range(n):
+                    sc_batch_release(parts[i])
+        free(parts)
+        check_status(rc2, "dag take")
+        if n == 0:
+            return None
+        return _export(joined, &sch.s)
+
+    def dag_wait(self, int64_t timeout_ns):
+        """1 once the end-of-stream phase is done, 0 otherwise (after waiting up to
+        ``timeout_ns`` for an output), CLOSED when stopped or failed."""
+        cdef int rc
+        with nogil:
+            rc = sc_dag_wait(self.d, timeout_ns)
+        return rc
+
+    def dag_stats(self):
+        """(totals, per-vertex list): phases, vertex-phase pairs executed and skipped."""
+        cdef sc_dag_stats t
+        cdef sc_dag_vstats vs
+        cdef uint32_t nv = sc_dag_nvertices(self.d)
+        sc_dag_stats_get(self.d, &t)
+        verts = []
+        for v in range(nv):
+            sc_dag_vertex_stats(self.d, v, &vs)
+            verts.append({"vertex": v, "name": sc_dag_vertex_name(self.d, v).decode(),
+                          "executions": vs.executions, "skipped": t.phases - vs.executions if t.phases >= vs.executions else 0,
+                          "rows_in": vs.rows_in, "rows_out": vs.rows_out, "ns": vs.ns,
+                          "state_size": vs.state_size, "index_limit": vs.index_limit})
+        total = {"phases": t.phases, "vertices": nv, "pairs": t.pairs, "possible": t.phases * nv,
+                 "skipped": t.phases * nv - t.pairs, "in_flight_max": t.in_flight_max,
+                 "concurrent_max": t.concurrent_max,
+                 "latency": {"count": t.lat_count, "p50_ns": t.lat_p50_ns, "p99_ns": t.lat_p99_ns,
+                             "max_ns": t.lat_max_ns, "mean_ns": t.lat_mean_ns}}
+        return total, verts
+
+    def _dag_metrics(self):
+        total, verts = self.dag_stats()
+        ops = [{"op": v["name"], "rows_in": v["rows_in"], "rows_out": v["rows_out"], "ns": v["ns"],
+                "state_size": v["state_size"], "batches_in": v["executions"], "queue_depth": 0, "workers": 0}
+               for v in verts]
+        dag = {k: total[k] for k in ("phases", "vertices", "pairs", "possible", "skipped", "in_flight_max",
+                                     "concurrent_max")}
+        dag["per_vertex"] = verts
+        return {"ops": ops, "latency": total["latency"], "dag": dag}
 
 cdef class SketchTap:
     """Queries into a running sketch stage (exec/ops_sketch.h): safe from any thread while the
@@ -1066,7 +1337,7 @@ cdef class SketchTap:
     cdef Program program
 
     cdef void *_state(self, int part) except NULL:
-        if self.program.p == NULL:
+        if self.program._closed():
             raise RuntimeError("the run's native program is closed")
         return <void *><uintptr_t>self.states[part]
 

@@ -99,7 +99,30 @@ def explain_text(plan: P.Plan, schemas: dict[str, str] | None = None) -> str:
             lines.append(f"  {'':<{width}}    ƒ {label}")
         if s.step_id in schemas:
             lines.append(f"  {'':<{width}}    → {schemas[s.step_id]}")
+    lines += _dag_lines(plan)
     return "\n".join(lines)
+
+
+def _dag_lines(plan: P.Plan) -> list[str]:
+    """How the native engine cuts a non-linear plan into vertices (seed 000 numbering)."""
+    try:
+        from .backends.native import _is_chain, _vertices
+        from .compiler import compile_plan
+
+        c = compile_plan(plan)
+        if _is_chain(c):
+            return []
+        verts, _ = _vertices(c)
+    except Exception:  # explain works on plans that do not compile yet
+        return []
+    lines = [f"native DAG: {len(verts)} vertices, run by phases with Δ-propagation"]
+    for v, x in enumerate(verts):
+        steps = [s.step_id for s in x.steps] + ([x.sink.step_id] if x.sink else [])
+        if x.source is not None:
+            steps.insert(0, x.source.step_id)
+        src = f" ← {', '.join(f'v{i}' for i in x.inputs)}" if x.inputs else " (source)"
+        lines.append(f"  v{v:<3} {' → '.join(steps) or x.name}{src}")
+    return lines
 
 
 def explain_html(plan: P.Plan) -> str:

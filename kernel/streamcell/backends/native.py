@@ -124,6 +124,8 @@ OUT_INPUT, OUT_AGG, OUT_WSTART, OUT_WEND, OUT_RANK = 1, 2, 3, 4, 5
 WINDOW_KIND = {"tumbling": 1, "sliding": 2, "session": 3}
 SKETCH_KIND = {"theta": 1, "hll": 2, "kll": 3, "frequent": 4}  # exec/ops_sketch.h
 PARTITIONS = 32
+MAX_VERTICES = 64  # exec/dag.h SC_DAG_MAX_VERTICES
+PHASES = 16  # phases in flight at once on the DAG runtime
 PUSH_ROWS = 65_536  # rows per push call (stop / pause / drain are checked between)
 OUT_ROWS = 65_536  # rows per chunk handed to the sink
 FLUSH_S = 0.002  # a throttled source pushes what is due at least this often
@@ -151,41 +153,102 @@ def _no_lists(step: P.Step, what: str, types: list[DType]) -> None:
 # --------------------------------------------------------------------------- checking
 
 
-def _chain(c: Compiled) -> list[P.Step]:
-    """The plan as one source-to-sink chain, or NotSupportedError naming the step."""
-    steps = c.plan.steps
-    consumers: dict[str, int] = {}
-    for s in steps:
-        for i in s.inputs:
-            consumers[i.step_id] = consumers.get(i.step_id, 0) + 1
-    sources = [s for s in steps if isinstance(s, P.Source)]
-    for s in steps:
-        if isinstance(s, (P.Union, P.Join, P.Correlate)):
-            raise NotSupportedError(
-                s.step_id,
-                NAME,
-                "fan-in (union/join/correlate) runs natively with DAG support; "
-                "use engine='reference'",
-            )
-        if consumers.get(s.step_id, 0) > 1:
-            raise NotSupportedError(
-                s.step_id, NAME, "fan-out to several branches runs natively with DAG support"
-            )
+def _check_types(c: Compiled) -> None:
+    for s in c.plan.steps:
         for _, t in c.schemas[s.step_id]:
             if _lt(t) > 255:  # a type is one byte: depth * 16 + leaf
                 raise NotSupportedError(
                     s.step_id, NAME, f"lists nested deeper than 15 levels ({t})"
                 )
-    if len(sources) != 1:
-        raise NotSupportedError(sources[1].step_id, NAME, "several sources need DAG support")
-    return list(steps)
+
+
+def _is_chain(c: Compiled) -> bool:
+    """One source, no fan-in, no fan-out: the chain runtime (seed 003) runs it."""
+    consumers: dict[str, int] = {}
+    for s in c.plan.steps:
+        if len(s.inputs) > 1:
+            return False
+        for i in s.inputs:
+            consumers[i.step_id] = consumers.get(i.step_id, 0) + 1
+    return len(c.plan.sources) == 1 and all(n == 1 for n in consumers.values())
+
+
+@dataclass
+class Vertex:
+    """A vertex of the DAG runtime (exec/dag.h): a linear run of plan steps."""
+
+    name: str
+    steps: list[P.Step]
+    inputs: list[int]  # vertex of each input port (merge vertices: one per plan input)
+    sink: P.Sink | None = None
+    source: P.Source | None = None
+
+
+def _vertices(c: Compiled) -> tuple[list[Vertex], dict[str, int]]:
+    """Cut the plan into vertices (a new vertex at each source, multi-input step and fan-out
+    branch), numbered as seed 000 requires: topologically, sorted by the index of their
+    last predecessor (so the vertices whose inputs all lie below x form a prefix)."""
+    steps = c.plan.steps
+    consumers: dict[str, int] = {}
+    for s in steps:
+        for i in s.inputs:
+            consumers[i.step_id] = consumers.get(i.step_id, 0) + 1
+    verts: list[Vertex] = []
+    of: dict[str, int] = {}
+    for s in steps:
+        if isinstance(s, P.Source):
+            verts.append(Vertex(s.step_id, [], [], source=s))
+            of[s.step_id] = len(verts) - 1
+            continue
+        ins = [of[i.step_id] for i in s.inputs]
+        if len(s.inputs) == 1 and consumers[s.inputs[0].step_id] == 1:
+            v = ins[0]
+        else:
+            verts.append(Vertex(s.step_id, [], ins))
+            v = len(verts) - 1
+        of[s.step_id] = v
+        if isinstance(s, P.Sink):
+            verts[v].sink = s
+        else:
+            verts[v].steps.append(s)
+    # seed 000 numbering: repeatedly take, among the vertices whose inputs are numbered,
+    # the one whose last input was numbered earliest (sources first)
+    new: dict[int, int] = {}
+    pending = set(range(len(verts)))
+    while pending:
+        ready = [
+            (max((new[i] + 1 for i in verts[v].inputs), default=0), v)
+            for v in pending
+            if all(i in new for i in verts[v].inputs)
+        ]
+        _, v = min(ready)
+        new[v] = len(new)
+        pending.remove(v)
+    order = sorted(range(len(verts)), key=lambda v: new[v])
+    out = []
+    for v in order:
+        x = verts[v]
+        out.append(Vertex(x.name, x.steps, [new[i] for i in x.inputs], x.sink, x.source))
+    return out, {sid: new[v] for sid, v in of.items()}
+
+
+def _check_graph(c: Compiled) -> None:
+    verts, _ = _vertices(c)
+    if len(verts) > MAX_VERTICES:
+        raise NotSupportedError(
+            c.plan.steps[-1].step_id,
+            NAME,
+            f"the plan needs {len(verts)} vertices; the DAG runtime takes {MAX_VERTICES}",
+        )
 
 
 class NativeBackend:
     name = NAME
 
     def check(self, c: Compiled, options: RunOptions) -> None:
-        _chain(c)
+        _check_types(c)
+        if not _is_chain(c):
+            _check_graph(c)
         for s in c.plan.steps:
             if isinstance(s, P.Sink) and s.target not in ("table", "parquet", "callback", "none"):
                 raise NotSupportedError(s.step_id, NAME, f"sink {s.target}")
@@ -200,7 +263,9 @@ class NativeBackend:
                     )
 
     def execute(self, c: Compiled, env: Any, options: RunOptions) -> bool:
-        return Driver(c, env, options).run()
+        if _is_chain(c):
+            return Driver(c, env, options).run()
+        return DagDriver(c, env, options).run()
 
 
 # --------------------------------------------------------------------------- lowering
@@ -425,6 +490,7 @@ class Lowered:
     step_index: dict[str, int] = field(default_factory=dict)
     taps: dict[str, Any] = field(default_factory=dict)  # sketch step id -> _runtime.SketchTap
     entities: dict[str, int] = field(default_factory=dict)  # transfer step id -> entity table
+    vertices: list[Vertex] | None = None  # the DAG runtime's vertices (None: a chain)
 
 
 def _agg_args(
@@ -468,197 +534,23 @@ def _agg_args(
 
 
 def lower(c: Compiled, options: RunOptions) -> Lowered:  # noqa: C901 - one dispatch per step
-    steps = _chain(c)
+    steps = list(c.plan.steps)
     cap = options.batch_size
     source = next(s for s in steps if isinstance(s, P.Source))
     sink = next(s for s in steps if isinstance(s, P.Sink))
     low = Lowered(len(steps), source, sink, c.schemas[source.step_id])
     low.step_index = {s.step_id: i for i, s in enumerate(steps)}
+    vertex_of: dict[str, int] = {}
+    if not _is_chain(c):
+        low.vertices, vertex_of = _vertices(c)
     for idx, s in enumerate(steps):
-        if isinstance(s, (P.Source, P.Sink)):
+        if isinstance(s, (P.Source, P.Sink, P.Union)):
             continue
-        schema = c.schemas[s.inputs[0].step_id]
-        out = c.schemas[s.step_id]
-        pos = {n: i + 2 for i, (n, _) in enumerate(schema)}
-        if isinstance(s, P.Filter):
-            low.ops.append(
-                (
-                    "filter",
-                    dict(
-                        step=idx,
-                        cin=True,
-                        cout=True,
-                        lts=_lts(schema),
-                        pred=lower_expr(s.predicate, schema, s),
-                        capacity=cap,
-                    ),
-                )
-            )
-        elif isinstance(s, (P.Select, P.WithColumns)):
-            # a plain column reference is passed through (moved or copied), not evaluated
-            passed = {n: e.name for n, e in s.exprs if isinstance(e, Col) and e.name in pos}
-            computed = {n: k for k, n in enumerate(n for n, _ in s.exprs if n not in passed)}
-            src = [0, 1]
-            for n, _ in out:
-                src.append(-(computed[n] + 1) if n in computed else pos[passed.get(n, n)])
-            low.ops.append(
-                (
-                    "project",
-                    dict(
-                        step=idx,
-                        cin=True,
-                        cout=True,
-                        in_lts=_lts(schema),
-                        out_lts=_lts(out),
-                        src=src,
-                        exprs=[lower_expr(e, schema, s) for n, e in s.exprs if n in computed],
-                        capacity=cap,
-                    ),
-                )
-            )
-        elif isinstance(s, P.Explode):
-            low.ops.append(
-                (
-                    "explode",
-                    dict(
-                        step=idx,
-                        cin=True,
-                        cout=True,
-                        in_lts=_lts(schema),
-                        out_lts=_lts(out),
-                        cols=[pos[n] for n in s.columns],
-                        # the reference's dead-letter reason, word for word
-                        reason=(
-                            f"explode: lists of different lengths in {', '.join(s.columns)}"
-                        ).encode(),
-                        capacity=cap,
-                    ),
-                )
-            )
-        elif isinstance(s, (P.Aggregate, P.Running)):
-            kin, specs, cin = _agg_args(s, schema, idx, low, cap)
-            keys = [pos[k] for k in s.keys]
-            outs: list[tuple[int, int]]
-            if isinstance(s, P.Running):
-                outs = [(OUT_INPUT, pos[n]) for n, _ in schema]
-            else:
-                outs = [(OUT_INPUT, pos[k]) for k in s.keys]
-            w = s.window if isinstance(s, P.Aggregate) else None
-            if w is not None:
-                outs += [(OUT_WSTART, 0), (OUT_WEND, 0)]
-            outs += [(OUT_AGG, j) for j in range(len(specs))]
-            agg = dict(
-                step=idx,
-                cin=cin,
-                cout=True,
-                in_lts=_lts(kin),
-                out_lts=_lts(out),
-                keys=keys,
-                aggs=specs,
-                outs=outs,
-                capacity=cap,
-            )
-            if w is None:
-                low.ops.append(("keyed", dict(agg, kind="aggregate")))
-            else:
-                size = P.parse_duration(w.size)
-                window = dict(
-                    kind=WINDOW_KIND[w.kind],
-                    time_col=pos[w.time],
-                    size=size,
-                    every=P.parse_duration(w.every) if w.every is not None else size,
-                    lateness=P.parse_duration(w.lateness),
-                )
-                low.ops.append(("window", dict(agg, **window)))
-        elif isinstance(s, P.TopK):
-            _no_lists(s, "top_k ordering", [dict(schema)[s.by]])  # the compiler refuses it
-            low.ops.append(
-                (
-                    "keyed",
-                    dict(
-                        kind="topk",
-                        step=idx,
-                        cin=True,
-                        cout=True,
-                        in_lts=_lts(schema),
-                        out_lts=_lts(out),
-                        keys=[pos[k] for k in s.keys],
-                        by=pos[s.by],
-                        k=s.k,
-                        descending=s.descending,
-                        outs=[(OUT_INPUT, pos[n]) for n, _ in schema] + [(OUT_RANK, 0)],
-                        capacity=cap,
-                    ),
-                )
-            )
-        elif isinstance(s, P.Dedup):
-            dkeys = s.keys or tuple(n for n, _ in schema)
-            low.ops.append(
-                (
-                    "keyed",
-                    dict(
-                        kind="dedup",
-                        step=idx,
-                        cin=True,
-                        cout=True,
-                        in_lts=_lts(schema),
-                        out_lts=_lts(out),
-                        keys=[pos[k] for k in dkeys],
-                        capacity=cap,
-                    ),
-                )
-            )
-        elif isinstance(s, P.Transfer):
-            is_float = dict(out)[s.balance_columns[0]].name == "float"
-            mid = tuple(schema) + tuple((f"\x00t{i}", INT) for i in range(5))
-            low.ops.append(
-                (
-                    "transfer",
-                    dict(
-                        step=idx,
-                        in_lts=_lts(schema),
-                        mid_lts=_lts(mid),
-                        out_lts=_lts(out),
-                        keys=[pos[k] for k in s.keys],
-                        amount=pos[s.amount],
-                        is_float=is_float,
-                        initial_f=float(s.initial),
-                        initial_i=int(s.initial) if not is_float else 0,
-                        overdraft=s.overdraft,
-                        serial=options.entity_order == "serial",
-                        # the reference's dead-letter reasons, word for word
-                        reasons=[
-                            f"transfer: {s.keys[0]} is null".encode(),
-                            f"transfer: {s.keys[1]} is null".encode(),
-                            f"transfer: {s.amount} is null".encode(),
-                            b"transfer: amount is NaN",
-                            b"transfer: amount is negative",
-                        ],
-                        rejected=f"transfer rejected: {s.keys[0]} balance below amount".encode(),
-                        sid=s.step_id,
-                        capacity=cap,
-                    ),
-                )
-            )
-        elif isinstance(s, P.Sketch):
-            low.ops.append(
-                (
-                    "sketch",
-                    dict(
-                        step=idx,
-                        cin=True,
-                        cout=True,
-                        lts=_lts(schema),
-                        keys=[pos[k] for k in s.keys],
-                        specs=[(SKETCH_KIND[c.fn], pos[c.column], c.param) for _, c in s.sketches],
-                        sid=s.step_id,
-                        capacity=cap,
-                    ),
-                )
-            )
-        else:
-            raise NotSupportedError(s.step_id, NAME, type(s).__name__)
-    if not low.ops:  # source -> sink: one pass-through (the pool needs an operator)
+        first = len(low.ops)
+        _lower_step(s, idx, c, options, low, cap)
+        for _, a in low.ops[first:]:
+            a["vertex"] = vertex_of.get(s.step_id, 0)
+    if not low.ops and low.vertices is None:  # source -> sink: one pass-through
         sch = low.in_schema
         low.ops.append(
             (
@@ -676,6 +568,195 @@ def lower(c: Compiled, options: RunOptions) -> Lowered:  # noqa: C901 - one disp
             )
         )
     return low
+
+
+def _lower_step(  # noqa: C901 - one dispatch per step kind
+    s: P.Step, idx: int, c: Compiled, options: RunOptions, low: Lowered, cap: int
+) -> None:
+    if isinstance(s, (P.Join, P.Correlate)):  # one operator over the tagged layout
+        low.ops.append(lower_fanin(s, c, idx, cap))
+        return
+    schema = c.schemas[s.inputs[0].step_id]
+    out = c.schemas[s.step_id]
+    pos = {n: i + 2 for i, (n, _) in enumerate(schema)}
+    if isinstance(s, P.Filter):
+        low.ops.append(
+            (
+                "filter",
+                dict(
+                    step=idx,
+                    cin=True,
+                    cout=True,
+                    lts=_lts(schema),
+                    pred=lower_expr(s.predicate, schema, s),
+                    capacity=cap,
+                ),
+            )
+        )
+    elif isinstance(s, (P.Select, P.WithColumns)):
+        # a plain column reference is passed through (moved or copied), not evaluated
+        passed = {n: e.name for n, e in s.exprs if isinstance(e, Col) and e.name in pos}
+        computed = {n: k for k, n in enumerate(n for n, _ in s.exprs if n not in passed)}
+        src = [0, 1]
+        for n, _ in out:
+            src.append(-(computed[n] + 1) if n in computed else pos[passed.get(n, n)])
+        low.ops.append(
+            (
+                "project",
+                dict(
+                    step=idx,
+                    cin=True,
+                    cout=True,
+                    in_lts=_lts(schema),
+                    out_lts=_lts(out),
+                    src=src,
+                    exprs=[lower_expr(e, schema, s) for n, e in s.exprs if n in computed],
+                    capacity=cap,
+                ),
+            )
+        )
+    elif isinstance(s, P.Explode):
+        low.ops.append(
+            (
+                "explode",
+                dict(
+                    step=idx,
+                    cin=True,
+                    cout=True,
+                    in_lts=_lts(schema),
+                    out_lts=_lts(out),
+                    cols=[pos[n] for n in s.columns],
+                    # the reference's dead-letter reason, word for word
+                    reason=(
+                        f"explode: lists of different lengths in {', '.join(s.columns)}"
+                    ).encode(),
+                    capacity=cap,
+                ),
+            )
+        )
+    elif isinstance(s, (P.Aggregate, P.Running)):
+        kin, specs, cin = _agg_args(s, schema, idx, low, cap)
+        keys = [pos[k] for k in s.keys]
+        outs: list[tuple[int, int]]
+        if isinstance(s, P.Running):
+            outs = [(OUT_INPUT, pos[n]) for n, _ in schema]
+        else:
+            outs = [(OUT_INPUT, pos[k]) for k in s.keys]
+        w = s.window if isinstance(s, P.Aggregate) else None
+        if w is not None:
+            outs += [(OUT_WSTART, 0), (OUT_WEND, 0)]
+        outs += [(OUT_AGG, j) for j in range(len(specs))]
+        agg = dict(
+            step=idx,
+            cin=cin,
+            cout=True,
+            in_lts=_lts(kin),
+            out_lts=_lts(out),
+            keys=keys,
+            aggs=specs,
+            outs=outs,
+            capacity=cap,
+        )
+        if w is None:
+            low.ops.append(("keyed", dict(agg, kind="aggregate")))
+        else:
+            size = P.parse_duration(w.size)
+            window = dict(
+                kind=WINDOW_KIND[w.kind],
+                time_col=pos[w.time],
+                size=size,
+                every=P.parse_duration(w.every) if w.every is not None else size,
+                lateness=P.parse_duration(w.lateness),
+            )
+            low.ops.append(("window", dict(agg, **window)))
+    elif isinstance(s, P.TopK):
+        _no_lists(s, "top_k ordering", [dict(schema)[s.by]])  # the compiler refuses it
+        low.ops.append(
+            (
+                "keyed",
+                dict(
+                    kind="topk",
+                    step=idx,
+                    cin=True,
+                    cout=True,
+                    in_lts=_lts(schema),
+                    out_lts=_lts(out),
+                    keys=[pos[k] for k in s.keys],
+                    by=pos[s.by],
+                    k=s.k,
+                    descending=s.descending,
+                    outs=[(OUT_INPUT, pos[n]) for n, _ in schema] + [(OUT_RANK, 0)],
+                    capacity=cap,
+                ),
+            )
+        )
+    elif isinstance(s, P.Dedup):
+        dkeys = s.keys or tuple(n for n, _ in schema)
+        low.ops.append(
+            (
+                "keyed",
+                dict(
+                    kind="dedup",
+                    step=idx,
+                    cin=True,
+                    cout=True,
+                    in_lts=_lts(schema),
+                    out_lts=_lts(out),
+                    keys=[pos[k] for k in dkeys],
+                    capacity=cap,
+                ),
+            )
+        )
+    elif isinstance(s, P.Transfer):
+        is_float = dict(out)[s.balance_columns[0]].name == "float"
+        mid = tuple(schema) + tuple((f"\x00t{i}", INT) for i in range(5))
+        low.ops.append(
+            (
+                "transfer",
+                dict(
+                    step=idx,
+                    in_lts=_lts(schema),
+                    mid_lts=_lts(mid),
+                    out_lts=_lts(out),
+                    keys=[pos[k] for k in s.keys],
+                    amount=pos[s.amount],
+                    is_float=is_float,
+                    initial_f=float(s.initial),
+                    initial_i=int(s.initial) if not is_float else 0,
+                    overdraft=s.overdraft,
+                    serial=options.entity_order == "serial",
+                    # the reference's dead-letter reasons, word for word
+                    reasons=[
+                        f"transfer: {s.keys[0]} is null".encode(),
+                        f"transfer: {s.keys[1]} is null".encode(),
+                        f"transfer: {s.amount} is null".encode(),
+                        b"transfer: amount is NaN",
+                        b"transfer: amount is negative",
+                    ],
+                    rejected=f"transfer rejected: {s.keys[0]} balance below amount".encode(),
+                    sid=s.step_id,
+                    capacity=cap,
+                ),
+            )
+        )
+    elif isinstance(s, P.Sketch):
+        low.ops.append(
+            (
+                "sketch",
+                dict(
+                    step=idx,
+                    cin=True,
+                    cout=True,
+                    lts=_lts(schema),
+                    keys=[pos[k] for k in s.keys],
+                    specs=[(SKETCH_KIND[c.fn], pos[c.column], c.param) for _, c in s.sketches],
+                    sid=s.step_id,
+                    capacity=cap,
+                ),
+            )
+        )
+    else:
+        raise NotSupportedError(s.step_id, NAME, type(s).__name__)
 
 
 # ------------------------------------------------------------------- multi-input steps
@@ -772,9 +853,16 @@ def build(low: Lowered, c: Compiled) -> Any:
     """A Program (not started) for a lowered plan."""
     from .. import _runtime as R
 
-    prog = R.Program(low.nsteps, 64)
-    prog.set_input(_lts(low.in_schema))
+    dag = low.vertices is not None
+    if dag:
+        prog = _dag_program(low, c)
+    else:
+        prog = R.Program(low.nsteps, 64)
+        prog.set_input(_lts(low.in_schema))
+    parts = 1 if dag else PARTITIONS  # a DAG vertex runs its phases in order
     for kind, a in low.ops:
+        if dag:
+            prog.vertex = a["vertex"]
         if kind == "filter":
             prog.add_filter(a["step"], a["cin"], a["cout"], a["lts"], a["pred"], a["capacity"])
         elif kind == "project":
@@ -797,7 +885,7 @@ def build(low: Lowered, c: Compiled) -> Any:
                 a["in_lts"],
                 a["out_lts"],
                 a["keys"],
-                PARTITIONS,
+                parts,
                 a["capacity"],
                 aggs=a.get("aggs"),
                 outs=a.get("outs"),
@@ -847,11 +935,11 @@ def build(low: Lowered, c: Compiled) -> Any:
                 a["lts"],
                 a["keys"],
                 a["specs"],
-                PARTITIONS,
+                parts,
                 a["capacity"],
             )
         elif kind in ("join", "correlate"):  # a ("join" | "correlate", kwargs) of lower_fanin
-            getattr(prog, f"add_{kind}")(**a)
+            getattr(prog, f"add_{kind}")(**{k: v for k, v in a.items() if k != "vertex"})
         elif kind == "explode":
             prog.add_explode(
                 a["step"],
@@ -863,7 +951,67 @@ def build(low: Lowered, c: Compiled) -> Any:
                 a["reason"],
                 a["capacity"],
             )
-    prog.set_output(_lts(c.schemas[low.sink.inputs[0].step_id]), OUT_ROWS)
+    if dag:
+        assert low.vertices is not None
+        for w, x in enumerate(low.vertices):
+            for port, u in enumerate(x.inputs):
+                prog.dag_edge(u, w, port)
+    else:
+        prog.set_output(_lts(c.schemas[low.sink.inputs[0].step_id]), OUT_ROWS)
+    return prog
+
+
+def merge_layout(s: P.Step, c: Compiled) -> tuple[Schema, list[list[int]], int]:
+    """How a multi-input step's vertex merges its inputs (exec/dag.h sc_dag_merge): the
+    merged schema, per port the input column of each merged column (-1: null), and the
+    port column (-1: none). A union maps columns by name into its schema; other steps get
+    the tagged layout: a port column, then each input's columns (null on the other ports'
+    rows)."""
+    ins = [c.schemas[i.step_id] for i in s.inputs]
+    if isinstance(s, P.Union):
+        out = c.schemas[s.step_id]
+        maps = []
+        for sch in ins:
+            at = {n: k + 2 for k, (n, _) in enumerate(sch)}
+            maps.append([0, 1] + [at[n] for n, _ in out])
+        return out, maps, -1
+    merged = tagged_schema(s, c)
+    width = len(merged) + 2
+    maps = []
+    off = 3  # seq, pos, port
+    for sch in ins:
+        m = [0, 1, -1] + [-1] * (width - 3)
+        for k in range(len(sch)):
+            m[off + k] = 2 + k
+        maps.append(m)
+        off += len(sch)
+    return merged, maps, 2
+
+
+def _dag_program(low: Lowered, c: Compiled) -> Any:
+    """A DAG-mode Program with its vertices, sources, sinks and merges declared."""
+    from .. import _runtime as R
+
+    verts = low.vertices
+    assert verts is not None
+    sinks = [x.sink for x in verts if x.sink is not None]
+    sources = [x for x in verts if x.source is not None]
+    prog = R.Program(low.nsteps, 64, dag=(len(verts), len(sources), len(sinks), PHASES))
+    sink_no = {id(x.sink): k for k, x in enumerate(v for v in verts if v.sink is not None)}
+    for v, x in enumerate(verts):
+        nin = max(1, len(x.inputs))
+        prog.dag_vertex(v, x.name, nin, sink_no.get(id(x.sink), -1) if x.sink else -1)
+    for i, x in enumerate(sources):
+        assert x.source is not None
+        prog.dag_source(i, verts.index(x), _lts(c.schemas[x.source.step_id]))
+    for x in verts:
+        if x.sink is not None:
+            prog.dag_sink(_lts(c.schemas[x.sink.inputs[0].step_id]))
+    for v, x in enumerate(verts):
+        if len(x.inputs) > 1:
+            head = c.plan.step(x.name)
+            merged, maps, port_col = merge_layout(head, c)
+            prog.dag_merge(v, _lts(merged), maps, port_col)
     return prog
 
 
@@ -967,6 +1115,58 @@ def _reason_fn(s: P.Step, c: Compiled) -> Callable[[dict[str, Any]], str | None]
     return reason
 
 
+class _SinkOut:
+    """One sink's outputs: ordered chunks into the run's store (or callback, or nowhere)."""
+
+    def __init__(self, env: Any, sink: P.Sink, schema: Schema):
+        self.env, self.sink, self.schema = env, sink, schema
+        self.writer = env.sink_writer(sink)
+        self.frame_writer = getattr(self.writer, "__self__", None)
+        self.pending: list[pa.RecordBatch] = []
+        self.rows = 0
+        self.since = 0.0
+        self.callback_buf: list[dict[str, Any]] = []
+
+    def write(self, rb: pa.RecordBatch) -> None:
+        """Queue an ordered output chunk; the sink sees chunks of ~64K rows, or what arrived
+        in the last ~20 ms when the stream is slow (so live tables stay fresh)."""
+        if not self.rows:
+            self.pending = []
+            self.since = time.monotonic()
+        self.pending.append(rb)
+        self.rows += rb.num_rows
+        if self.rows >= OUT_ROWS or time.monotonic() - self.since > 0.02:
+            self.flush()
+
+    def stale(self, now: float) -> bool:
+        return bool(self.rows) and now - self.since > 0.02
+
+    def flush(self) -> None:
+        if not self.rows:
+            return
+        batches, self.pending, self.rows = self.pending, [], 0
+        cnt = self.env.counters[self.sink.step_id]
+        if self.sink.target == "none":  # rows are dropped: count them, build nothing
+            cnt.rows_in += sum(b.num_rows for b in batches)
+            return
+        df = to_frame(batches, self.schema)
+        cnt.rows_in += df.height
+        store = self.frame_writer
+        if store is not None and hasattr(store, "write_frame"):
+            store.write_frame(df)
+            return
+        # callbacks see batches of up to 1024 rows, as on the reference
+        self.callback_buf.extend(df.to_dicts())
+        while len(self.callback_buf) >= 1024:
+            rows, self.callback_buf = self.callback_buf[:1024], self.callback_buf[1024:]
+            self.writer(rows)
+
+    def flush_callback(self) -> None:
+        if self.callback_buf:
+            rows, self.callback_buf = self.callback_buf, []
+            self.writer(rows)
+
+
 class Driver:
     """Feeds the source in, drains outputs and side logs, mirrors counters into the run."""
 
@@ -977,13 +1177,11 @@ class Driver:
         self.source = self.low.source
         self.sink = self.low.sink
         self.sink_schema = c.schemas[self.sink.inputs[0].step_id]
-        self.writer = env.sink_writer(self.sink)
-        self.frame_writer = getattr(self.writer, "__self__", None)
+        self.out = _SinkOut(env, self.sink, self.sink_schema)
         self.side: list[tuple[tuple[int, int, int, int], str, dict[str, Any]]] = []
         self.reasons: dict[int, Callable[[dict[str, Any]], str | None]] = {}
         self.last_position = ""
         self.bad_rows: list[tuple[int, BadRow]] = []
-        self.callback_buf: list[dict[str, Any]] = []
 
     # ---------------------------------------------------------------- source
     def _batches(self) -> Iterator[pa.RecordBatch | BadRow]:
@@ -1023,7 +1221,7 @@ class Driver:
             return ok
         finally:
             prog.stop()
-            self._flush_out()
+            self._flush_all()
             self._drain_sides(prog)
             self._sync_counters(prog)
             self._flush_side()
@@ -1117,10 +1315,10 @@ class Driver:
             if rc == R.CLOSED:
                 return False
             if rb is not None:
-                self._write(rb)
+                self.out.write(rb)
             if eos:
-                self._flush_out()
-                self._flush_callback()
+                self.out.flush()
+                self.out.flush_callback()
                 return True
             self._periodic(prog)
 
@@ -1130,8 +1328,7 @@ class Driver:
         now = time.monotonic()
         if now >= self._next_sync:
             self._next_sync = now + 0.1
-            if self._pending_rows and now - self._pending_since > 0.02:
-                self._flush_out()
+            self._flush_stale(now)
             self.env.run.native_metrics = prog.metrics()
             self._drain_sides(prog)
             self._sync_counters(prog)
@@ -1142,51 +1339,22 @@ class Driver:
         while True:
             rc, eos, rb = prog.take_many(0)
             if rb is not None:
-                self._write(rb)
+                self.out.write(rb)
             if rc != R.OK or rb is None:
                 break
         self._periodic(prog)
 
     # ---------------------------------------------------------------- outputs
-    _pending: list[pa.RecordBatch]
-    _pending_rows = 0
-    _pending_since = 0.0
+    def _flush_all(self) -> None:
+        self.out.flush()
 
-    def _write(self, rb: pa.RecordBatch) -> None:
-        """Queue an ordered output chunk; the sink sees chunks of ~64K rows, or what arrived
-        in the last ~20 ms when the stream is slow (so live tables stay fresh)."""
-        if not self._pending_rows:
-            self._pending = []
-            self._pending_since = time.monotonic()
-        self._pending.append(rb)
-        self._pending_rows += rb.num_rows
-        if self._pending_rows >= OUT_ROWS or time.monotonic() - self._pending_since > 0.02:
-            self._flush_out()
+    def _flush_stale(self, now: float) -> None:
+        if self.out.stale(now):
+            self.out.flush()
 
-    def _flush_out(self) -> None:
-        if not self._pending_rows:
-            return
-        batches, self._pending, self._pending_rows = self._pending, [], 0
-        cnt = self.env.counters[self.sink.step_id]
-        if self.sink.target == "none":  # rows are dropped: count them, build nothing
-            cnt.rows_in += sum(b.num_rows for b in batches)
-            return
-        df = to_frame(batches, self.sink_schema)
-        cnt.rows_in += df.height
-        store = self.frame_writer
-        if store is not None and hasattr(store, "write_frame"):
-            store.write_frame(df)
-            return
-        # callbacks see batches of up to 1024 rows, as on the reference
-        self.callback_buf.extend(df.to_dicts())
-        while len(self.callback_buf) >= 1024:
-            rows, self.callback_buf = self.callback_buf[:1024], self.callback_buf[1024:]
-            self.writer(rows)
-
-    def _flush_callback(self) -> None:
-        if self.callback_buf:
-            rows, self.callback_buf = self.callback_buf, []
-            self.writer(rows)
+    def _position(self, seq: int) -> str:
+        """Where a dead or late row came from: its source row."""
+        return f"{self.source.step_id} row {seq}" if seq < (1 << 62) else self.last_position
 
     def _sync_counters(self, prog: Any) -> None:
         for k, (rin, rout, filt, dead, late) in enumerate(prog.counters()):
@@ -1203,18 +1371,21 @@ class Driver:
             )
 
     def _drain_sides(self, prog: Any) -> None:
-        sid = self.source.step_id
         for step, kinds, serials, rows, reasons, rb in prog.sides():
             s = self.steps[step]
-            in_schema = self.c.schemas[s.inputs[0].step_id]
             seqs = rb.column(0).to_pylist()
-            df = to_frame(rb.select(list(range(2 + len(in_schema)))), in_schema)
-            dicts = df.to_dicts()
+            if isinstance(s, (P.Join, P.Correlate)):  # tagged rows: each input's own row
+                tagged = to_frame(rb, tagged_schema(s, self.c)).to_dicts()
+                dicts = [untag_row(s, self.c, r)[1] for r in tagged]
+            else:
+                in_schema = self.c.schemas[s.inputs[0].step_id]
+                df = to_frame(rb.select(list(range(2 + len(in_schema)))), in_schema)
+                dicts = df.to_dicts()
             if step not in self.reasons:
                 self.reasons[step] = _reason_fn(s, self.c)
             for j, row in enumerate(dicts):
                 seq = seqs[j]
-                position = f"{sid} row {seq}" if seq < (1 << 62) else self.last_position
+                position = self._position(seq)
                 key = (seq, step, serials[j], rows[j])
                 if kinds[j] == 1:
                     reason = self.reasons[step](row) or reasons[j] or "row could not be processed"
@@ -1242,6 +1413,245 @@ class Driver:
         for _, kind, rec in self.side:
             (dead if kind == "dead" else late).add(rec)
         run._dead, run._late = dead, late
+
+
+def merged_serials(base: int, counts: list[int]) -> list[Any]:
+    """Serials of each source's rows in a phase of the round-robin merge: round j takes the
+    j-th row of every source that has one, in source order (as the reference does)."""
+    import numpy as np
+
+    active = [i for i, n in enumerate(counts) if n]
+    out: list[Any] = [np.zeros(0, dtype=np.int64) for _ in counts]
+    for i in active:
+        j = np.arange(counts[i], dtype=np.int64)
+        s = np.full(counts[i], base, dtype=np.int64)
+        for i2 in active:
+            s += np.minimum(counts[i2], j)
+            if i2 < i:
+                s += counts[i2] > j
+        out[i] = s
+    return out
+
+
+class DagDriver(Driver):
+    """Feeds every source into the DAG runtime (exec/dag.h) as phases of the merged input
+    (``batch_size`` rounds of the round-robin merge each), and drains every sink."""
+
+    def __init__(self, c: Compiled, env: Any, options: RunOptions):
+        self.c, self.env, self.options = c, env, options
+        self.low = lower(c, options)
+        verts = self.low.vertices
+        assert verts is not None
+        self.steps = list(c.plan.steps)
+        self.sources = [x.source for x in verts if x.source is not None]
+        self.source = self.sources[0]
+        self.outs = [
+            _SinkOut(env, x.sink, c.schemas[x.sink.inputs[0].step_id])
+            for x in verts
+            if x.sink is not None
+        ]
+        self.side = []
+        self.reasons = {}
+        self.last_position = ""
+        self.bad_rows = []
+        # where each phase's rows came from (for dead-letter positions); bounded: phases
+        # whose side records have surely been drained are dropped
+        self.phase_bases: list[int] = []
+        self.phase_rows: list[tuple[list[int], list[int]]] = []  # rows, first local row
+        self.pushed_at_drain = 0
+
+    def _items(self, s: P.Source) -> Iterator[pa.RecordBatch | BadRow]:
+        reader = self.c.readers[s.step_id]
+        target = _arrow_target(self.c.schemas[s.step_id])
+        batches = reader.arrow_batches()
+        if batches is not None:
+            for b in batches:
+                yield b if isinstance(b, BadRow) else _conform_batch(b, target)
+            return
+        yield from row_batches(reader.rows(), target, 4096)
+
+    @staticmethod
+    def _take(it: Iterator[Any], buf: Any, k: int) -> tuple[list[Any], int]:
+        """Up to k items of one source: (record batch, offset, n) pieces and BadRows."""
+        out: list[Any] = []
+        got = 0
+        while got < k:
+            if not buf:
+                item = next(it, None)
+                if item is None:
+                    break
+                buf.append(item if isinstance(item, BadRow) else (item, 0))
+            head = buf[0]
+            if isinstance(head, BadRow):
+                out.append(head)
+                buf.popleft()
+                got += 1
+                continue
+            rb, off = head
+            m = min(rb.num_rows - off, k - got)
+            if m > 0:
+                out.append((rb, off, m))
+                got += m
+            if off + m >= rb.num_rows:
+                buf.popleft()
+            else:
+                buf[0] = (rb, off + m)
+        return out, got
+
+    def _feed(self, prog: Any) -> bool:  # noqa: C901 - the merge, pacing and dead letters
+        from collections import deque
+
+        from .. import _runtime as R
+
+        env = self.env
+        n = len(self.sources)
+        its = [self._items(s) for s in self.sources]
+        bufs: list[Any] = [deque() for _ in range(n)]
+        rates = [s.rate for s in self.sources]
+        k = self.options.batch_size
+        if any(rates):  # a throttled source: small phases, each pushed when its rows are due
+            k = max(1, min(int(r * 0.02) for r in rates if r))
+        local = [0] * n
+        seq = 0
+        t0 = time.monotonic()
+        live = list(range(n))
+        while live:
+            if env.should_stop() or not env.wait_if_paused():
+                return False
+            takes: dict[int, list[Any]] = {}
+            counts = [0] * n
+            for i in live:
+                takes[i], counts[i] = self._take(its[i], bufs[i], k)
+            if not any(counts):
+                break
+            for i, r in enumerate(rates):
+                if r and counts[i]:
+                    delay = t0 + (local[i] + counts[i] - 1) / r - time.monotonic()
+                    if delay > 0:
+                        time.sleep(delay)
+            serials = merged_serials(seq, counts)
+            pieces: list[list[Any]] = [[] for _ in range(n)]
+            for i in live:
+                sid = self.sources[i].step_id
+                j = 0
+                for p in takes[i]:
+                    if isinstance(p, BadRow):
+                        q = int(serials[i][j])
+                        cnt = env.counters[sid]
+                        cnt.rows_in += 1
+                        cnt.dead += 1
+                        rec = {
+                            "step": sid,
+                            "position": f"{sid} {p.position}",
+                            "reason": p.reason,
+                            "row": p.raw,
+                        }
+                        self.side.append(((q, 0, 0, 0), "dead", rec))
+                        env.dead_letter(sid, p.reason, p.raw, f"{sid} {p.position}")
+                        j += 1
+                    else:
+                        rb, off, m = p
+                        pieces[i].append((rb, off, m, serials[i][j : j + m]))
+                        j += m
+            while True:
+                rc = prog.push_phase(pieces, 2_000_000)
+                if rc == R.OK:
+                    break
+                if rc == R.CLOSED or env.should_stop():
+                    return False
+                self._drain(prog)
+            self.phase_bases.append(seq)
+            self.phase_rows.append((counts, list(local)))
+            for i in live:
+                good = sum(p[2] for p in pieces[i])
+                cnt = env.counters[self.sources[i].step_id]
+                cnt.rows_in += good
+                cnt.rows_out += good
+                local[i] += counts[i]
+                if counts[i]:
+                    self.last_position = f"{self.sources[i].step_id} row {local[i] - 1}"
+            seq += sum(counts)
+            env.on_source_row(seq)
+            live = [i for i in live if counts[i] == k]
+            self._drain(prog)
+        return True
+
+    def _finish(self, prog: Any) -> bool:
+        from .. import _runtime as R
+
+        while True:
+            if self.env.should_stop():
+                return False
+            rc = prog.finish(2_000_000)
+            if rc == R.OK:
+                break
+            if rc == R.CLOSED:
+                return False
+            self._drain(prog)
+        while True:
+            if self.env.should_stop():
+                return False
+            rc = prog.dag_wait(20_000_000)
+            self._drain(prog)
+            if rc == R.CLOSED:
+                return False
+            if rc == 1:
+                self._drain(prog)
+                for o in self.outs:
+                    o.flush()
+                    o.flush_callback()
+                return True
+
+    def _drain(self, prog: Any) -> None:
+        for k, o in enumerate(self.outs):
+            while True:
+                rb = prog.dag_take(k)
+                if rb is None:
+                    break
+                o.write(rb)
+        self._periodic(prog)
+
+    def _flush_all(self) -> None:
+        for o in self.outs:
+            o.flush()
+
+    def _flush_stale(self, now: float) -> None:
+        for o in self.outs:
+            if o.stale(now):
+                o.flush()
+
+    def _position(self, seq: int) -> str:
+        import bisect
+
+        if seq >= 1 << 62 or not self.phase_bases:
+            return self.last_position
+        k = bisect.bisect_right(self.phase_bases, seq) - 1
+        if k < 0:
+            return self.last_position
+        counts, starts = self.phase_rows[k]
+        for i, s in enumerate(merged_serials(self.phase_bases[k], counts)):
+            hit = int(s.searchsorted(seq))
+            if hit < len(s) and s[hit] == seq:
+                return f"{self.sources[i].step_id} row {starts[i] + hit}"
+        return self.last_position
+
+    def _drain_sides(self, prog: Any) -> None:
+        """Drain side records; then forget the phases that were done before the previous
+        drain (at most PHASES are in flight, so their records are all in)."""
+        super()._drain_sides(prog)
+        drop = self.pushed_at_drain - PHASES
+        if drop > 0:
+            del self.phase_bases[:drop]
+            del self.phase_rows[:drop]
+        self.pushed_at_drain = len(self.phase_bases)
+
+    def _sync_counters(self, prog: Any) -> None:
+        super()._sync_counters(prog)
+        counters = self.env.counters
+        for s in self.steps:  # a union is the merge of its vertex: it passes every row
+            if isinstance(s, P.Union):
+                n = sum(counters[i.step_id].rows_out for i in s.inputs)
+                counters[s.step_id].rows_in = counters[s.step_id].rows_out = n
 
 
 def _conform_batch(b: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:

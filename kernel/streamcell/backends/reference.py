@@ -796,8 +796,28 @@ def _throttled(rows: Iterator[Any], rate: float | None) -> Iterator[Any]:
         yield r
 
 
+def is_linear(plan: P.Plan) -> bool:
+    """One source, no fan-in, no fan-out: a chain."""
+    uses: dict[str, int] = {}
+    for s in plan.steps:
+        if len(s.inputs) > 1:
+            return False
+        for i in s.inputs:
+            uses[i.step_id] = uses.get(i.step_id, 0) + 1
+    return all(n == 1 for n in uses.values()) and len(plan.sources) == 1
+
+
 def execute(c: Compiled, env: Env) -> bool:
-    """Run the plan to completion (True) or until stopped (False)."""
+    """Run the plan to completion (True) or until stopped (False).
+
+    Sources are merged in arrival order, one row of each live source in turn (round
+    robin); each row is one phase. In a phase every step runs once, in plan order (inputs
+    before consumers), on the rows its inputs produced for that phase; a step with several
+    inputs takes them in port order. At the end of the input every step, in plan order,
+    takes the rows its inputs emitted at their end (ordered by the emitting step, then
+    port) and then ends itself. This sequential definition is what the native DAG
+    executor's phases must equal (seed 000); for a chain it is plain depth-first delivery.
+    """
     steps = c.plan.steps
     ops = {s.step_id: make_op(s, c, env) for s in steps if not isinstance(s, P.Source)}
     consumers: dict[str, list[tuple[Op, int]]] = {s.step_id: [] for s in steps}
@@ -806,6 +826,11 @@ def execute(c: Compiled, env: Env) -> bool:
             consumers[i.step_id].append((ops[s.step_id], port))
     counters = env.counters
     perf = time.perf_counter_ns
+    linear = is_linear(c.plan)
+    index = {s.step_id: k for k, s in enumerate(steps)}
+    targets = {sid: [(index[op.sid], port) for op, port in cs] for sid, cs in consumers.items()}
+    by_index = [ops.get(s.step_id) for s in steps]
+    fanin = [len(s.inputs) > 1 for s in steps]
 
     def deliver(sid: str, rows: list[Row]) -> None:
         for op, port in consumers[sid]:
@@ -820,6 +845,32 @@ def execute(c: Compiled, env: Env) -> bool:
                 if out:
                     cnt.rows_out += len(out)
                     deliver(op.sid, out)
+
+    def run_step(k: int, items: list[tuple[int, int, Row]], pending: list[list[Any]]) -> None:
+        op = by_index[k]
+        assert op is not None
+        if fanin[k]:
+            items.sort(key=lambda e: (e[0], e[1]))  # stable: a port keeps its order
+        cnt = op.cnt
+        for origin, port, r in items:
+            cnt.rows_in += 1
+            try:
+                out = op.push(r, port)
+            except RowError as e:
+                op.dead(r, str(e))
+                continue
+            if out:
+                cnt.rows_out += len(out)
+                for ck, cport in targets[op.sid]:
+                    pending[ck].extend((origin, cport, o) for o in out)
+
+    def phase(sid: str, row: Row) -> None:
+        pending: list[list[Any]] = [[] for _ in steps]
+        for ck, cport in targets[sid]:
+            pending[ck].append((0, cport, row))
+        for k in range(len(steps)):
+            if pending[k]:
+                run_step(k, pending[k], pending)
 
     sources = [s for s in steps if isinstance(s, P.Source)]
     streams = [(s, _throttled(c.readers[s.step_id].rows(), s.rate)) for s in sources]
@@ -846,14 +897,31 @@ def execute(c: Compiled, env: Env) -> bool:
             env.position = f"{s.step_id} row {cnt.rows_in - 1}"
             cnt.rows_out += 1
             t0 = perf()
-            deliver(s.step_id, [item])
+            if linear:
+                deliver(s.step_id, [item])
+            else:
+                phase(s.step_id, item)
             env.record_latency(perf() - t0)
-    for s in steps:
-        if s.step_id in ops:
-            out = ops[s.step_id].end()
-            if out:
-                counters[s.step_id].rows_out += len(out)
-                deliver(s.step_id, out)
+    if linear:
+        for s in steps:
+            if s.step_id in ops:
+                out = ops[s.step_id].end()
+                if out:
+                    counters[s.step_id].rows_out += len(out)
+                    deliver(s.step_id, out)
+        return True
+    pending: list[list[Any]] = [[] for _ in steps]
+    for k, s in enumerate(steps):
+        op = by_index[k]
+        if op is None:
+            continue
+        if pending[k]:
+            run_step(k, pending[k], pending)
+        out = op.end()
+        if out:
+            counters[s.step_id].rows_out += len(out)
+            for ck, cport in targets[s.step_id]:
+                pending[ck].extend((k, cport, o) for o in out)
     return True
 
 
