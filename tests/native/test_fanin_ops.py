@@ -260,3 +260,47 @@ def test_the_tagged_layout_names_every_input_column_by_port():
     # tagged columns count the hidden seq, pos first: port is column 2
     assert kind == "join" and kw["left_keys"] == [3] and kw["right_keys"] == [7]
     assert kw["time_cols"] == [4, 6] and kw["outs"] == [3, 4, 5, 6]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    data=st.data(),
+    nports=st.sampled_from([2, 3]),
+    temporal=st.booleans(),
+    over=st.integers(1, 8),
+    lateness=st.integers(0, 6),
+    join=st.booleans(),
+)
+def test_whole_runs_through_the_dag_equal_the_reference(
+    data, nports, temporal, over, lateness, join
+):
+    """The operators inside the DAG runtime (merge, phases, source positions of dead and late
+    rows, counters): whole runs at 1, 2 and 4 workers equal the reference's."""
+    from streamcell.options import RunOptions
+    from tests.helpers import check_against_reference
+
+    frames, _ = data.draw(inputs(nports, temporal))
+    ins = _sources(frames)
+    dur = (lambda n: f"{n}m") if temporal else (lambda n: n)
+    a = ins[0].filter(sc.col("y").is_null() | (sc.col("y") != 0))
+    if join:
+        stream = a.join(ins[1], on="k", within=dur(over), time="t", lateness=dur(lateness))
+    else:
+        stream = a.correlate(
+            *ins[1:],
+            on="k",
+            time="t",
+            over=dur(over),
+            lateness=dur(lateness),
+            mx=a.col("x").mean(),
+            dy=ins[1].col("y").std(),
+            ly=ins[-1].col("y").last(),
+            n=ins[-1].col().count(),
+        ).filter(sc.col("n") > 0)
+    plan = stream.plan()
+    for options in (
+        RunOptions(engine="native", workers=1),
+        RunOptions(engine="native", workers=2, batch_size=7),
+        RunOptions(engine="native", workers=4, batch_size=1),
+    ):
+        check_against_reference(plan, options)
