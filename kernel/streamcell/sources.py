@@ -674,3 +674,31 @@ def open_source(spec: SourceSpec) -> Reader:
             )
         raise SourceError(f"{label}: cannot read a {type(obj).__name__} as a stream")
     raise SourceError(f"unknown source kind {spec.kind!r}")
+
+
+def merged_serials(base: int, counts: list[int]) -> list[Any]:
+    """Serials of each source's rows in a phase of the round-robin merge: round j takes the
+    j-th row of every source that has one, in source order (as the reference does)."""
+    import numpy as np
+
+    active = [i for i, n in enumerate(counts) if n]
+    out: list[Any] = [np.zeros(0, dtype=np.int64) for _ in counts]
+    for i in active:
+        j = np.arange(counts[i], dtype=np.int64)
+        s = np.full(counts[i], base, dtype=np.int64)
+        for i2 in active:
+            s += np.minimum(counts[i2], j)
+            if i2 < i:
+                s += counts[i2] > j
+        out[i] = s
+    return out
+
+
+def locate_serial(base: int, counts: list[int], seq: int) -> tuple[int, int] | None:
+    """Which source row has merged serial ``seq`` in a round-robin run starting at ``base``
+    (see :func:`merged_serials`): (source index, row index within that run), or None."""
+    for i, s in enumerate(merged_serials(base, counts)):
+        hit = int(s.searchsorted(seq))
+        if hit < len(s) and s[hit] == seq:
+            return i, hit
+    return None

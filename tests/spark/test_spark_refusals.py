@@ -23,9 +23,26 @@ def _refusal(stream: sc.Stream) -> str:
     return str(e.value)
 
 
-def test_union_is_refused_naming_the_step():
+def test_union_and_fan_out_of_finite_sources_are_accepted():
     a, b = pl.DataFrame({"x": [1]}), pl.DataFrame({"x": [2]})
-    assert "not supported on spark: step union#3" in _refusal(sc.source(a).union(sc.source(b)))
+    u = sc.source(a).union(sc.source(b))
+    plan = sc.combine(u.sink_table("all"), u.filter(sc.col("x") > 1).sink_table("big"))
+    get_backend("spark").check(compile_plan(plan), SPARK)
+
+
+def test_join_is_refused_naming_the_step():
+    a = pl.DataFrame({"k": [1], "t": [1]})
+    j = sc.source(a).join(sc.source(a), on="k", within=1, time="t")
+    assert "not supported on spark: step join#3 (fan-in (join)" in _refusal(j)
+
+
+def test_dags_over_streaming_sources_are_refused():
+    a = sc.source(sc.clickstream(rows=None, seed=1))
+    b = sc.source(sc.clickstream(rows=None, seed=2))
+    assert "fan-in (union) on a streaming source" in _refusal(a.union(b))
+    fan = sc.combine(a.sink_table("x"), a.filter(sc.col("price") > 1).sink_table("y"))
+    with pytest.raises(NotSupportedError, match="fan-out on a streaming source"):
+        get_backend("spark").check(compile_plan(fan), SPARK)
 
 
 def test_correlate_is_refused_naming_the_step():

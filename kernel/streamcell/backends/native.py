@@ -36,7 +36,7 @@ from ..compiler import Compiled, _Typer
 from ..errors import NotSupportedError
 from ..expr import IR, Binary, Call, Col, Lit, Unary, When
 from ..options import RunOptions
-from ..sources import BadRow, row_batches
+from ..sources import BadRow, locate_serial, merged_serials, row_batches
 from ..types import DATE, INT, NULL, DType, Schema, polars_schema
 from ..udf import UDF_PREFIX
 from ..udf import lookup as udf_lookup
@@ -1415,24 +1415,6 @@ class Driver:
         run._dead, run._late = dead, late
 
 
-def merged_serials(base: int, counts: list[int]) -> list[Any]:
-    """Serials of each source's rows in a phase of the round-robin merge: round j takes the
-    j-th row of every source that has one, in source order (as the reference does)."""
-    import numpy as np
-
-    active = [i for i, n in enumerate(counts) if n]
-    out: list[Any] = [np.zeros(0, dtype=np.int64) for _ in counts]
-    for i in active:
-        j = np.arange(counts[i], dtype=np.int64)
-        s = np.full(counts[i], base, dtype=np.int64)
-        for i2 in active:
-            s += np.minimum(counts[i2], j)
-            if i2 < i:
-                s += counts[i2] > j
-        out[i] = s
-    return out
-
-
 class DagDriver(Driver):
     """Feeds every source into the DAG runtime (exec/dag.h) as phases of the merged input
     (``batch_size`` rounds of the round-robin merge each), and drains every sink."""
@@ -1629,11 +1611,10 @@ class DagDriver(Driver):
         if k < 0:
             return self.last_position
         counts, starts = self.phase_rows[k]
-        for i, s in enumerate(merged_serials(self.phase_bases[k], counts)):
-            hit = int(s.searchsorted(seq))
-            if hit < len(s) and s[hit] == seq:
-                return f"{self.sources[i].step_id} row {starts[i] + hit}"
-        return self.last_position
+        at = locate_serial(self.phase_bases[k], counts, seq)
+        if at is None:
+            return self.last_position
+        return f"{self.sources[at[0]].step_id} row {starts[at[0]] + at[1]}"
 
     def _drain_sides(self, prog: Any) -> None:
         """Drain side records; then forget the phases that were done before the previous

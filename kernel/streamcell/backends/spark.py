@@ -42,7 +42,7 @@ from ..compiler import Compiled
 from ..errors import NotSupportedError, StreamcellError
 from ..expr import FUNCTIONS, IR, Binary, Call, Col, Lit, Unary, When
 from ..options import RunOptions
-from ..sources import BadRow
+from ..sources import BadRow, locate_serial, merged_serials
 from ..types import BOOL, Schema, polars_schema
 from .evaluate import RowError, compile_row_expr
 from .spark_expr import NAME, Translator, can_fail, qcol, spark_type
@@ -83,23 +83,40 @@ def is_streaming(source: P.Source) -> bool:
 
 
 def chain(c: Compiled) -> list[P.Step]:
-    """The plan as one source-to-sink chain, or NotSupportedError naming the step."""
+    """The plan as one source-to-sink chain (what Structured Streaming runs), or
+    NotSupportedError naming the step."""
     steps = c.plan.steps
     consumers: dict[str, int] = {}
     for s in steps:
         for i in s.inputs:
             consumers[i.step_id] = consumers.get(i.step_id, 0) + 1
     for s in steps:
-        if isinstance(s, (P.Union, P.Join)):
+        if len(s.inputs) > 1:
             raise NotSupportedError(
-                s.step_id, NAME, "fan-in (union/join) is not on Spark yet; use engine='native'"
-            )
-        if isinstance(s, P.Correlate):
-            raise NotSupportedError(
-                s.step_id, NAME, "correlate is not on Spark yet; use engine='native'"
+                s.step_id,
+                NAME,
+                f"fan-in ({s.kind}) on a streaming source; run it on finite sources",
             )
         if consumers.get(s.step_id, 0) > 1:
-            raise NotSupportedError(s.step_id, NAME, "fan-out to several branches")
+            raise NotSupportedError(
+                s.step_id, NAME, "fan-out on a streaming source; run it on finite sources"
+            )
+    if len(c.plan.sources) > 1:
+        raise NotSupportedError(
+            c.plan.sources[1].step_id, NAME, "several streaming sources; run them on finite sources"
+        )
+    return graph(c)
+
+
+def graph(c: Compiled) -> list[P.Step]:
+    """The plan's steps for a batch job: a chain or a DAG of several sources, unions and
+    fan-out (other multi-input steps are refused), or NotSupportedError naming the step."""
+    steps = c.plan.steps
+    for s in steps:
+        if len(s.inputs) > 1 and not isinstance(s, P.Union):
+            raise NotSupportedError(
+                s.step_id, NAME, f"fan-in ({s.kind}) is not on Spark yet; use engine='native'"
+            )
         if isinstance(s, P.Explode):
             raise NotSupportedError(s.step_id, NAME, "list columns (explode)")
         for _, t in c.schemas[s.step_id]:
@@ -174,8 +191,8 @@ class SparkBackend:
     name = NAME
 
     def check(self, c: Compiled, options: RunOptions) -> None:
-        steps = chain(c)
-        streaming = is_streaming(steps[0])  # type: ignore[arg-type]
+        streaming = any(is_streaming(s) for s in c.plan.sources)
+        steps = chain(c) if streaming else graph(c)
         for s in steps:
             check_step(s, streaming)
         src = steps[0]
@@ -192,12 +209,11 @@ class SparkBackend:
             raise StreamcellError(problem)
 
     def execute(self, c: Compiled, env: Any, options: RunOptions) -> bool:
-        steps = chain(c)
-        if is_streaming(steps[0]):  # type: ignore[arg-type]
+        if any(is_streaming(s) for s in c.plan.sources):
             from .spark_stream import StreamDriver
 
-            return StreamDriver(c, env, options, steps).run()
-        return BatchDriver(c, env, options, steps).run()
+            return StreamDriver(c, env, options, chain(c)).run()
+        return BatchDriver(c, env, options, graph(c)).run()
 
 
 # --------------------------------------------------------------------------- helpers
@@ -282,6 +298,17 @@ def source_table(
             add(pa.RecordBatch.from_pylist(buf, schema=target))
     out_schema = target.append(pa.field("_o", pa.list_(pa.int64())))
     return pa.Table.from_batches(parts, schema=out_schema) if parts else out_schema.empty_table()
+
+
+def _reserial(tbl: pa.Table, serials: Any) -> pa.Table:
+    """Replace each row's order key [local serial] by [merged serial] (serials[local])."""
+    import numpy as np
+
+    if tbl.num_rows == 0:
+        return tbl
+    local = tbl.column("_o").combine_chunks().flatten().to_numpy()
+    merged = pa.array(np.asarray(serials)[local], type=pa.int64())
+    return tbl.set_column(tbl.schema.get_field_index("_o"), "_o", order_array(merged))
 
 
 def _conform(b: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
@@ -570,12 +597,13 @@ class BatchDriver:
 
     def __init__(self, c: Compiled, env: Any, options: RunOptions, steps: list[P.Step]):
         self.c, self.env, self.options, self.steps = c, env, options, steps
-        self.source = steps[0]
-        self.sink = steps[-1]
-        assert isinstance(self.sink, P.Sink)
+        self.sources = [s for s in steps if isinstance(s, P.Source)]
+        self.sinks = [s for s in steps if isinstance(s, P.Sink)]
+        self.source = self.sources[0]
+        self.sink = self.sinks[-1]
+        self.counts: list[int] = []  # rows (good and bad) of each source: merged serials
         self.side: list[tuple[list[int], int, str, Any]] = []  # (o, kind, step, payload)
         self.group = f"streamcell-{next(_ids)}"
-        self.n_source = 0
         self.sketch_parts: dict[str, list[Any]] = {}  # sketch step -> partition partials
 
     def _action(self, fn: Callable[[], Any]) -> Any:
@@ -614,54 +642,106 @@ class BatchDriver:
             return False
 
     def _run(self, spark: Any) -> bool:
-        env, src = self.env, self.source
-        assert isinstance(src, P.Source)
-        schema = self.c.schemas[src.step_id]
-
-        def on_bad(seq: int, b: BadRow) -> None:
-            self.side.append(([seq], DEAD, src.step_id, b))
-
+        env = self.env
         t0 = time.perf_counter_ns()
         start = time.monotonic()
+        done = [0]  # rows of the sources read before the current one
 
-        def pace(n: int) -> bool:
-            env.on_source_row(n)
-            if src.rate:
-                delay = start + n / src.rate - time.monotonic()
-                while delay > 0:
-                    if env.should_stop():
-                        return False
-                    time.sleep(min(delay, 0.05))
+        tables: list[pa.Table] = []
+        bad_rows: list[tuple[int, int, BadRow]] = []  # source, local serial, row
+        for i, src in enumerate(self.sources):
+            schema = self.c.schemas[src.step_id]
+
+            def on_bad(seq: int, b: BadRow, i: int = i) -> None:
+                bad_rows.append((i, seq, b))
+
+            def pace(n: int, src: P.Source = src) -> bool:
+                env.on_source_row(done[0] + n)
+                if src.rate:
                     delay = start + n / src.rate - time.monotonic()
-            return not env.should_stop() and env.wait_if_paused()
+                    while delay > 0:
+                        if env.should_stop():
+                            return False
+                        time.sleep(min(delay, 0.05))
+                        delay = start + n / src.rate - time.monotonic()
+                return not env.should_stop() and env.wait_if_paused()
 
-        try:
-            tbl = source_table(self.c, src, schema, on_bad, pace)
-        except _Stopped:
-            return False
-        n_good = tbl.num_rows
-        self.n_source = n_good + len(self.side)
-        cnt = env.counters[src.step_id]
-        cnt.rows_in, cnt.rows_out, cnt.dead = self.n_source, n_good, len(self.side)
-        env.on_source_row(self.n_source)
-        self.last_good = self._last_good(tbl)
-        df = spark.createDataFrame(tbl, schema=ddl(schema, ORDER_DDL))
+            try:
+                tbl = source_table(self.c, src, schema, on_bad, pace)
+            except _Stopped:
+                return False
+            tables.append(tbl)
+            n_bad = sum(1 for b in bad_rows if b[0] == i)
+            self.counts.append(tbl.num_rows + n_bad)
+            done[0] += self.counts[-1]
+            cnt = env.counters[src.step_id]
+            cnt.rows_in, cnt.rows_out, cnt.dead = self.counts[-1], tbl.num_rows, n_bad
+        env.on_source_row(done[0])
+        if len(self.sources) > 1:  # serial numbers of the round-robin merge of the sources
+            serials = merged_serials(0, self.counts)
+            tables = [_reserial(t, serials[i]) for i, t in enumerate(tables)]
+            bad_rows = [(i, int(serials[i][q]), b) for i, q, b in bad_rows]
+        for i, q, b in bad_rows:
+            self.side.append(([q], DEAD, self.sources[i].step_id, b))
+        lasts = [x for x in (self._last_good(t) for t in tables) if x is not None]
+        self.last_good = max(lasts) if lasts else None
         low = Lowering(self.c, self.steps, spark)
         low.checkpoint = lambda d: self._action(lambda: d.localCheckpoint(eager=True))
-        for j, s in enumerate(self.steps[1:-1], start=1):
-            df = low.lower(j, s, df)
+        consumers: dict[str, int] = {}
+        for s in self.steps:
+            for x in s.inputs:
+                consumers[x.step_id] = consumers.get(x.step_id, 0) + 1
+        dfs: dict[str, Any] = {}
+        for j, s in enumerate(self.steps):
+            if isinstance(s, P.Source):
+                k = self.sources.index(s)
+                df = spark.createDataFrame(
+                    tables[k], schema=ddl(self.c.schemas[s.step_id], ORDER_DDL)
+                )
+            elif isinstance(s, P.Sink):
+                continue
+            elif isinstance(s, P.Union):
+                df = self._union(s, dfs)
+            else:
+                df = low.lower(j, s, dfs[s.inputs[0].step_id])
+            if consumers.get(s.step_id, 0) > 1:  # fan-out: compute once, for every branch
+                df = low.checkpoint(df)
+            dfs[s.step_id] = df
             if env.should_stop():
                 return False
-        final = df.orderBy("_o")
-        sink_schema = self.c.schemas[self.sink.step_id]
-        out = self._action(lambda: final.toArrow())
+        outs = []
+        for sink in self.sinks:
+            final = dfs[sink.inputs[0].step_id].orderBy("_o")
+            outs.append((sink, self._action(final.toArrow)))
         self._read_back(low)
+        for s in self.steps:  # a union passes every row of its inputs
+            if isinstance(s, P.Union):
+                n = sum(env.counters[x.step_id].rows_out for x in s.inputs)
+                env.counters[s.step_id].rows_in = env.counters[s.step_id].rows_out = n
         self._file_side()
         self._attach_sketches()
-        frame = to_polars(out, sink_schema)
-        self._write(frame)
+        for sink, out in outs:
+            self._write(to_polars(out, self.c.schemas[sink.step_id]), sink)
         env.record_latency(time.perf_counter_ns() - t0)
         return True
+
+    def _union(self, s: P.Union, dfs: dict[str, Any]) -> Any:
+        """Inputs in the union's column order; the order key gets the input's port, so rows
+        of one source row reached along several branches keep the reference's order."""
+        from pyspark.sql import functions as F
+
+        names = [n for n, _ in self.c.schemas[s.step_id]]
+        parts = [
+            dfs[x.step_id].select(
+                *[qcol(n) for n in names],
+                F.concat(F.col("_o"), F.array(F.lit(p).cast("bigint"))).alias("_o"),
+            )
+            for p, x in enumerate(s.inputs)
+        ]
+        out = parts[0]
+        for p in parts[1:]:
+            out = out.unionByName(p)
+        return out
 
     def _attach_sketches(self, compact: bool = False) -> None:
         """Merge each sketch stage's partials and publish the answers (``run.sketch``); with
@@ -713,10 +793,13 @@ class BatchDriver:
                     self.side.append((o, kind, lw.step.step_id, payload))
 
     def _position(self, o: list[int]) -> str:
-        sid = self.source.step_id
-        if o and o[0] < END:
-            return f"{sid} row {o[0]}"
-        return "" if self.last_good is None else f"{sid} row {self.last_good}"
+        seq = o[0] if o and o[0] < END else self.last_good
+        if seq is None:
+            return ""
+        if len(self.sources) == 1:
+            return f"{self.source.step_id} row {seq}"
+        at = locate_serial(0, self.counts, seq)
+        return "" if at is None else f"{self.sources[at[0]].step_id} row {at[1]}"
 
     def _file_side(self) -> None:
         env = self.env
@@ -736,9 +819,8 @@ class BatchDriver:
             elif kind == LATE:
                 env.late_row(sid, payload)
 
-    def _write(self, frame: pl.DataFrame) -> None:
-        sink = self.sink
-        assert isinstance(sink, P.Sink)
+    def _write(self, frame: pl.DataFrame, sink: P.Sink | None = None) -> None:
+        sink = sink or self.sink
         self.env.counters[sink.step_id].rows_in += frame.height
         if sink.target != "none":
             write_frame(self.env.sink_writer(sink), frame)
