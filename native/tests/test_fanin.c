@@ -353,7 +353,8 @@ static void join_hand(void) {
         for (int j = 0; j < width(d); j++) rows[r].c[j].valid = true;
         rows[r].c[d->key].i = v[r][1];
         rows[r].c[d->time].i = v[r][2];
-        snprintf(rows[r].c[2].s, 8, "x%d", r);
+        rows[r].c[2].s[0] = 'x';
+        rows[r].c[2].s[1] = (char)('0' + r);
         rows[r].c[2].f = r + 0.5;
         rows[r].c[3].i = 100 + r;
     }
