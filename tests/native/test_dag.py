@@ -281,7 +281,27 @@ def test_dags_on_spark_batch_equal_reference(tmp_path) -> None:
 
 
 @pytest.mark.spark
-@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
 @given(plan=random_dag(lists=False))  # Spark refuses list columns (tests/spark)
 def test_random_dags_on_spark_equal_reference(plan: sc.Plan) -> None:
     check_against_reference(plan, _spark())
+
+
+def nested_unions() -> sc.Plan:
+    """A source unioned with itself, then with a projection of itself; and window rows
+    emitted at the end of the stream meeting again in unions (ties between branches)."""
+    s0 = sc.source(frame(40, 3), name="s0")
+    u = s0.union(s0).union(s0.with_columns(v=sc.col("v") * 2, k=sc.col("k") % 3))
+    w = s0.key_by("k").tumbling(3, time="t").agg(n=sc.count())
+    u2 = w.select("k", "n").union(w.select("k", n=sc.col("n") + 1)).union(w.select("k", "n"))
+    return sc.combine(u.sink_table("u"), u2.sink_table("u2"))
+
+
+@pytest.mark.parametrize("opts", CONFIGS[:3], ids=lambda o: f"w{o.workers}-b{o.batch_size}")
+def test_nested_unions_order_ties_by_input(opts: RunOptions) -> None:
+    check_against_reference(nested_unions(), opts)
+
+
+@pytest.mark.spark
+def test_nested_unions_on_spark_order_ties_by_input() -> None:
+    check_against_reference(nested_unions(), _spark())

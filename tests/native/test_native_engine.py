@@ -47,17 +47,27 @@ def test_auto_runs_a_supported_plan_on_the_native_engine():
 
 
 def test_auto_falls_back_to_reference_and_says_why():
+    def double(x):
+        return 2 * x
+
+    f = sc.python_udf(double, returns="int")
+    run = run_plan(sc.source(pl.DataFrame({"x": [1, 2]})).select(y=f("x")).plan())
+    assert run.engine == "reference"
+    assert "select#2" in run.engine_note and "Python function" in run.engine_note
+    assert run.table()["y"].to_list() == [2, 4]
+
+
+def test_auto_runs_unions_natively():
     a, b = pl.DataFrame({"x": [1, 2]}), pl.DataFrame({"x": [10]})
     run = run_plan(sc.source(a).union(sc.source(b)).plan())
-    assert run.engine == "reference"
-    assert "union#3" in run.engine_note and "fan-in" in run.engine_note
+    assert run.engine == "native"
     assert run.table()["x"].to_list() == [1, 10, 2]
 
 
 def test_explicit_native_on_an_unsupported_plan_raises_naming_the_step():
-    a, b = pl.DataFrame({"x": [1]}), pl.DataFrame({"x": [2]})
-    with pytest.raises(NotSupportedError, match="not supported on native: step union#3"):
-        sc.source(a).union(sc.source(b)).start("x", engine="native")
+    f = sc.python_udf(abs, returns="int", name="absolute")
+    with pytest.raises(NotSupportedError, match="not supported on native: step select#2"):
+        sc.source(pl.DataFrame({"x": [1]})).select(y=f("x")).start("x", engine="native")
 
 
 def test_list_columns_and_explode_run_natively():

@@ -726,16 +726,22 @@ class BatchDriver:
         return True
 
     def _union(self, s: P.Union, dfs: dict[str, Any]) -> Any:
-        """Inputs in the union's column order; the order key gets the input's port, so rows
-        of one source row reached along several branches keep the reference's order."""
+        """Inputs in the union's column order. The order key gets the input's port right
+        after the row's origin (its serial, or [END, step] for rows emitted at the end), so
+        rows of one origin reached along several branches sort by port first and then keep
+        their order within the port, as the reference takes them."""
         from pyspark.sql import functions as F
 
         names = [n for n, _ in self.c.schemas[s.step_id]]
+        o = F.col("_o")
+        head = F.when(o[0] < F.lit(END), F.lit(1)).otherwise(F.lit(2))
+
+        def key(p: int) -> Any:
+            port = F.array(F.lit(p).cast("bigint"))
+            return F.concat(F.slice(o, F.lit(1), head), port, F.slice(o, head + 1, F.size(o)))
+
         parts = [
-            dfs[x.step_id].select(
-                *[qcol(n) for n in names],
-                F.concat(F.col("_o"), F.array(F.lit(p).cast("bigint"))).alias("_o"),
-            )
+            dfs[x.step_id].select(*[qcol(n) for n in names], key(p).alias("_o"))
             for p, x in enumerate(s.inputs)
         ]
         out = parts[0]
