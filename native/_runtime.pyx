@@ -1,5 +1,5 @@
 # distutils: language = c
-# distutils: sources = native/exec/common.c native/exec/expr.c native/exec/ops_state.c native/exec/ops_keyed.c native/exec/ops_window.c native/exec/keyhash.c native/exec/rowstore.c native/exec/program.c native/exec/arrow_bridge.c native/exec/lists.c native/exec/ops_sketch.c native/exec/ops_entities.c native/exec/ops_speculate.c native/exec/speculate.c native/exec/dag.c native/sketch/theta.c native/sketch/hll.c native/sketch/kll.c native/sketch/frequent.c native/sketch/murmur3.c native/sketch/concurrent.c native/runtime/pool.c native/runtime/scheduler.c native/runtime/reorder.c native/runtime/hybrid_queue.c native/runtime/ring.c native/runtime/batch.c native/runtime/metrics.c
+# distutils: sources = native/exec/common.c native/exec/expr.c native/exec/ops_state.c native/exec/ops_keyed.c native/exec/ops_window.c native/exec/keyhash.c native/exec/rowstore.c native/exec/program.c native/exec/arrow_bridge.c native/exec/lists.c native/exec/ops_sketch.c native/exec/ops_entities.c native/exec/ops_speculate.c native/exec/speculate.c native/exec/dag.c native/exec/ops_join.c native/exec/ops_correlate.c native/sketch/theta.c native/sketch/hll.c native/sketch/kll.c native/sketch/frequent.c native/sketch/murmur3.c native/sketch/concurrent.c native/runtime/pool.c native/runtime/scheduler.c native/runtime/reorder.c native/runtime/hybrid_queue.c native/runtime/ring.c native/runtime/batch.c native/runtime/metrics.c
 # distutils: include_dirs = native native/common native/exec native/runtime
 """streamcell._runtime: the Python face of the native runtime (native/exec, native/runtime).
 
@@ -318,6 +318,38 @@ cdef extern from "exec/ops_speculate.h":
     void sc_op_speculate_destroy(void *st) nogil
     void sc_op_speculate_cancel(void *st) nogil
     void sc_op_speculate_stats(void *st, sc_spec_stats *out) nogil
+
+cdef extern from "exec/ops_join.h":
+    ctypedef struct sc_join_spec:
+        int32_t width[2]
+        const int32_t *keys[2]
+        int32_t nkeys
+        int32_t time_col[2]
+        int64_t within, lateness
+        const int32_t *outs
+        const char *dead_reason
+    int sc_op_join_create(void **st, const sc_op_base *base, const sc_join_spec *spec) nogil
+    int sc_op_join_run(void *st, sc_batch *inp, sc_batch **out) nogil
+    void sc_op_join_destroy(void *st) nogil
+
+cdef extern from "exec/ops_correlate.h":
+    ctypedef struct sc_corr_agg:
+        int32_t fn, port, col
+    ctypedef struct sc_corr_spec:
+        int32_t nports
+        const int32_t *width
+        const int32_t *keys
+        int32_t nkeys
+        const int32_t *time_col
+        int64_t over, lateness
+        const sc_corr_agg *aggs
+        int32_t naggs
+        const int32_t *out_kind
+        const int32_t *out_arg
+        const char *dead_reason
+    int sc_op_correlate_create(void **st, const sc_op_base *base, const sc_corr_spec *spec) nogil
+    int sc_op_correlate_run(void *st, sc_batch *inp, sc_batch **out) nogil
+    void sc_op_correlate_destroy(void *st) nogil
 
 cdef extern from "exec/arrow_bridge.h":
     struct ArrowSchema:
@@ -814,6 +846,92 @@ cdef class Program:
             free(<void *>spec.keyed.outs)
         check_status(self._add(b"window", SC_OP_STATEFUL, sc_op_window_run, sc_op_window_destroy,
                                  st, <sc_op_base *>st), "window")
+        self.schemas.append(so)
+
+    def add_join(self, int step, bint cin, bint cout, bytes in_lts, bytes out_lts, list widths,
+                 list left_keys, list right_keys, list time_cols, int64_t within, int64_t lateness,
+                 list outs, bytes reason, int64_t capacity):
+        """A keyed interval join (exec/ops_join.h), one stateful operator over the tagged
+        layout of its two inputs (exec/fanin.h): ``widths`` their user column counts,
+        ``left_keys`` / ``right_keys`` / ``time_cols`` / ``outs`` tagged column indexes."""
+        cdef _Schema si = _Schema(in_lts)
+        cdef _Schema so = _Schema(out_lts)
+        cdef sc_join_spec spec
+        cdef sc_op_base b
+        cdef void *st = NULL
+        if len(widths) != 2 or len(time_cols) != 2 or len(left_keys) != len(right_keys):
+            raise ValueError("add_join: two inputs, one key list per side")
+        memset(&spec, 0, sizeof(spec))
+        spec.width[0], spec.width[1] = widths
+        spec.time_col[0], spec.time_col[1] = time_cols
+        spec.keys[0] = _ints(left_keys)
+        spec.keys[1] = _ints(right_keys)
+        spec.nkeys = <int32_t>len(left_keys)
+        spec.within = within
+        spec.lateness = lateness
+        spec.outs = _ints(outs)
+        spec.dead_reason = reason
+        try:
+            self._base(&b, step, cin, cout, si, so, capacity, True)
+            rc = sc_op_join_create(&st, &b, &spec)
+            sc_op_base_free(&b)
+            check_status(rc, f"join step {step}")
+        finally:
+            free(<void *>spec.keys[0])
+            free(<void *>spec.keys[1])
+            free(<void *>spec.outs)
+        check_status(self._add(b"join", SC_OP_STATEFUL, sc_op_join_run, sc_op_join_destroy,
+                                 st, <sc_op_base *>st), "join")
+        self.schemas.append(so)
+
+    def add_correlate(self, int step, bint cin, bint cout, bytes in_lts, bytes out_lts, list widths,
+                      list keys, list time_cols, int64_t over, int64_t lateness, list aggs, list outs,
+                      bytes reason, int64_t capacity):
+        """A correlate step (exec/ops_correlate.h), one stateful operator over the tagged
+        layout of its inputs: ``keys`` one list of tagged key columns per input, ``aggs``
+        (fn, port, tagged column or -1) triples, ``outs`` (kind, arg) pairs."""
+        cdef _Schema si = _Schema(in_lts)
+        cdef _Schema so = _Schema(out_lts)
+        cdef sc_corr_spec spec
+        cdef sc_op_base b
+        cdef void *st = NULL
+        cdef int nports = len(widths)
+        cdef int nkeys = len(keys[0]) if keys else 0
+        cdef int j
+        if len(keys) != nports or len(time_cols) != nports or any(len(k) != nkeys for k in keys):
+            raise ValueError("add_correlate: one key list and one time column per input")
+        memset(&spec, 0, sizeof(spec))
+        spec.nports = nports
+        spec.nkeys = nkeys
+        spec.over = over
+        spec.lateness = lateness
+        spec.naggs = <int32_t>len(aggs)
+        spec.dead_reason = reason
+        cdef sc_corr_agg *ag = <sc_corr_agg *>malloc(max(len(aggs), 1) * sizeof(sc_corr_agg))
+        if ag == NULL:
+            raise MemoryError()
+        for j in range(len(aggs)):
+            ag[j].fn, ag[j].port, ag[j].col = aggs[j]
+        spec.aggs = ag
+        try:
+            spec.width = _ints(widths)
+            spec.keys = _ints([c for k in keys for c in k])
+            spec.time_col = _ints(time_cols)
+            spec.out_kind = _ints([k for k, _ in outs])
+            spec.out_arg = _ints([a for _, a in outs])
+            self._base(&b, step, cin, cout, si, so, capacity, True)
+            rc = sc_op_correlate_create(&st, &b, &spec)
+            sc_op_base_free(&b)
+            check_status(rc, f"correlate step {step}")
+        finally:
+            free(ag)
+            free(<void *>spec.width)
+            free(<void *>spec.keys)
+            free(<void *>spec.time_col)
+            free(<void *>spec.out_kind)
+            free(<void *>spec.out_arg)
+        check_status(self._add(b"correlate", SC_OP_STATEFUL, sc_op_correlate_run,
+                                 sc_op_correlate_destroy, st, <sc_op_base *>st), "correlate")
         self.schemas.append(so)
 
     def add_explode(self, int step, bint cin, bint cout, bytes in_lts, bytes out_lts, list cols,

@@ -27,7 +27,16 @@ def _check_dashboard(outputs: list[Any], text: str) -> None:
     assert "numInputRows" in text and "'stopped'" in text
 
 
-CHECKS = {"quickstart": _check_quickstart, "dashboard": _check_dashboard}
+def _check_sensors(outputs: list[Any], text: str) -> None:
+    assert "north" in text and "south" not in text  # only the north's A runs hot
+    assert "correlate#3" in text  # explain()
+
+
+CHECKS = {
+    "quickstart": _check_quickstart,
+    "dashboard": _check_dashboard,
+    "sensors": _check_sensors,
+}
 
 
 @pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.ipynb")), ids=lambda p: p.stem)

@@ -29,6 +29,7 @@ export const STAGES = [
   'speculate',
   'union',
   'join',
+  'correlate',
   'sink'
 ] as const;
 
@@ -57,6 +58,8 @@ export const STAGE_DOCS: Record<(typeof STAGES)[number], string> = {
     'speculate NAME=FN(COL, ...), horizon="adaptive": a transactional Cython function per row',
   union: 'union STREAM, ...',
   join: 'join STREAM, on=COL, within="5m"',
+  correlate:
+    'correlate STREAM, on=COL, time=COL, over="1h", NAME=mean(COL), NAME=std(STREAM.COL)',
   sink: 'sink table | parquet(PATH) | callback(FN)'
 };
 
@@ -72,6 +75,7 @@ export const FUNCTIONS = [
   'min',
   'max',
   'mean',
+  'std',
   'first',
   'last',
   'count_distinct',

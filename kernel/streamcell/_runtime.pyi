@@ -46,6 +46,40 @@ class Program:
     ) -> None: ...
     def add_keyed(self, kind: str, step: int, *args: Any, **kw: Any) -> None: ...
     def add_window(self, step: int, *args: Any) -> None: ...
+    def add_join(
+        self,
+        step: int,
+        cin: bool,
+        cout: bool,
+        in_lts: bytes,
+        out_lts: bytes,
+        widths: list[int],
+        left_keys: list[int],
+        right_keys: list[int],
+        time_cols: list[int],
+        within: int,
+        lateness: int,
+        outs: list[int],
+        reason: bytes,
+        capacity: int,
+    ) -> None: ...
+    def add_correlate(
+        self,
+        step: int,
+        cin: bool,
+        cout: bool,
+        in_lts: bytes,
+        out_lts: bytes,
+        widths: list[int],
+        keys: list[list[int]],
+        time_cols: list[int],
+        over: int,
+        lateness: int,
+        aggs: list[tuple[int, int, int]],
+        outs: list[tuple[int, int]],
+        reason: bytes,
+        capacity: int,
+    ) -> None: ...
     def add_explode(
         self,
         step: int,

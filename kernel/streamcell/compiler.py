@@ -519,11 +519,91 @@ def _step_schema(s: P.Step, ins: list[Schema], opened: dict[str, Reader]) -> Sch
                 continue
             joined.append((n if n not in left_names else f"{n}_right", t))
         return tuple(joined)
+    if isinstance(s, P.Correlate):
+        return _correlate_schema(s, ins)
     if isinstance(s, P.Sink):
         if s.key is not None:
             _check_keys(s, schema, s.key)
         return schema
     raise _err(f"unknown step kind {type(s).__name__}", s.pos, s)
+
+
+def _correlate_schema(s: P.Correlate, ins: list[Schema]) -> Schema:
+    """Keys, the time column, then each aggregate (see README "correlate")."""
+    if len(ins) < 2:
+        raise _err("correlate needs at least one other stream", s.pos, s)
+    if not s.on:
+        raise _err("correlate needs on=key column(s)", s.pos, s)
+    first = dict(ins[0])
+    for inp, sch in zip(s.inputs, ins):
+        _check_keys(s, sch, s.on)
+        tt = _time_col(s, sch, s.time)
+        cols = dict(sch)
+        for k in s.on:
+            if cols[k] != first[k]:
+                raise _err(
+                    f"correlate key {k!r} is {first[k]} in {s.inputs[0].step_id} "
+                    f"but {cols[k]} in {inp.step_id}",
+                    s.pos,
+                    s,
+                )
+        if tt != first[s.time]:
+            raise _err(
+                f"correlate time column {s.time!r} is {first[s.time]} in {s.inputs[0].step_id} "
+                f"but {tt} in {inp.step_id}",
+                s.pos,
+                s,
+            )
+    tt = first[s.time]
+    if s.time in s.on:
+        raise _err(f"the time column {s.time!r} cannot also be a key", s.pos, s)
+    if _duration_for(s, s.over, tt, "over") <= 0:
+        raise _err("correlate over= must be > 0", s.pos, s)
+    _duration_for(s, s.lateness, tt, "lateness")
+    out: list[tuple[str, DType]] = [(k, first[k]) for k in s.on] + [(s.time, tt)]
+    for name, a in s.aggs:
+        out.append((name, _corr_agg_type(s, a, ins)))
+    if len(out) == len(s.on) + 1:
+        raise _err("correlate needs at least one aggregate, e.g. n=count()", s.pos, s)
+    names = [n for n, _ in out]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise _err(f"duplicate output column(s): {', '.join(sorted(dup))}", s.pos, s)
+    return tuple(out)
+
+
+def _corr_agg_type(s: P.Correlate, a: P.CorrAgg, ins: list[Schema]) -> DType:
+    where = a.pos or s.pos
+    if a.fn not in P.CORRELATE_FUNCTIONS:
+        raise _err(
+            f"unknown correlate aggregate {a.fn!r}; aggregates: {', '.join(P.CORRELATE_FUNCTIONS)}",
+            where,
+            s,
+        )
+    if not 0 <= a.port < len(ins):
+        raise _err(f"{a.fn}(): input {a.port} does not exist", where, s)
+    if a.column is None:
+        if a.fn != "count":
+            raise _err(f"{a.fn}() needs a column", where, s)
+        return INT
+    cols = dict(ins[a.port])
+    if a.column not in cols:
+        raise _err(
+            f"unknown column {a.column!r} in {s.inputs[a.port].step_id}; available columns: "
+            + ", ".join(cols),
+            where,
+            s,
+        )
+    t = cols[a.column]
+    if a.fn == "count":
+        return INT
+    if a.fn in ("sum", "mean", "std"):
+        if t not in (INT, FLOAT):
+            raise _err(f"{a.fn}() needs an int or float column; {a.column!r} is {t}", where, s)
+        return t if a.fn == "sum" else FLOAT
+    if a.fn in ("min", "max") and not t.is_orderable:
+        raise _err(f"{a.fn}() needs an orderable column; {a.column!r} is {t}", where, s)
+    return t
 
 
 def default_upsert_key(c: Compiled, sink: P.Sink) -> tuple[str, ...] | None:

@@ -56,6 +56,7 @@ STAGES = (
     "speculate",
     "union",
     "join",
+    "correlate",
     "sink",
 )
 
@@ -719,6 +720,31 @@ def _apply(
             lateness=st.duration(opts["lateness"]) if "lateness" in opts else 0,
             pos=pos,
         )
+    elif kw_ == "correlate":
+        others = st.positional(1, 16, "stream name(s)")
+        opts = st.keywords(None)
+        for req in ("on", "time", "over"):
+            if req not in opts:
+                st.error(f"correlate needs {req}=...", st.kw_col, len(kw_))
+        ins = [cur] + [_ref(st, o, named, consumed) for o in others]
+        ports = {ch.label: 0} if ch.label else {}
+        ports.update({o.id: i + 1 for i, o in enumerate(others)})  # type: ignore[attr-defined]
+        corr_aggs = tuple(
+            (k, _corr_agg(st, v, ports))
+            for k, v in opts.items()
+            if k not in ("on", "time", "over", "lateness")
+        )
+        if not corr_aggs:
+            st.error("correlate needs at least one aggregate, e.g. n=count()", st.kw_col, len(kw_))
+        ch.step = P.Correlate(
+            inputs=tuple(ins),
+            on=st.names(opts["on"]),
+            time=st.name(opts["time"]),
+            over=st.duration(opts["over"]),
+            lateness=st.duration(opts["lateness"]) if "lateness" in opts else 0,
+            aggs=corr_aggs,
+            pos=pos,
+        )
     elif kw_ == "sink":
         ch.sunk = _sink(st, cur, ns, pos)
     if (
@@ -735,13 +761,59 @@ def _apply(
             "session",
         )
         and ch.keys is not None
-        and kw_ in ("union", "join", "sink")
+        and kw_ in ("union", "join", "correlate", "sink")
     ):
         st.error(
             f"key_by on line {ch.keys_line} is not followed by a stateful stage",
             st.kw_col,
             len(kw_),
         )
+
+
+_CORR_HINT = (
+    "an aggregate such as mean(temp) or std(b.temp) "
+    f"({', '.join(P.CORRELATE_FUNCTIONS)}; count() counts rows)"
+)
+
+
+def _corr_agg(st: _Stage, node: ast.expr, ports: dict[str, int]) -> P.CorrAgg:
+    """``fn()``, ``fn(col)``, ``fn(NAME.col)``, ``count(NAME)`` (rows of NAME);
+    ``col("x")`` / ``NAME.col("x")`` for columns whose names are not identifiers."""
+    where = st.pos(node)
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)) or node.keywords:
+        st.fail(node, f"expected {_CORR_HINT}")
+    fn = node.func.id
+    if fn not in P.CORRELATE_FUNCTIONS:
+        st.fail(node.func, f"unknown correlate aggregate {fn!r}; {_CORR_HINT}")
+    if not node.args:
+        if fn != "count":
+            st.fail(node, f"{fn}() takes a column, e.g. {fn}(temp) or {fn}(b.temp)")
+        return P.CorrAgg(fn, None, 0, pos=where)
+    if len(node.args) != 1:
+        st.fail(node, f"{fn}() takes one column")
+    arg = node.args[0]
+
+    def port_of(n: ast.expr) -> int:
+        if not isinstance(n, ast.Name) or n.id not in ports:
+            known = ", ".join(ports) or "none"
+            st.fail(n, f"unknown stream {getattr(n, 'id', '?')!r}; streams here: {known}")
+        return ports[n.id]  # type: ignore[attr-defined]
+
+    if isinstance(arg, ast.Name) and arg.id in ports:
+        if fn != "count":
+            st.fail(arg, f"{fn}() needs a column of stream {arg.id!r}: {fn}({arg.id}.COLUMN)")
+        return P.CorrAgg(fn, None, ports[arg.id], pos=where)
+    if isinstance(arg, ast.Attribute):
+        return P.CorrAgg(fn, arg.attr, port_of(arg.value), pos=where)
+    if (
+        isinstance(arg, ast.Call)
+        and isinstance(arg.func, ast.Attribute)
+        and arg.func.attr == "col"
+        and len(arg.args) == 1
+        and isinstance(arg.args[0], ast.Constant)
+    ):
+        return P.CorrAgg(fn, str(arg.args[0].value), port_of(arg.func.value), pos=where)
+    return P.CorrAgg(fn, st.name(arg), 0, pos=where)
 
 
 _SKETCH_HINT = "a sketch such as theta(user_id) as users (theta, hll, kll or frequent)"
@@ -1063,6 +1135,19 @@ def _stage_lines(s: P.Step, names: dict[str, str]) -> list[str]:
         late = f", lateness={s.lateness!r}" if s.lateness != 0 else ""
         return [
             f"join {names[s.inputs[1].step_id]}, on={on}, within={s.within!r}, time={_colname(s.time)}{late}"
+        ]
+    if isinstance(s, P.Correlate):
+        ports = [""] + [names[i.step_id] for i in s.inputs[1:]]
+        on = (
+            _colname(s.on[0])
+            if len(s.on) == 1
+            else "[" + ", ".join(_colname(c) for c in s.on) + "]"
+        )
+        late = f", lateness={s.lateness!r}" if s.lateness != 0 else ""
+        aggs = ", ".join(f"{n}={a.text(ports)}" for n, a in s.aggs)
+        return [
+            f"correlate {', '.join(ports[1:])}, on={on}, time={_colname(s.time)}, "
+            f"over={s.over!r}{late}, {aggs}"
         ]
     raise ValueError(f"cannot print step {s.step_id}")
 

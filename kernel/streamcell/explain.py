@@ -41,6 +41,11 @@ def step_summary(s: P.Step) -> str:
         return " + ".join(i.step_id for i in s.inputs)
     if isinstance(s, P.Join):
         return f"{s.inputs[0].step_id} ⋈ {s.inputs[1].step_id} on {', '.join(s.on)} within {s.within!r} ({s.time})"
+    if isinstance(s, P.Correlate):
+        ports = [i.step_id for i in s.inputs]
+        aggs = ", ".join(f"{n}={a.text(ports)}" for n, a in s.aggs)
+        late = f", lateness {s.lateness!r}" if s.lateness != 0 else ""
+        return f"{' ~ '.join(ports)} on {', '.join(s.on)} over {s.over!r} ({s.time}{late}) · {aggs}"
     if isinstance(s, P.Sink):
         if s.target == "callback" and s.callback is not None:
             return f"callback {s.callback.label}"

@@ -347,6 +347,49 @@ class Join(Step):
     kind = "join"
 
 
+CORRELATE_FUNCTIONS = ("count", "sum", "mean", "std", "min", "max", "last")
+"""The aggregates of a ``correlate`` stage."""
+
+
+@dataclass(frozen=True)
+class CorrAgg:
+    """One aggregate of a ``correlate`` stage: ``fn`` over ``column`` (None for ``count()``)
+    of input ``port`` (0: the current stream, i: the step's i-th input)."""
+
+    fn: str
+    column: str | None
+    port: int = 0
+    pos: Any = field(default=None, compare=False, repr=False)
+
+    def text(self, names: list[str] | None = None) -> str:
+        """DSL text: ``mean(temp)``, ``std(b.temp)`` (``names[port]`` names the input)."""
+        names = names or []
+        if self.column is None:
+            arg = "" if self.port == 0 else names[self.port]
+        else:
+            plain = to_text(Col(self.column)) == self.column
+            if self.port:
+                name = names[self.port]
+                arg = f"{name}.{self.column}" if plain else f"{name}.col({self.column!r})"
+            else:
+                arg = self.column if plain and self.column not in names else f"col({self.column!r})"
+        return f"{self.fn}({arg})"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Correlate(Step):
+    """Conditions over several streams (see README "correlate"): per key, for every admitted
+    row of any input, one row with the key, the row's time and each aggregate over the rows
+    of its input that are within ``over`` of the key's latest time."""
+
+    on: tuple[str, ...]
+    time: str
+    over: Duration
+    lateness: Duration = 0
+    aggs: tuple[tuple[str, CorrAgg], ...]
+    kind = "correlate"
+
+
 @dataclass(frozen=True, kw_only=True)
 class Sink(Step):
     target: Literal["table", "parquet", "callback", "none"]
@@ -362,7 +405,7 @@ def edge_kind(step: Step) -> str:
     keys = getattr(step, "keys", None)
     if isinstance(step, Transfer):
         return f"entities({','.join(step.keys)})"
-    if isinstance(step, Join):
+    if isinstance(step, (Join, Correlate)):
         return f"hash({','.join(step.on)})"
     if keys:
         return f"hash({','.join(keys)})"
@@ -379,7 +422,7 @@ def operator_kind(step: Step) -> str:
         return "multi-entity"
     if isinstance(step, Speculate):
         return "speculative"
-    if isinstance(step, Join) or getattr(step, "keys", None):
+    if isinstance(step, (Join, Correlate)) or getattr(step, "keys", None):
         return "partitioned"
     if isinstance(step, (Source, Sink, Union)):
         return "io"
@@ -676,6 +719,64 @@ class Stream:
             self._name,
         )
 
+    def correlate(
+        self,
+        *others: Stream,
+        on: str | list[str],
+        time: str,
+        over: Duration,
+        lateness: Duration = 0,
+        **aggs: Any,
+    ) -> Stream:
+        """Conditions over several streams: per key, for every row of any input, one row
+        with the key, the row's time and aggregates over each input's rows within ``over``.
+
+        Parameters
+        ----------
+        *others
+            The other streams (inputs 1, 2, ...; this stream is input 0).
+        on, time
+            Key column(s) and event-time column, present in every input with one type.
+        over
+            How far back (from the key's latest time) rows count.
+        lateness
+            Allowed disorder: rows older than (latest time seen - lateness) are late.
+        **aggs
+            ``name=stream.col("x").mean()`` (count, sum, mean, std, min, max, last;
+            ``stream.col().count()`` counts rows); ``sc.col("x").mean()`` and
+            ``sc.count()`` refer to this stream.
+
+        Examples
+        --------
+        >>> import polars as pl, streamcell as sc
+        >>> a = sc.source(pl.DataFrame({"region": [1], "ts": [0], "temp": [20.0]}))
+        >>> b = sc.source(pl.DataFrame({"region": [1], "ts": [1], "temp": [18.0]}))
+        >>> s = a.correlate(b, on="region", time="ts", over=60,
+        ...                 a_avg=a.col("temp").mean(), b_std=b.col("temp").std())
+
+        Backends: reference and native; Spark refuses it.
+        """
+        streams = (self, *others)
+        out: list[tuple[str, CorrAgg]] = []
+        for name, a in aggs.items():
+            out.append((name, _corr_agg(name, a, streams)))
+        return Stream(
+            Correlate(
+                inputs=tuple(x._step for x in streams),
+                on=_cols(on),
+                time=_cols(time)[0],
+                over=over,
+                lateness=lateness,
+                aggs=tuple(out),
+            ),
+            self._name,
+        )
+
+    def col(self, name: str | None = None) -> StreamColumn:
+        """Column ``name`` of this stream, for :meth:`correlate` aggregates
+        (``b.col("temp").std()``); ``col()`` with no name: ``b.col().count()`` counts rows."""
+        return StreamColumn(self, name)
+
     # sinks
     def sink_table(
         self,
@@ -714,6 +815,69 @@ class Stream:
 
     def start(self, name: str | None = None, **kw: Any) -> Run:
         return self.plan(name).start(name, **kw)
+
+
+class StreamColumn:
+    """A column of a named stream in a :meth:`Stream.correlate` aggregate."""
+
+    def __init__(self, stream: Stream, name: str | None):
+        self.stream = stream
+        self.name = name
+
+    def _agg(self, fn: str) -> _StreamAgg:
+        if self.name is None and fn != "count":
+            raise TypeError(f"{fn}() needs a column: stream.col('x').{fn}()")
+        return _StreamAgg(self.stream, fn, self.name)
+
+    def count(self) -> _StreamAgg:
+        """Non-null values (rows, for ``col()``)."""
+        return self._agg("count")
+
+    def sum(self) -> _StreamAgg:
+        return self._agg("sum")
+
+    def mean(self) -> _StreamAgg:
+        return self._agg("mean")
+
+    def std(self) -> _StreamAgg:
+        """Sample standard deviation (ddof=1; null under two values)."""
+        return self._agg("std")
+
+    def min(self) -> _StreamAgg:
+        return self._agg("min")
+
+    def max(self) -> _StreamAgg:
+        return self._agg("max")
+
+    def last(self) -> _StreamAgg:
+        """The most recent row's value (null or not)."""
+        return self._agg("last")
+
+
+@dataclass(frozen=True)
+class _StreamAgg:
+    stream: Stream
+    fn: str
+    column: str | None
+
+
+def _corr_agg(name: str, a: Any, streams: tuple[Stream, ...]) -> CorrAgg:
+    if isinstance(a, _StreamAgg):
+        for port, st in enumerate(streams):
+            if st._step is a.stream._step:
+                return CorrAgg(a.fn, a.column, port)
+        raise ValueError(f"{name}: the stream of {a.fn}() is not an input of this correlate")
+    ir = _ir(a) if not isinstance(a, AggCall) else a
+    if isinstance(ir, AggCall) and (ir.arg is None or isinstance(ir.arg, Col)):
+        if ir.fn not in CORRELATE_FUNCTIONS:
+            raise ValueError(
+                f"{name}: correlate aggregates are {', '.join(CORRELATE_FUNCTIONS)}, not {ir.fn}"
+            )
+        return CorrAgg(ir.fn, None if ir.arg is None else ir.arg.name, 0)
+    raise TypeError(
+        f"{name}: expected an aggregate of one column such as b.col('x').mean() "
+        f"or sc.col('x').mean(), got {a!r}"
+    )
 
 
 class EntityStream:

@@ -45,6 +45,13 @@ def test_dags_over_streaming_sources_are_refused():
         get_backend("spark").check(compile_plan(fan), SPARK)
 
 
+def test_correlate_is_refused_naming_the_step():
+    a = pl.DataFrame({"k": [1], "t": [0], "x": [1.0]})
+    b, c = sc.source(a), sc.source(a.clone())
+    msg = _refusal(b.correlate(c, on="k", time="t", over=5, m=c.col("x").mean()))
+    assert "not supported on spark: step correlate#3" in msg
+
+
 def test_explode_and_list_columns_are_refused():
     frame = pl.DataFrame({"xs": [[1, 2]]})
     msg = _refusal(sc.source(frame).explode("xs"))

@@ -44,9 +44,6 @@ from .evaluate import RowError, compile_row_expr, epoch_days, epoch_us
 
 NAME = "native"
 
-# the native form of the multi-input steps (join) over the DAG runtime's tagged layout
-lower_fanin: Callable[..., tuple[str, dict[str, Any]]] | None = None
-
 LT = {"null": 0, "int": 1, "float": 2, "bool": 3, "str": 4, "datetime": 5, "date": 6}
 _HIDDEN = b"\x01\x01"  # seq, pos
 
@@ -244,9 +241,6 @@ def _check_graph(c: Compiled) -> None:
             NAME,
             f"the plan needs {len(verts)} vertices; the DAG runtime takes {MAX_VERTICES}",
         )
-    for s in c.plan.steps:
-        if isinstance(s, P.Join) and lower_fanin is None:
-            raise NotSupportedError(s.step_id, NAME, "join runs on the reference engine")
 
 
 class NativeBackend:
@@ -583,7 +577,7 @@ def lower(c: Compiled, options: RunOptions) -> Lowered:  # noqa: C901 - one disp
 def _lower_step(  # noqa: C901 - one dispatch per step kind
     s: P.Step, idx: int, c: Compiled, options: RunOptions, low: Lowered, cap: int
 ) -> None:
-    if isinstance(s, P.Join) and lower_fanin is not None:
+    if isinstance(s, (P.Join, P.Correlate)):  # one operator over the tagged layout
         low.ops.append(lower_fanin(s, c, idx, cap))
         return
     schema = c.schemas[s.inputs[0].step_id]
@@ -791,6 +785,96 @@ def _lower_step(  # noqa: C901 - one dispatch per step kind
         raise NotSupportedError(s.step_id, NAME, type(s).__name__)
 
 
+# ------------------------------------------------------------------- multi-input steps
+
+PORT_COLUMN = "\x00port"
+CORR_FN = {"count": 1, "sum": 2, "mean": 3, "std": 4, "min": 5, "max": 6, "last": 7}
+CORR_INPUT, CORR_AGG = 1, 2  # exec/ops_correlate.h sc_corr_out_kind
+
+
+def tagged_name(port: int, name: str) -> str:
+    """The name of input ``port``'s column ``name`` in the tagged layout: unique within
+    it (no NUL byte: Polars cuts column names there)."""
+    return f"{port}.{name}"
+
+
+def tagged_schema(s: P.Step, c: Compiled) -> Schema:
+    """The tagged layout a multi-input native operator reads (exec/fanin.h): the port column
+    (int, never null: which input the row came from), then every input's columns in
+    ``s.inputs`` order, renamed with :func:`tagged_name` (on a row from port i, the other
+    ports' columns are null)."""
+    cols: list[tuple[str, DType]] = [(PORT_COLUMN, INT)]
+    for port, i in enumerate(s.inputs):
+        cols += [(tagged_name(port, n), t) for n, t in c.schemas[i.step_id]]
+    return tuple(cols)
+
+
+def untag_row(s: P.Step, c: Compiled, row: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """(port, the input's own row) of a tagged row (e.g. a dead or late row of the step)."""
+    port = row[PORT_COLUMN]
+    own = c.schemas[s.inputs[port].step_id]
+    return port, {n: row[tagged_name(port, n)] for n, _ in own}
+
+
+def lower_fanin(
+    s: P.Join | P.Correlate, c: Compiled, idx: int, cap: int
+) -> tuple[str, dict[str, Any]]:
+    """The native operator of a join / correlate step reading the tagged layout of its
+    inputs (:func:`tagged_schema`): its kind ("join" / "correlate") and the keyword
+    arguments of ``Program.add_join`` / ``Program.add_correlate``. ``idx`` is the step's
+    counter index, ``cap`` the output batch capacity."""
+    tagged = tagged_schema(s, c)
+    where = {n: i + 2 for i, (n, _) in enumerate(tagged)}
+    schemas = [c.schemas[i.step_id] for i in s.inputs]
+
+    def col(port: int, name: str) -> int:
+        return where[tagged_name(port, name)]
+
+    for sch in schemas[1:]:
+        for k in s.on:
+            if dict(sch)[k] != dict(schemas[0])[k]:
+                raise NotSupportedError(
+                    s.step_id, NAME, f"key {k!r} has different types on the inputs"
+                )
+    widths = [len(sch) for sch in schemas]
+    common = dict(
+        step=idx,
+        cin=True,
+        cout=True,
+        in_lts=_lts(tagged),
+        out_lts=_lts(c.schemas[s.step_id]),
+        widths=widths,
+        time_cols=[col(p, s.time) for p in range(len(schemas))],
+        lateness=P.parse_duration(s.lateness),
+        # the reference's dead-letter reason, word for word
+        reason=f"null event time in column {s.time!r}".encode(),
+        capacity=cap,
+    )
+    if isinstance(s, P.Join):
+        outs = [col(0, n) for n, _ in schemas[0]]
+        outs += [col(1, n) for n, _ in schemas[1] if n not in s.on]
+        return "join", dict(
+            common,
+            left_keys=[col(0, k) for k in s.on],
+            right_keys=[col(1, k) for k in s.on],
+            within=P.parse_duration(s.within),
+            outs=outs,
+        )
+    aggs = [
+        (CORR_FN[a.fn], a.port, -1 if a.column is None else col(a.port, a.column))
+        for _, a in s.aggs
+    ]
+    outs2 = [(CORR_INPUT, j) for j in range(len(s.on) + 1)]
+    outs2 += [(CORR_AGG, j) for j in range(len(aggs))]
+    return "correlate", dict(
+        common,
+        keys=[[col(p, k) for k in s.on] for p in range(len(schemas))],
+        over=P.parse_duration(s.over),
+        aggs=aggs,
+        outs=outs2,
+    )
+
+
 def build(low: Lowered, c: Compiled) -> Any:
     """A Program (not started) for a lowered plan."""
     from .. import _runtime as R
@@ -893,6 +977,8 @@ def build(low: Lowered, c: Compiled) -> Any:
                 parts,
                 a["capacity"],
             )
+        elif kind in ("join", "correlate"):  # a ("join" | "correlate", kwargs) of lower_fanin
+            getattr(prog, f"add_{kind}")(**{k: v for k, v in a.items() if k != "vertex"})
         elif kind == "explode":
             prog.add_explode(
                 a["step"],
@@ -939,15 +1025,6 @@ def merge_layout(s: P.Step, c: Compiled) -> tuple[Schema, list[list[int]], int]:
         maps.append(m)
         off += len(sch)
     return merged, maps, 2
-
-
-def tagged_schema(s: P.Step, c: Compiled) -> Schema:
-    """The tagged input layout of a multi-input operator: a port column ("\x00port", int),
-    then every input's columns in input order."""
-    cols: list[tuple[str, DType]] = [("\x00port", INT)]
-    for p, i in enumerate(s.inputs):
-        cols.extend((f"\x00{p}.{n}", t) for n, t in c.schemas[i.step_id])
-    return tuple(cols)
 
 
 def _dag_program(low: Lowered, c: Compiled) -> Any:
@@ -1345,10 +1422,14 @@ class Driver:
     def _drain_sides(self, prog: Any) -> None:
         for step, kinds, serials, rows, reasons, rb in prog.sides():
             s = self.steps[step]
-            in_schema = self.c.schemas[s.inputs[0].step_id]
             seqs = rb.column(0).to_pylist()
-            df = to_frame(rb.select(list(range(2 + len(in_schema)))), in_schema)
-            dicts = df.to_dicts()
+            if isinstance(s, (P.Join, P.Correlate)):  # tagged rows: each input's own row
+                tagged = to_frame(rb, tagged_schema(s, self.c)).to_dicts()
+                dicts = [untag_row(s, self.c, r)[1] for r in tagged]
+            else:
+                in_schema = self.c.schemas[s.inputs[0].step_id]
+                df = to_frame(rb.select(list(range(2 + len(in_schema)))), in_schema)
+                dicts = df.to_dicts()
             if step not in self.reasons:
                 self.reasons[step] = _reason_fn(s, self.c)
             for j, row in enumerate(dicts):

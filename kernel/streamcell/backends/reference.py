@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
@@ -566,6 +567,86 @@ class JoinOp(Op):
         return len(self.heap)
 
 
+class CorrelateOp(Op):
+    """Conditions over several streams (plan.Correlate; README "correlate"), the definition.
+
+    Inputs arrive merged (port = the input's position). One watermark over all inputs. Per
+    (key, port) the admitted rows in insertion order; admitting (port i, key k, time t) sets
+    T_k = max(T_k, t), appends the row to (k, i), drops from every port's rows of k those with
+    time <= T_k - over, then emits the key, t and every aggregate over its port's kept rows.
+    """
+
+    def __init__(self, step: P.Correlate, c: Compiled, env: Env):
+        super().__init__(step, c, env)
+        self.s = step
+        first = c.schemas[step.inputs[0].step_id]
+        self.et = _EventTime(self, step.time, first, step.lateness, [])
+        self.over = P.parse_duration(step.over)
+        self.nports = len(step.inputs)
+        # per key: [T_k, rows of port 0, rows of port 1, ...]; a row is (ticks, row dict)
+        self.state: dict[tuple[Any, ...], list[Any]] = {}
+
+    def push(self, row: Row, port: int) -> list[Row]:
+        t = self.et.admit(row)
+        if t is None:
+            return []
+        self.et.advance(t)
+        k = _key(row, self.s.on)
+        st = self.state.get(k)
+        if st is None:
+            st = self.state[k] = [t] + [[] for _ in range(self.nports)]
+        st[0] = max(st[0], t)
+        st[1 + port].append((t, row))
+        horizon = st[0] - self.over
+        for i in range(self.nports):
+            st[1 + i] = [e for e in st[1 + i] if e[0] > horizon]
+        out = {n: row[n] for n in self.s.on}
+        out[self.s.time] = row[self.s.time]
+        for name, a in self.s.aggs:
+            out[name] = _corr_value(a, st[1 + a.port])
+        return [out]
+
+    def state_size(self) -> int:
+        return sum(len(rows) for st in self.state.values() for rows in st[1:])
+
+
+def _corr_value(a: P.CorrAgg, rows: list[tuple[int, Row]]) -> Any:
+    """One correlate aggregate over kept rows (insertion order): nulls skipped except by
+    last; sums left to right; mean = s / n; std = sqrt(sum((x - mean)**2) / (n - 1))."""
+    if a.column is None:
+        return len(rows)
+    if a.fn == "last":
+        return rows[-1][1][a.column] if rows else None
+    xs = [r[a.column] for _, r in rows if r[a.column] is not None]
+    if a.fn == "count":
+        return len(xs)
+    if not xs:
+        return None
+    if a.fn in ("min", "max"):
+        best = xs[0]
+        for x in xs[1:]:
+            if (a.fn == "min" and _less(x, best)) or (a.fn == "max" and _less(best, x)):
+                best = x
+        return best
+    total = xs[0]
+    for x in xs[1:]:
+        total = total + x
+    if isinstance(total, int):
+        total = wrap64(total)
+    if a.fn == "sum":
+        return total
+    mean = total / len(xs)
+    if a.fn == "mean":
+        return mean
+    if len(xs) < 2:
+        return None
+    ss = 0.0
+    for x in xs:
+        d = float(x) - mean
+        ss = ss + d * d
+    return math.sqrt(ss / (len(xs) - 1))
+
+
 class TransferOp(Op):
     """Multi-entity transfer (plan.Transfer), sequentially: the definition the native ticket
     ordering must reproduce."""
@@ -700,6 +781,7 @@ _OPS: dict[type, Callable[..., Op]] = {
     P.Speculate: SpeculateOp,
     P.Union: UnionOp,
     P.Join: JoinOp,
+    P.Correlate: CorrelateOp,
     P.Sink: SinkOp,
 }
 
