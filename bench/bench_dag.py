@@ -1,7 +1,7 @@
 """DAG pipelines (issue 8, seed 000): a 10-vertex DAG over two sources on the native DAG
 runtime at 1 and 2 workers, and the vertex executions Δ-propagation skipped.
 
-Usage: python bench/bench_dag.py [--rows 1_000_000] [--repeat 3] [--batch 4096]
+Usage: python bench/bench_dag.py [--rows 2_000_000] [--repeat 3] [--batch 1024]
 
 Two sensor-like sources (region, ts, temp) of --rows rows each. The DAG: each source fans
 out; A's warm readings (converted to °F) and B's cold readings meet in a union that feeds a
@@ -71,7 +71,7 @@ def measure(plan: sc.Plan, rows: int, workers: int, batch: int, repeat: int) -> 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rows", type=int, default=1_000_000, help="rows per source")
+    ap.add_argument("--rows", type=int, default=2_000_000, help="rows per source")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--batch", type=int, default=1024, help="rounds of the merge per phase")
     a = ap.parse_args()
