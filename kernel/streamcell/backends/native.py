@@ -1330,7 +1330,8 @@ class Driver:
                 self._drain(prog)
         return True
 
-    def _finish(self, prog: Any) -> bool:
+    def _end_input(self, prog: Any) -> bool:
+        """Push the end of stream, draining outputs while the runtime is full."""
         from .. import _runtime as R
 
         while True:
@@ -1338,10 +1339,16 @@ class Driver:
                 return False
             rc = prog.finish(2_000_000)
             if rc == R.OK:
-                break
+                return True
             if rc == R.CLOSED:
                 return False
             self._drain(prog)
+
+    def _finish(self, prog: Any) -> bool:
+        from .. import _runtime as R
+
+        if not self._end_input(prog):
+            return False
         while True:
             if self.env.should_stop():
                 return False
@@ -1610,15 +1617,8 @@ class DagDriver(Driver):
     def _finish(self, prog: Any) -> bool:
         from .. import _runtime as R
 
-        while True:
-            if self.env.should_stop():
-                return False
-            rc = prog.finish(2_000_000)
-            if rc == R.OK:
-                break
-            if rc == R.CLOSED:
-                return False
-            self._drain(prog)
+        if not self._end_input(prog):
+            return False
         while True:
             if self.env.should_stop():
                 return False

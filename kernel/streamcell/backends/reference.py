@@ -862,18 +862,22 @@ def execute(c: Compiled, env: Env) -> bool:
     by_index = [ops.get(s.step_id) for s in steps]
     fanin = [len(s.inputs) > 1 for s in steps]
 
+    def push(op: Op, r: Row, port: int) -> list[Row]:
+        """One row into one step: counted; a data error makes it a dead letter."""
+        op.cnt.rows_in += 1
+        try:
+            out = op.push(r, port)
+        except RowError as e:
+            op.dead(r, str(e))
+            return []
+        op.cnt.rows_out += len(out)
+        return out
+
     def deliver(sid: str, rows: list[Row]) -> None:
         for op, port in consumers[sid]:
-            cnt = op.cnt
             for r in rows:
-                cnt.rows_in += 1
-                try:
-                    out = op.push(r, port)
-                except RowError as e:
-                    op.dead(r, str(e))
-                    continue
+                out = push(op, r, port)
                 if out:
-                    cnt.rows_out += len(out)
                     deliver(op.sid, out)
 
     def run_step(k: int, items: list[tuple[int, int, Row]], pending: list[list[Any]]) -> None:
@@ -881,16 +885,9 @@ def execute(c: Compiled, env: Env) -> bool:
         assert op is not None
         if fanin[k]:
             items.sort(key=lambda e: (e[0], e[1]))  # stable: a port keeps its order
-        cnt = op.cnt
         for origin, port, r in items:
-            cnt.rows_in += 1
-            try:
-                out = op.push(r, port)
-            except RowError as e:
-                op.dead(r, str(e))
-                continue
+            out = push(op, r, port)
             if out:
-                cnt.rows_out += len(out)
                 for ck, cport in targets[op.sid]:
                     pending[ck].extend((origin, cport, o) for o in out)
 
