@@ -492,6 +492,31 @@ cdef sc_agg_spec *_aggs(list aggs) except NULL:
 cdef class SketchTap
 
 
+cdef inline sc_batch **_parts_add(sc_batch **parts, int32_t *n, int32_t *cap, sc_batch *b) noexcept nogil:
+    """Append b to a growing array of output batches (aborts when out of memory)."""
+    if n[0] == cap[0]:
+        cap[0] *= 2
+        parts = <sc_batch **>realloc(parts, cap[0] * sizeof(sc_batch *))
+        if parts == NULL:
+            abort()
+    parts[n[0]] = b
+    n[0] += 1
+    return parts
+
+
+cdef inline int _parts_join(sc_batch **parts, int32_t n, const sc_schema *s, sc_batch **joined) noexcept nogil:
+    """One batch of parts[0..n) in order (the parts are released); *joined NULL when n == 0."""
+    cdef int rc = 0
+    joined[0] = NULL
+    if n == 1:
+        joined[0] = parts[0]
+    elif n > 1:
+        rc = sc_batch_concat(joined, s, parts, n)
+        for i in range(n):
+            sc_batch_release(parts[i])
+    return rc
+
+
 cdef class Program:
     """A native operator chain (see module doc). Build with the ``add_*`` methods, then
     ``start``; feed with ``push``; drain with ``take``; always ``close``."""
@@ -1080,26 +1105,14 @@ cdef class Program:
                     sc_batch_release(b)
                     eos = True
                     break
-                if n == cap:
-                    cap *= 2
-                    parts = <sc_batch **>realloc(parts, cap * sizeof(sc_batch *))
-                    if parts == NULL:
-                        abort()
-                parts[n] = b
-                n += 1
+                parts = _parts_add(parts, &n, &cap, b)
                 rows += b.nrows
                 if rows >= max_rows:
                     break
                 rc2 = sc_prog_take(self.p, 0, &b)
                 if rc2 != SC_OK:
                     break
-            rc2 = 0
-            if n == 1:
-                joined = parts[0]
-            elif n > 1:
-                rc2 = sc_batch_concat(&joined, &self.out_schema.s, parts, n)
-                for i in range(n):
-                    sc_batch_release(parts[i])
+            rc2 = _parts_join(parts, n, &self.out_schema.s, &joined)
         free(parts)
         check_status(rc2, "take")
         if n == 0:
@@ -1346,20 +1359,9 @@ cdef class Program:
             raise MemoryError()
         with nogil:
             while rows < max_rows and sc_dag_take(self.d, sink, &b) == SC_OK:
-                if n == cap:
-                    cap *= 2
-                    parts = <sc_batch **>realloc(parts, cap * sizeof(sc_batch *))
-                    if parts == NULL:
-                        abort()
-                parts[n] = b
-                n += 1
+                parts = _parts_add(parts, &n, &cap, b)
                 rows += b.nrows
-            if n == 1:
-                joined = parts[0]
-            elif n > 1:
-                rc2 = sc_batch_concat(&joined, &sch.s, parts, n)
-                for i in range(n):
-                    sc_batch_release(parts[i])
+            rc2 = _parts_join(parts, n, &sch.s, &joined)
         free(parts)
         check_status(rc2, "dag take")
         if n == 0:
