@@ -1,5 +1,5 @@
 # distutils: language = c
-# distutils: sources = native/exec/common.c native/exec/expr.c native/exec/ops_state.c native/exec/ops_keyed.c native/exec/ops_window.c native/exec/keyhash.c native/exec/rowstore.c native/exec/program.c native/exec/arrow_bridge.c native/exec/lists.c native/exec/ops_sketch.c native/exec/ops_entities.c native/exec/ops_speculate.c native/exec/speculate.c native/exec/dag.c native/exec/ops_join.c native/exec/ops_correlate.c native/sketch/theta.c native/sketch/hll.c native/sketch/kll.c native/sketch/frequent.c native/sketch/murmur3.c native/sketch/concurrent.c native/runtime/pool.c native/runtime/scheduler.c native/runtime/reorder.c native/runtime/hybrid_queue.c native/runtime/ring.c native/runtime/batch.c native/runtime/metrics.c
+# distutils: sources = native/exec/common.c native/exec/expr.c native/exec/ops_state.c native/exec/ops_keyed.c native/exec/ops_window.c native/exec/keyhash.c native/exec/rowstore.c native/exec/program.c native/exec/arrow_bridge.c native/exec/lists.c native/exec/ops_sketch.c native/exec/ops_entities.c native/exec/ops_speculate.c native/exec/ops_step.c native/exec/speculate.c native/exec/dag.c native/exec/ops_join.c native/exec/ops_correlate.c native/sketch/theta.c native/sketch/hll.c native/sketch/kll.c native/sketch/frequent.c native/sketch/murmur3.c native/sketch/concurrent.c native/runtime/pool.c native/runtime/scheduler.c native/runtime/reorder.c native/runtime/hybrid_queue.c native/runtime/ring.c native/runtime/batch.c native/runtime/metrics.c
 # distutils: include_dirs = native native/common native/exec native/runtime
 """streamcell._runtime: the Python face of the native runtime (native/exec, native/runtime).
 
@@ -295,6 +295,15 @@ cdef extern from "exec/ops_entities.h":
                            const char *rejected) nogil
     int sc_op_apply_run(void *st, sc_batch *inp, sc_batch **out) nogil
     void sc_op_apply_destroy(void *st) nogil
+
+cdef extern from "exec/ops_step.h":
+    ctypedef void (*sc_step_kernel)(int64_t n, void **states, const void **vals, const uint8_t **oks, void *out,
+                                    uint8_t *out_ok) noexcept nogil
+    int sc_op_step_create(void **st, const sc_op_base *base, sc_step_kernel kernel, const int32_t *keys,
+                          int32_t nkeys, const int32_t *args, const char *kinds, int32_t nargs, char ret,
+                          int64_t state_size)
+    int sc_op_step_run(void *st, sc_batch *inp, sc_batch **out) nogil
+    void sc_op_step_destroy(void *st) nogil
 
 cdef extern from "exec/ops_speculate.h":
     ctypedef void (*sc_txn_kernel)(void *tx, const void **vals, const uint8_t **oks, int64_t r, void *out,
@@ -603,6 +612,45 @@ cdef class Program:
     def close(self):
         """Stop the workers and free everything (idempotent)."""
         self._release()
+
+    def add_step(self, int step, bytes in_lts, bytes out_lts, uintptr_t kernel, list keys, list args,
+                 bytes kinds, bytes ret, int64_t state_size, int partitions, int64_t capacity):
+        """A keyed step over a typed state struct (exec/ops_step.h): the compiled kernel at
+        address ``kernel`` with one ``state_size``-byte state per key; partitioned by ``keys``
+        ``partitions`` ways (one instance without keys, and in a DAG vertex)."""
+        cdef _Schema si = _Schema(in_lts)
+        cdef _Schema so = _Schema(out_lts)
+        cdef int32_t *ks = _ints(keys)
+        cdef int32_t *cols = _ints(args)
+        cdef int nparts = partitions if keys else 1
+        cdef void **states = <void **>calloc(nparts, sizeof(void *))
+        cdef sc_op_base **bases = <sc_op_base **>calloc(nparts, sizeof(sc_op_base *))
+        cdef sc_op_base b
+        cdef int rc = 0
+        cdef int i
+        try:
+            if kernel == 0 or len(kinds) != len(args) or len(ret) != 1:
+                raise ValueError("add_step: a step kernel, one kind per argument, one return kind")
+            if states == NULL or bases == NULL:
+                raise MemoryError()
+            for i in range(nparts):
+                self._base(&b, step, True, True, si, so, capacity, False)
+                rc = sc_op_step_create(&states[i], &b, <sc_step_kernel>kernel, ks, <int32_t>len(keys), cols,
+                                       kinds, <int32_t>len(args), ret[0], state_size)
+                sc_op_base_free(&b)
+                if rc < 0:
+                    for j in range(i):
+                        sc_op_step_destroy(states[j])
+                    check_status(rc, f"apply step {step}")
+                bases[i] = <sc_op_base *>states[i]
+            check_status(self._add_keyed(b"apply", sc_op_step_run, sc_op_step_destroy, states, bases, nparts,
+                                         ks, <int32_t>len(keys), &si.s, &so.s), "apply")
+        finally:
+            free(ks)
+            free(cols)
+            free(states)
+            free(bases)
+        self.schemas.extend([si, so, so])
 
     def add_speculate(self, int step, bytes in_lts, bytes out_lts, uintptr_t kernel, list args, bytes kinds,
                       int workers, int horizon, int max_horizon, int64_t capacity):

@@ -43,7 +43,7 @@ from .types import (
     parse_dtype,
     unify,
 )
-from .udf import TXN_IN_EXPR, UDF_PREFIX, UdfSpec
+from .udf import UDF_PREFIX, UdfSpec, in_expr_error
 from .udf import lookup as udf_lookup
 
 
@@ -214,8 +214,9 @@ class _Typer:
             raise self.fail(
                 e, f"unknown native function {name!r}; define it first with sc.cython_udf(...)"
             )
-        if spec.txn:
-            raise self.fail(e, TXN_IN_EXPR.format(name=name))
+        why = in_expr_error(spec)
+        if why:
+            raise self.fail(e, why)
         if len(e.args) != len(spec.params):
             raise self.fail(
                 e, f"{spec.signature()} takes {len(spec.params)} argument(s), got {len(e.args)}"
@@ -319,6 +320,56 @@ def _speculate_schema(s: P.Speculate, schema: Schema) -> Schema:
         raise _err(
             f"speculate adds column {s.name!r} but the input has it; name the result "
             "(speculate other_name=...)",
+            s.pos,
+            s,
+        )
+    return tuple(schema) + ((s.name, spec.return_type),)
+
+
+def apply_function(s: P.Apply) -> tuple[UdfSpec, tuple[str, ...]]:
+    """The registered keyed step of an apply step and its input columns (the step's, or the
+    function's parameter names); PlanError naming the step otherwise."""
+    spec = udf_lookup(s.fn)
+    if spec is None:
+        raise _err(
+            f"apply: unknown function {s.fn!r}; define it first with sc.cython_udf(...)",
+            s.pos,
+            s,
+        )
+    if not spec.state:
+        raise _err(
+            f"apply: {spec.signature()} is not a keyed step "
+            "(its first argument must be a pointer to a state struct)",
+            s.pos,
+            s,
+        )
+    cols = s.args or tuple(n for n, _ in spec.params)
+    if len(cols) != len(spec.params):
+        raise _err(
+            f"apply: {spec.signature()} takes {len(spec.params)} column(s) after the state, "
+            f"got {len(cols)}",
+            s.pos,
+            s,
+        )
+    return spec, cols
+
+
+def _apply_schema(s: P.Apply, schema: Schema) -> Schema:
+    _check_keys(s, schema, s.keys)
+    spec, cols = apply_function(s)
+    ty = _Typer(schema, s)
+    for c, want in zip(cols, spec.arg_types):
+        t = ty.col(c, s)
+        if not (t == want or (want == FLOAT and t == INT)):
+            raise _err(
+                f"apply: {spec.signature()} needs {want} for column {c!r}, which is {t}",
+                s.pos,
+                s,
+            )
+    if s.name in dict(schema):
+        raise _err(
+            f"apply adds column {s.name!r} but the input has it; name the result "
+            "(apply other_name=...)",
             s.pos,
             s,
         )
@@ -462,6 +513,8 @@ def _step_schema(s: P.Step, ins: list[Schema], opened: dict[str, Reader]) -> Sch
         return tuple(schema) + tuple((c, bt) for c in s.balance_columns)
     if isinstance(s, P.Speculate):
         return _speculate_schema(s, schema)
+    if isinstance(s, P.Apply):
+        return _apply_schema(s, schema)
     if isinstance(s, P.Sketch):
         _check_keys(s, schema, s.keys)
         for name, call in s.sketches:

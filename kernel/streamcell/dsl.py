@@ -33,7 +33,7 @@ from .expr import (
     to_text,
 )
 from .types import parse_dtype
-from .udf import TXN_IN_EXPR, UDF_PREFIX
+from .udf import UDF_PREFIX, in_expr_error
 from .udf import lookup as udf_lookup
 
 STAGES = (
@@ -54,6 +54,7 @@ STAGES = (
     "dedup",
     "sketch",
     "speculate",
+    "apply",
     "union",
     "join",
     "correlate",
@@ -363,8 +364,9 @@ class _ExprConverter:
             if name == "when":
                 st.fail(n, "when(...) must be followed by .then(...) and .otherwise(...)")
             spec = udf_lookup(name)
-            if spec is not None and spec.txn:
-                st.fail(f, TXN_IN_EXPR.format(name=name))
+            why = in_expr_error(spec) if spec is not None else None
+            if why:
+                st.fail(f, why)
             if spec is not None:  # a native function compiled with sc.cython_udf
                 if len(n.args) != len(spec.params):
                     st.fail(n, f"{spec.signature()} takes {len(spec.params)} argument(s)")
@@ -700,6 +702,8 @@ def _apply(
         ch.step = P.Sketch(inputs=(cur,), keys=_take_keys(ch), sketches=_sketches(st), pos=pos)
     elif kw_ == "speculate":
         ch.step = _speculate(st, cur, pos)
+    elif kw_ == "apply":
+        ch.step = _apply(st, cur, _take_keys(ch), pos)
     elif kw_ == "union":
         others = st.positional(1, 16, "stream name(s)")
         st.keywords(())
@@ -756,6 +760,7 @@ def _apply(
             "top_k",
             "dedup",
             "sketch",
+            "apply",
             "tumbling",
             "sliding",
             "session",
@@ -908,6 +913,51 @@ def _speculate(st: _Stage, cur: P.Step, pos: Pos) -> P.Speculate:
             st.fail(node, f"{spec.signature()} takes {len(spec.params)} column(s) after tx")
         cols = tuple(st.name(a) for a in args)
     return P.Speculate(inputs=(cur,), fn=fn, args=cols, name=name or fn, horizon=horizon, pos=pos)
+
+
+_APPLY_HINT = "a keyed step call, e.g. key_by user_id then apply avg=running_avg(price)"
+
+
+def _apply(st: _Stage, cur: P.Step, keys: tuple[str, ...], pos: Pos) -> P.Apply:
+    """``apply [NAME=]FN(COL, ...)`` (or a bare ``FN``: its parameters name the columns):
+    a keyed step over a typed state struct, per key of the preceding ``key_by`` (none: one
+    global state)."""
+    calls: list[tuple[str | None, ast.expr]] = []
+    for k in st.call.keywords:
+        if k.arg is None:
+            st.fail(k.value, "**kwargs are not supported")
+        calls.append((k.arg, k.value))
+    calls += [(None, a) for a in st.call.args]
+    if len(calls) != 1:
+        st.error(f"apply takes one function: {_APPLY_HINT}", st.kw_col, len(st.keyword))
+    name, node = calls[0]
+    if isinstance(node, ast.Name):
+        fn_node, args = node, None
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+        fn_node, args = node.func, node.args
+    else:
+        st.fail(node, f"expected {_APPLY_HINT}")
+    fn = fn_node.id  # type: ignore[union-attr]
+    spec = udf_lookup(fn)
+    if spec is None:
+        st.fail(
+            fn_node,
+            f"unknown function {fn!r}: define it first with %%stream_udf or sc.cython_udf(...) "
+            "(a keyed step: cdef struct S: ... and cdef <type> f(S *st, ...) noexcept nogil)",
+        )
+    assert spec is not None
+    if not spec.state:
+        st.fail(
+            fn_node,
+            f"{spec.signature()} is not a keyed step: apply needs a function whose first "
+            "argument is a pointer to a state struct (cdef <type> f(S *st, ...))",
+        )
+    cols: tuple[str, ...] = ()
+    if args is not None:
+        if len(args) != len(spec.params):
+            st.fail(node, f"{spec.signature()} takes {len(spec.params)} column(s) after the state")
+        cols = tuple(st.name(a) for a in args)
+    return P.Apply(inputs=(cur,), keys=keys, fn=fn, args=cols, name=name or fn, pos=pos)
 
 
 def _take_keys(ch: _Chain) -> tuple[str, ...]:
@@ -1124,6 +1174,11 @@ def _stage_lines(s: P.Step, names: dict[str, str]) -> list[str]:
         return [
             f"speculate {head}" + (f", horizon={s.horizon!r}" if s.horizon != "adaptive" else "")
         ]
+    if isinstance(s, P.Apply):
+        call = s.fn + (f"({', '.join(_colname(a) for a in s.args)})" if s.args else "")
+        if not s.name.isidentifier():
+            raise ValueError(f"column name {s.name!r} is not an identifier; use the Python API")
+        return key_line(s.keys) + ["apply " + (call if s.name == s.fn else f"{s.name}={call}")]
     if isinstance(s, P.Union):
         return [f"union {', '.join(names[i.step_id] for i in s.inputs[1:])}"]
     if isinstance(s, P.Join):

@@ -37,6 +37,9 @@ def step_summary(s: P.Step) -> str:
     if isinstance(s, P.Speculate):
         call = f"{s.fn}({', '.join(s.args)})" if s.args else s.fn
         return f"{s.name} = {call}, horizon {s.horizon}"
+    if isinstance(s, P.Apply):
+        call = f"{s.fn}({', '.join(s.args)})" if s.args else s.fn
+        return f"{s.name} = {call}" + (f" per {', '.join(s.keys)}" if s.keys else " (one state)")
     if isinstance(s, P.Union):
         return " + ".join(i.step_id for i in s.inputs)
     if isinstance(s, P.Join):
@@ -76,7 +79,7 @@ def _function_labels(s: P.Step) -> list[str]:
         exprs += [e for _, e in s.exprs]
     elif isinstance(s, (P.Aggregate, P.Running)):
         exprs += [a for _, a in s.aggs]
-    names: list[str] = [s.fn] if isinstance(s, P.Speculate) else []
+    names: list[str] = [s.fn] if isinstance(s, (P.Speculate, P.Apply)) else []
     for e in exprs:
         names += [n for n in functions_called(e) if n not in names]
     out = []

@@ -334,6 +334,23 @@ class Speculate(Step):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Apply(Step):
+    """A keyed step over a typed state struct: the user function ``fn`` (compiled with
+    ``sc.cython_udf``; first argument a pointer to a ``cdef struct`` declared in the same
+    source) runs once per row, in arrival order, with the state of the row's key (``keys``;
+    none: one global state), zero-initialised when the key is first seen, and the columns
+    ``args`` (empty: the columns named like its parameters). Its result is added to each row
+    as column ``name``; rows pass through, like ``running``. A null argument gives a null
+    result without calling ``fn``."""
+
+    keys: tuple[str, ...]
+    fn: str
+    args: tuple[str, ...]
+    name: str
+    kind = "apply"
+
+
+@dataclass(frozen=True, kw_only=True)
 class Union(Step):
     kind = "union"
 
@@ -409,7 +426,7 @@ def edge_kind(step: Step) -> str:
         return f"hash({','.join(step.on)})"
     if keys:
         return f"hash({','.join(keys)})"
-    if isinstance(step, (Aggregate, Running, TopK, Dedup, Sketch, Speculate)):
+    if isinstance(step, (Aggregate, Running, TopK, Dedup, Sketch, Speculate, Apply)):
         return "single"
     return "forward"
 
@@ -611,6 +628,11 @@ class Stream:
 
     def running(self, *aggs: Any, **named: Any) -> Stream:
         return KeyedStream(self, ()).running(*aggs, **named)
+
+    def apply(self, fn: Any, *args: str, name: str | None = None) -> Stream:
+        """A keyed step without ``key_by``: one global state for every row (see
+        :meth:`KeyedStream.apply`)."""
+        return KeyedStream(self, ()).apply(fn, *args, name=name)
 
     def tumbling(self, size: Duration, *, time: str, lateness: Duration = 0) -> WindowedStream:
         return KeyedStream(self, ()).tumbling(size, time=time, lateness=lateness)
@@ -925,6 +947,51 @@ class KeyedStream:
         """Per-event running aggregates: each row plus the aggregates so far for its key."""
         return self._wrap(
             Running(inputs=(self._s._step,), keys=self._keys, aggs=_aggs(aggs, named))
+        )
+
+    def apply(self, fn: Any, *args: str, name: str | None = None) -> Stream:
+        """Run a keyed step, a native function over a typed per-key state struct, once per row.
+
+        ``fn`` is a function compiled with :func:`streamcell.cython_udf` whose first argument
+        is a pointer to a ``cdef struct`` declared in the same source. Each key gets its own
+        zero-initialised struct; the function is called once per row, in arrival order, with
+        its key's state and the row's ``args``, and its result is added as column ``name``
+        (default: the function's name). Rows pass through, like :meth:`running`. A null
+        argument gives a null result without calling the function; a null key is a key.
+        Native (partitioned by key on worker threads, without the GIL) and reference
+        engines; Spark refuses it.
+
+        Parameters
+        ----------
+        fn : str or UdfSpec
+            The function's name (or ``udfs.functions["name"]``).
+        *args : str
+            Input columns passed after the state; default: the columns named like the
+            function's parameters.
+        name : str, optional
+            The result column.
+
+        Examples
+        --------
+        >>> import streamcell as sc
+        >>> udfs = sc.cython_udf(
+        ...     "cdef struct Avg:\n    double total\n    long n\n"
+        ...     "cdef double running_avg(Avg *st, double price) noexcept nogil:\n"
+        ...     "    st.total += price\n    st.n += 1\n    return st.total / st.n\n"
+        ... )  # doctest: +SKIP
+        >>> s = sc.source(frame).key_by("user_id").apply("running_avg", "price", name="avg")  # doctest: +SKIP
+        """
+        fname = fn if isinstance(fn, str) else getattr(fn, "name", None)
+        if not isinstance(fname, str) or not fname.isidentifier():
+            raise TypeError(f"apply() takes a function name or UdfSpec, got {fn!r}")
+        return self._wrap(
+            Apply(
+                inputs=(self._s._step,),
+                keys=self._keys,
+                fn=fname,
+                args=_cols(args) if args else (),
+                name=name or fname,
+            )
         )
 
     def top_k(self, k: int, *, by: str, descending: bool = True) -> Stream:

@@ -35,6 +35,24 @@ values; a key never written reads 0) through a small vtable (native/exec/txn.h),
 module never links against the runtime. For them the module adds a row kernel the speculative
 engine calls per event (exec/txn.h, ``sc_txn_kernel``) and a Python wrapper taking a ``dict``
 as the store (the reference engine's plain map). They are not callable in expressions.
+
+Keyed steps (the ``apply`` stage) take a pointer to a state struct declared in the same
+source first::
+
+    cdef struct Avg:
+        double total
+        long n
+
+    cdef double running_avg(Avg *st, double price) noexcept nogil:
+        st.total += price
+        st.n += 1
+        return st.total / st.n
+
+Fields are ``double``, the int types or ``bint``, or fixed-size arrays of them
+(``double last[4]``). The module exports ``sizeof`` of each step's struct
+(``_sc_state_sizes``), a batch kernel taking one state pointer per row (exec/ops_step.h,
+``sc_step_kernel``) and a Python wrapper taking the state as a ``bytearray`` of that size (the
+reference engine's per-key buffer). They are not callable in expressions either.
 """
 
 from __future__ import annotations
@@ -96,6 +114,8 @@ class UdfSpec:
     module: str  # the compiled module's name ("" for a Python function)
     returns: DType | None = None  # a Python function's declared result type
     txn: bool = False  # transactional: first argument sc_txn *tx (a speculate stage's function)
+    state: str | None = None  # keyed step: first argument a pointer to this struct (apply stage)
+    state_size: int = 0  # sizeof the state struct (keyed steps)
 
     @property
     def is_python(self) -> bool:
@@ -114,12 +134,19 @@ class UdfSpec:
         args = ", ".join(f"{n}: {_KIND_TYPE[k]}" if k in _KIND_TYPE else n for n, k in self.params)
         if self.txn:
             args = "tx" + (", " + args if args else "")
+        if self.state:
+            args = f"{self.state} *st" + (", " + args if args else "")
         return f"{self.name}({args}) -> {self.return_type}"
 
     def label(self) -> str:
         """How ``explain()`` describes the function."""
         if self.txn:
             return f"{self.name}: native transaction (Cython, nogil; speculative, ordered commit)"
+        if self.state:
+            return (
+                f"{self.name}: native keyed step (Cython, nogil; "
+                f"state struct {self.state}, {self.state_size} bytes per key)"
+            )
         if self.is_python:
             return f"{self.name}: Python function, slow path (per row, reference engine only)"
         return f"{self.name}: native (Cython, nogil)"
@@ -131,6 +158,21 @@ TXN_IN_EXPR = (
     "{name} is a transactional function (its first argument is sc_txn *tx): "
     "run it with a speculate stage (speculate {name}(...)), not in an expression"
 )
+
+STEP_IN_EXPR = (
+    "{name} is a keyed step (its first argument is a pointer to its state struct): "
+    "run it with an apply stage (key_by k, then apply {name}(...)), not in an expression"
+)
+
+
+def in_expr_error(spec: UdfSpec) -> str | None:
+    """Why ``spec`` cannot be called in an expression (None: it can)."""
+    if spec.txn:
+        return TXN_IN_EXPR.format(name=spec.name)
+    if spec.state:
+        return STEP_IN_EXPR.format(name=spec.name)
+    return None
+
 
 _REGISTRY: dict[str, UdfSpec] = {}
 _LOCK = threading.Lock()
@@ -154,8 +196,9 @@ def call(name: str, *args: Any) -> Expr:
     if spec is None:
         known = ", ".join(sorted(_REGISTRY)) or "none registered yet; use sc.cython_udf(...)"
         raise UdfError(f"unknown native function {name!r} (known: {known})")
-    if spec.txn:
-        raise UdfError(f"{TXN_IN_EXPR.format(name=name)}")
+    why = in_expr_error(spec)
+    if why:
+        raise UdfError(why)
     if len(args) != len(spec.params):
         raise UdfError(f"{spec.signature()} takes {len(spec.params)} argument(s), got {len(args)}")
     irs = tuple(_ir(col(a) if isinstance(a, str) else a) for a in args)
@@ -256,14 +299,72 @@ _DEF = re.compile(
 )
 _ARG = re.compile(r"^\s*(?:const\s+)?(?P<type>long long|[A-Za-z_]\w*)\s+(?P<name>[A-Za-z_]\w*)\s*$")
 _TXN_ARG = re.compile(r"^\s*sc_txn\s*\*\s*(?P<name>[A-Za-z_]\w*)\s*$")
+_PTR_ARG = re.compile(
+    r"^\s*(?:struct\s+)?(?P<type>[A-Za-z_]\w*)\s*\*\s*(?P<name>[A-Za-z_]\w*)\s*$"
+)
+_STRUCT = re.compile(r"^cdef\s+struct\s+(?P<name>[A-Za-z_]\w*)\s*:[ \t]*(?:#.*)?$", re.M)
+_FIELD_NAME = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s*(?:\[\s*(?P<n>\d+)\s*\])?$")
 
-Parsed = tuple[str, tuple[tuple[str, str], ...], str, bool]
-"""(name, ((arg, kind), ...), return kind, transactional)"""
+Parsed = tuple[str, tuple[tuple[str, str], ...], str, bool, str | None]
+"""(name, ((arg, kind), ...), return kind, transactional, state struct or None)"""
+
+
+@dataclass
+class _Struct:
+    name: str
+    line: int  # 1-based line of ``cdef struct``
+    fields: list[tuple[str, int, int]]  # (field line text, line, 0-based column of its text)
+
+
+def parse_structs(source: str) -> dict[str, _Struct]:
+    """The ``cdef struct NAME:`` blocks of ``source`` with their field lines."""
+    lines = source.split("\n")
+    out: dict[str, _Struct] = {}
+    for m in _STRUCT.finditer(source):
+        first = source.count("\n", 0, m.start())  # 0-based line index
+        st = _Struct(m["name"], first + 1, [])
+        for i in range(first + 1, len(lines)):
+            text = lines[i]
+            body = text.split("#", 1)[0]
+            if not body.strip():
+                continue
+            if not text[:1].isspace():
+                break
+            st.fields.append((body.rstrip(), i + 1, len(body) - len(body.lstrip())))
+        out[st.name] = st
+    return out
+
+
+def _check_state_struct(st: _Struct, fn: str) -> None:
+    """UdfCompileError at the first field of ``st`` a keyed step's state may not have."""
+    types = sorted(_CTYPES, key=len, reverse=True)  # "long long" before "long"
+    if not st.fields:
+        raise UdfCompileError(
+            f"line {st.line}: struct {st.name} (the state of {fn}) has no fields", st.line, 1
+        )
+    for text, line, col in st.fields:
+        body = text.strip()
+        if body == "pass":
+            continue
+        ty = next((t for t in types if re.match(re.escape(t) + r"\s", body)), None)
+        names = body[len(ty) :].split(",") if ty else []
+        ok = bool(names) and all(_FIELD_NAME.match(n.strip()) for n in names)
+        ok = ok and all(int(_FIELD_NAME.match(n.strip())["n"] or 1) > 0 for n in names)  # type: ignore[index]
+        if not ok:
+            raise UdfCompileError(
+                f"line {line}: field {body!r} of struct {st.name} (the state of {fn}) is not "
+                f"supported: a state field is one of {', '.join(_CTYPES)} or a fixed-size "
+                "array of one (e.g. double last[4])",
+                line,
+                col + 1,
+            )
 
 
 def parse_functions(source: str) -> list[Parsed]:
-    """The exported functions of ``source``: (name, ((arg, kind), ...), return kind, txn)."""
+    """The exported functions of ``source``: (name, ((arg, kind), ...), return kind, txn,
+    state struct)."""
     out: list[Parsed] = []
+    structs = parse_structs(source)
     for m in _DEF.finditer(source):
         name = m["name"]
         if name.startswith("_"):
@@ -292,18 +393,37 @@ def parse_functions(source: str) -> list[Parsed]:
         offset = m.start("args") - line_start  # 0-based column of the argument list
         parts = raw.split(",") if raw.strip() else []
         txn = bool(parts) and _TXN_ARG.match(parts[0]) is not None
+        pm = _PTR_ARG.match(parts[0]) if parts and not txn else None
+        state = pm["type"] if pm is not None else None
+        first = "sc_txn *tx" if txn else (f"{state} *st" if state else "")
         for j, a in enumerate(parts):
             column = offset + len(a) - len(a.lstrip()) + 1
             offset += len(a) + 1
+            if j == 0 and state is not None:
+                if state not in structs:
+                    raise UdfCompileError(
+                        f"{where}: state struct {state!r} is not declared in this source "
+                        f"(declare it before: cdef struct {state}: ...)",
+                        line,
+                        column,
+                    )
+                _check_state_struct(structs[state], name)
+                continue
             if j == 0 and txn:
                 continue
             am = _ARG.match(a)
             if am is None or am["type"] not in _CTYPES:
-                hint = (
-                    "; the state argument sc_txn *tx comes first"
-                    if "sc_txn" in a
-                    else (" (after sc_txn *tx)" if txn else "")
-                )
+                if am is not None and am["type"] in structs:
+                    hint = (
+                        f"; a keyed step takes its state as a pointer first: "
+                        f"{am['type']} *{am['name']}"
+                    )
+                elif "sc_txn" in a:
+                    hint = "; the state argument sc_txn *tx comes first"
+                elif "*" in a and j > 0:
+                    hint = "; only the first argument may be a state pointer"
+                else:
+                    hint = f" (after {first})" if first else ""
                 raise UdfCompileError(
                     f"{where}: argument {a.strip()!r} needs one of the types "
                     f"{', '.join(_CTYPES)} and a name{hint}",
@@ -314,11 +434,11 @@ def parse_functions(source: str) -> list[Parsed]:
         if not params:
             raise UdfCompileError(
                 f"{where}: an exported function takes at least one "
-                f"{'data argument after sc_txn *tx' if txn else 'argument'}",
+                f"{f'data argument after {first}' if first else 'argument'}",
                 line,
                 m.start("args") - line_start + 1,
             )
-        out.append((name, tuple(params), _CTYPES[ret][0], txn))
+        out.append((name, tuple(params), _CTYPES[ret][0], txn, state))
     if not out:
         raise UdfCompileError(
             "no exported function found; define e.g. "
@@ -390,13 +510,55 @@ def _scp_{name}(dict store, {pargs}):
 """
 
 
+def _generate_step(name: str, params: tuple[tuple[str, str], ...], ret: str, state: str) -> str:
+    """A keyed step's batch kernel (exec/ops_step.h, one state pointer per row) and the
+    reference's wrapper over a bytearray state."""
+    n = len(params)
+    decls = "\n".join(
+        f"    cdef const {_C_DECL[k]} *a{j} = <const {_C_DECL[k]} *>vals[{j}]"
+        for j, (_, k) in enumerate(params)
+    )
+    valid = " and ".join(f"oks[{j}][r]" for j in range(n))
+    call = f"{name}(<{state} *>states[r], {', '.join(f'a{j}[r]' for j in range(n))})"
+    value = f"(1 if {call} else 0)" if ret == "b" else call
+    pargs = ", ".join(f"p{j}" for j in range(n))
+    pnone = " or ".join(f"p{j} is None" for j in range(n))
+    result = f"{name}(<{state} *>buf, {pargs})"
+    return f"""
+cdef void _scs_{name}(int64_t n, void **states, const void **vals, const uint8_t **oks, void *out,
+                      uint8_t *out_ok) noexcept nogil:
+{decls}
+    cdef {_C_DECL[ret]} *o = <{_C_DECL[ret]} *>out
+    cdef int64_t r
+    for r in range(n):
+        if {valid}:
+            o[r] = {value}
+            out_ok[r] = 1
+        else:
+            out_ok[r] = 0
+
+
+def _scp_{name}(bytearray state, {pargs}):
+    cdef char *buf
+    if len(state) != sizeof({state}):
+        raise ValueError("{name}: the state must be a bytearray of %d bytes" % sizeof({state}))
+    if {pnone}:
+        return None
+    buf = state
+    return {"bool(" + result + ")" if ret == "b" else result}
+"""
+
+
 def _generate(source: str, funcs: list[Parsed]) -> str:
     parts = [_HEADER, source.rstrip() + "\n", "\n# ---- generated by streamcell ----\n"]
     if any(f[3] for f in funcs):
         parts.append(_REF_STORE)
-    for name, params, ret, txn in funcs:
+    for name, params, ret, txn, state in funcs:
         if txn:
             parts.append(_generate_txn(name, params, ret))
+            continue
+        if state:
+            parts.append(_generate_step(name, params, ret, state))
             continue
         n = len(params)
         decls = "\n".join(
@@ -430,9 +592,12 @@ def _scp_{name}({pargs}):
 """
         )
     table = ", ".join(
-        f"{name!r}: <size_t>&_sc{'t' if txn else 'k'}_{name}" for name, _, _, txn in funcs
+        f"{name!r}: <size_t>&_sc{'t' if txn else ('s' if state else 'k')}_{name}"
+        for name, _, _, txn, state in funcs
     )
     parts.append(f"\ndef _sc_kernels():\n    return {{{table}}}\n")
+    sizes = ", ".join(f"{name!r}: sizeof({state})" for name, _, _, _, state in funcs if state)
+    parts.append(f"\ndef _sc_state_sizes():\n    return {{{sizes}}}\n")
     return "".join(parts)
 
 
@@ -566,8 +731,9 @@ def cython_udf(source: str) -> UdfModule:
             spec.loader.exec_module(mod)
             sys.modules[modname] = mod  # never unloaded: kernels stay valid
         kernels = mod._sc_kernels()
+        sizes = mod._sc_state_sizes() if any(f[4] for f in funcs) else {}
         specs = {}
-        for name, params, ret, txn in funcs:
+        for name, params, ret, txn, state in funcs:
             specs[name] = UdfSpec(
                 name,
                 params,
@@ -576,6 +742,8 @@ def cython_udf(source: str) -> UdfModule:
                 getattr(mod, f"_scp_{name}"),
                 modname,
                 txn=txn,
+                state=state,
+                state_size=int(sizes.get(name, 0)),
             )
         _REGISTRY.update(specs)
     return UdfModule(so, specs, cached)

@@ -257,7 +257,17 @@ class NativeBackend:
         if options.reorder == "none":
             for s in c.plan.steps:
                 if isinstance(
-                    s, (P.Aggregate, P.Running, P.TopK, P.Dedup, P.Transfer, P.Sketch, P.Speculate)
+                    s,
+                    (
+                        P.Aggregate,
+                        P.Running,
+                        P.TopK,
+                        P.Dedup,
+                        P.Transfer,
+                        P.Sketch,
+                        P.Speculate,
+                        P.Apply,
+                    ),
                 ):
                     raise NotSupportedError(
                         s.step_id,
@@ -765,6 +775,27 @@ def _lower_step(  # noqa: C901 - one dispatch per step kind
                 ),
             )
         )
+    elif isinstance(s, P.Apply):
+        from ..compiler import apply_function
+
+        fspec, fcols = apply_function(s)
+        low.ops.append(
+            (
+                "step",
+                dict(
+                    step=idx,
+                    in_lts=_lts(schema),
+                    out_lts=_lts(out),
+                    kernel=fspec.kernel,
+                    keys=[pos[k] for k in s.keys],
+                    args=[pos[a] for a in fcols],
+                    kinds="".join(k for _, k in fspec.params).encode(),
+                    ret=fspec.ret.encode(),
+                    state_size=fspec.state_size,
+                    capacity=cap,
+                ),
+            )
+        )
     elif isinstance(s, P.Sketch):
         low.ops.append(
             (
@@ -964,6 +995,20 @@ def build(low: Lowered, c: Compiled) -> Any:
                 a["workers"],
                 a["horizon"],
                 a["max_horizon"],
+                a["capacity"],
+            )
+        elif kind == "step":
+            prog.add_step(
+                a["step"],
+                a["in_lts"],
+                a["out_lts"],
+                a["kernel"],
+                a["keys"],
+                a["args"],
+                a["kinds"],
+                a["ret"],
+                a["state_size"],
+                parts,
                 a["capacity"],
             )
         elif kind == "sketch":

@@ -724,6 +724,41 @@ class SpeculateOp(Op):
         return len(self.store)
 
 
+class ApplyOp(Op):
+    """An apply stage (plan.Apply), sequentially: per row, the user's keyed step on its key's
+    state, a zeroed ``bytearray`` of the struct's size made when the key is first seen,
+    through the compiled module's reference wrapper (the same compiled function the native
+    engine calls). The definition the native keyed operator must reproduce."""
+
+    def __init__(self, step: P.Apply, c: Compiled, env: Env):
+        super().__init__(step, c, env)
+        from ..compiler import apply_function
+
+        spec, self.cols = apply_function(step)
+        self.fn = spec.row
+        self.size = spec.state_size
+        self.keys = step.keys
+        self.name = step.name
+        self.float_args = [k == "d" for _, k in spec.params]
+        self.states: dict[tuple[Any, ...], bytearray] = {}
+
+    def push(self, row: Row, port: int) -> list[Row]:
+        k = _key(row, self.keys)
+        st = self.states.get(k)
+        if st is None:
+            st = self.states[k] = bytearray(self.size)
+        args = [
+            float(row[c]) if f and row[c] is not None else row[c]
+            for c, f in zip(self.cols, self.float_args)
+        ]
+        out = dict(row)
+        out[self.name] = self.fn(st, *args)
+        return [out]
+
+    def state_size(self) -> int:
+        return len(self.states)
+
+
 class SketchOp(Op):
     """Exact answers for a sketch stage (streamcell.sketching.ReferenceStage); rows pass."""
 
@@ -779,6 +814,7 @@ _OPS: dict[type, Callable[..., Op]] = {
     P.Sketch: SketchOp,
     P.Transfer: TransferOp,
     P.Speculate: SpeculateOp,
+    P.Apply: ApplyOp,
     P.Union: UnionOp,
     P.Join: JoinOp,
     P.Correlate: CorrelateOp,

@@ -119,6 +119,13 @@ def graph(c: Compiled) -> list[P.Step]:
             )
         if isinstance(s, P.Explode):
             raise NotSupportedError(s.step_id, NAME, "list columns (explode)")
+        if isinstance(s, P.Apply):
+            raise NotSupportedError(
+                s.step_id,
+                NAME,
+                f"apply {s.fn} (a native keyed step over a Cython state struct); "
+                "use engine='native' or 'reference'",
+            )
         if isinstance(s, P.Speculate):
             raise NotSupportedError(
                 s.step_id,

@@ -1,0 +1,240 @@
+/* ops_step: the keyed step over a typed state struct (see ops_step.h). */
+#include "ops_step.h"
+
+#include "ops_state.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct step_op {
+    sc_op_base base; /* first: generic code reads it */
+    sc_step_kernel kernel;
+    int32_t *keys, nkeys;
+    int32_t *args, nargs;
+    char *kinds;
+    char ret;
+    size_t ssize, stride; /* state bytes; bytes between blobs (a multiple of 16) */
+    sc_kmap map;          /* encoded key -> state index */
+    uint8_t *blobs;       /* state i: blobs[i * stride .. i * stride + ssize) */
+    size_t nstates, scap;
+    sc_buf kbuf;
+    /* per-batch scratch (one batch at a time per instance) */
+    int64_t cap;
+    int64_t *sid; /* state of each row */
+    void **sts;   /* its address */
+    void **vals;
+    uint8_t **oks;
+    void **conv;
+    uint8_t *out, *out_ok;
+    int64_t *idx; /* 0..cap-1, for sc_batch_take_col */
+} step_op;
+
+void sc_op_step_destroy(void *vst) {
+    step_op *o = vst;
+    if (!o) return;
+    for (int32_t j = 0; j < o->nargs; j++) {
+        if (o->oks) free(o->oks[j]);
+        if (o->conv) free(o->conv[j]);
+    }
+    free(o->oks);
+    free(o->conv);
+    free(o->vals);
+    free(o->keys);
+    free(o->args);
+    free(o->kinds);
+    free(o->blobs);
+    free(o->sid);
+    free(o->sts);
+    free(o->out);
+    free(o->out_ok);
+    free(o->idx);
+    sc_kmap_free(&o->map);
+    sc_buf_free(&o->kbuf);
+    sc_op_base_free(&o->base);
+    free(o);
+}
+
+int sc_op_step_create(void **st, const sc_op_base *base, sc_step_kernel kernel, const int32_t *keys,
+                      int32_t nkeys, const int32_t *args, const char *kinds, int32_t nargs, char ret,
+                      int64_t state_size) {
+    *st = NULL;
+    if (!kernel || nargs < 1 || !args || !kinds || nkeys < 0 || (nkeys && !keys) || state_size <= 0 ||
+        state_size > (1 << 20) || base->out.ncols != base->in.ncols + 1)
+        return SC_EINVAL;
+    for (int32_t j = 0; j < nkeys; j++)
+        if (keys[j] < SC_NHIDDEN || keys[j] >= base->in.ncols) return SC_EINVAL;
+    for (int32_t j = 0; j < nargs; j++) {
+        if (args[j] < SC_NHIDDEN || args[j] >= base->in.ncols) return SC_EINVAL;
+        uint8_t lt = base->in.lt[args[j]];
+        bool ok = (kinds[j] == 'i' && lt == SC_LT_INT) || (kinds[j] == 'b' && lt == SC_LT_BOOL) ||
+                  (kinds[j] == 'd' && (lt == SC_LT_INT || lt == SC_LT_FLOAT));
+        if (!ok) return SC_EINVAL;
+    }
+    uint8_t rt = base->out.lt[base->in.ncols];
+    if (!((ret == 'd' && rt == SC_LT_FLOAT) || (ret == 'i' && rt == SC_LT_INT) || (ret == 'b' && rt == SC_LT_BOOL)))
+        return SC_EINVAL;
+    step_op *o = calloc(1, sizeof *o);
+    if (!o) return SC_ENOMEM;
+    int rc = sc_op_base_copy(&o->base, base);
+    if (rc) {
+        free(o);
+        return rc;
+    }
+    o->kernel = kernel;
+    o->nkeys = nkeys;
+    o->nargs = nargs;
+    o->ret = ret;
+    o->ssize = (size_t)state_size;
+    o->stride = ((size_t)state_size + 15) & ~(size_t)15;
+    o->keys = malloc(((size_t)nkeys + 1) * sizeof(int32_t));
+    o->args = malloc((size_t)nargs * sizeof(int32_t));
+    o->kinds = malloc((size_t)nargs);
+    o->vals = calloc((size_t)nargs, sizeof(void *));
+    o->oks = calloc((size_t)nargs, sizeof(uint8_t *));
+    o->conv = calloc((size_t)nargs, sizeof(void *));
+    if (!o->keys || !o->args || !o->kinds || !o->vals || !o->oks || !o->conv) rc = SC_ENOMEM;
+    if (!rc) {
+        if (nkeys) memcpy(o->keys, keys, (size_t)nkeys * sizeof(int32_t));
+        memcpy(o->args, args, (size_t)nargs * sizeof(int32_t));
+        memcpy(o->kinds, kinds, (size_t)nargs);
+        rc = sc_kmap_init(&o->map, 64);
+    }
+    if (rc) {
+        sc_op_step_destroy(o);
+        return rc;
+    }
+    *st = o;
+    return SC_OK;
+}
+
+static int reserve(step_op *o, int64_t n) {
+    if (n <= o->cap) return SC_OK;
+    int64_t c = o->cap ? o->cap : 1024;
+    while (c < n) c *= 2;
+    for (int32_t j = 0; j < o->nargs; j++) {
+        uint8_t *ok = realloc(o->oks[j], (size_t)c);
+        if (!ok) return SC_ENOMEM;
+        o->oks[j] = ok;
+        void *cv = realloc(o->conv[j], (size_t)c * 8);
+        if (!cv) return SC_ENOMEM;
+        o->conv[j] = cv;
+    }
+    int64_t *sid = realloc(o->sid, (size_t)c * sizeof *sid);
+    if (sid) o->sid = sid;
+    void **sts = realloc(o->sts, (size_t)c * sizeof *sts);
+    if (sts) o->sts = sts;
+    uint8_t *out = realloc(o->out, (size_t)c * 8);
+    if (out) o->out = out;
+    uint8_t *ook = realloc(o->out_ok, (size_t)c);
+    if (ook) o->out_ok = ook;
+    int64_t *ix = realloc(o->idx, (size_t)c * sizeof *ix);
+    if (ix) o->idx = ix;
+    if (!sid || !sts || !out || !ook || !ix) return SC_ENOMEM;
+    for (int64_t i = 0; i < c; i++) ix[i] = i;
+    o->cap = c;
+    return SC_OK;
+}
+
+/* A new zeroed state; *i its index. */
+static int new_state(step_op *o, uint64_t *i) {
+    if (o->nstates == o->scap) {
+        size_t cap = o->scap ? o->scap * 2 : 64;
+        uint8_t *b = realloc(o->blobs, cap * o->stride);
+        if (!b) return SC_ENOMEM;
+        memset(b + o->scap * o->stride, 0, (cap - o->scap) * o->stride);
+        o->blobs = b;
+        o->scap = cap;
+    }
+    *i = o->nstates++;
+    return SC_OK;
+}
+
+/* o->sid[r] = the state of row r's key (created on first sight); then o->sts[r] its address
+ * (after every state of the batch exists: creating one may move the blobs). */
+static int states_of(step_op *o, const sc_batch *in) {
+    int64_t n = in->nrows;
+    if (o->nkeys == 0) {
+        uint64_t g = 0;
+        if (o->nstates == 0) {
+            int rc = new_state(o, &g);
+            if (rc) return rc;
+        }
+        for (int64_t r = 0; r < n; r++) o->sts[r] = o->blobs;
+        return SC_OK;
+    }
+    for (int64_t r = 0; r < n; r++) {
+        o->kbuf.len = 0;
+        int rc = sc_key_encode(&o->kbuf, in, r, o->keys, o->nkeys, NULL);
+        if (rc) return rc;
+        uint64_t h = sc_hash_bytes(o->kbuf.p, o->kbuf.len), g;
+        if (!sc_kmap_find(&o->map, h, o->kbuf.p, (uint32_t)o->kbuf.len, &g)) {
+            bool ins;
+            rc = new_state(o, &g);
+            if (!rc) rc = sc_kmap_upsert(&o->map, h, o->kbuf.p, (uint32_t)o->kbuf.len, &g, &ins);
+            if (rc) return rc;
+        }
+        o->sid[r] = (int64_t)g;
+    }
+    for (int64_t r = 0; r < n; r++) o->sts[r] = o->blobs + (size_t)o->sid[r] * o->stride;
+    return SC_OK;
+}
+
+/* Unpack argument columns into the kernel's layout (values of the kind, validity bytes). */
+static void unpack(step_op *o, const sc_batch *in) {
+    int64_t n = in->nrows;
+    for (int32_t j = 0; j < o->nargs; j++) {
+        const sc_column *c = &in->cols[o->args[j]];
+        uint8_t *ok = o->oks[j];
+        for (int64_t r = 0; r < n; r++) ok[r] = sc_bit_get(c->validity, r);
+        char k = o->kinds[j];
+        if (k == 'i' || (k == 'd' && c->type == SC_COL_DOUBLE)) {
+            o->vals[j] = c->values;
+        } else if (k == 'd') {
+            double *d = o->conv[j];
+            const int64_t *x = c->values;
+            for (int64_t r = 0; r < n; r++) d[r] = (double)x[r];
+            o->vals[j] = d;
+        } else {
+            uint8_t *b = o->conv[j];
+            for (int64_t r = 0; r < n; r++) b[r] = sc_bit_get(c->values, r);
+            o->vals[j] = b;
+        }
+    }
+}
+
+static int step_batch(step_op *o, sc_batch *in, sc_emitter *e) {
+    int64_t n = in->nrows;
+    int rc = reserve(o, n);
+    if (!rc) rc = states_of(o, in);
+    if (rc) return rc;
+    unpack(o, in);
+    o->kernel(n, o->sts, (const void **)o->vals, (const uint8_t **)o->oks, o->out, o->out_ok);
+    sc_batch *ob;
+    rc = sc_op_new_out(&o->base, in, &ob);
+    if (rc) return rc;
+    sc_chain_append(&e->head, &e->tail, ob);
+    rc = sc_batch_reserve(ob, n);
+    int32_t nin = in->ncols, rcol = nin;
+    for (int32_t c = 0; !rc && c < nin; c++) rc = sc_batch_take_col(ob, c, 0, in, c, o->idx, n);
+    if (rc) return rc;
+    for (int64_t r = 0; r < n; r++) {
+        if (!o->out_ok[r]) sc_batch_set_null(ob, rcol, r);
+        else if (o->ret == 'd') sc_batch_set_f64(ob, rcol, r, ((const double *)o->out)[r]);
+        else if (o->ret == 'i') sc_batch_set_i64(ob, rcol, r, ((const int64_t *)o->out)[r]);
+        else sc_batch_set_bool(ob, rcol, r, o->out[r] != 0);
+    }
+    ob->nrows = n;
+    e->rows = n;
+    return SC_OK;
+}
+
+int sc_op_step_run(void *vst, sc_batch *in, sc_batch **out) {
+    step_op *o = vst;
+    sc_emitter e = { &o->base, in, NULL, NULL, 0 };
+    int rc = SC_OK;
+    if (in->eos) return sc_emit_finish(&e, in, out, in->nrows ? SC_EINVAL : SC_OK);
+    sc_count_in(&o->base, in->nrows);
+    if (in->nrows > 0) rc = step_batch(o, in, &e);
+    sc_i64_store_relaxed(&o->base.state_size, (int64_t)o->nstates);
+    return sc_emit_finish(&e, in, out, rc);
+}
