@@ -703,7 +703,7 @@ def _apply(
     elif kw_ == "speculate":
         ch.step = _speculate(st, cur, pos)
     elif kw_ == "apply":
-        ch.step = _apply(st, cur, _take_keys(ch), pos)
+        ch.step = _apply_stage(st, cur, _take_keys(ch), pos)
     elif kw_ == "union":
         others = st.positional(1, 16, "stream name(s)")
         st.keywords(())
@@ -918,7 +918,7 @@ def _speculate(st: _Stage, cur: P.Step, pos: Pos) -> P.Speculate:
 _APPLY_HINT = "a keyed step call, e.g. key_by user_id then apply avg=running_avg(price)"
 
 
-def _apply(st: _Stage, cur: P.Step, keys: tuple[str, ...], pos: Pos) -> P.Apply:
+def _apply_stage(st: _Stage, cur: P.Step, keys: tuple[str, ...], pos: Pos) -> P.Apply:
     """``apply [NAME=]FN(COL, ...)`` (or a bare ``FN``: its parameters name the columns):
     a keyed step over a typed state struct, per key of the preceding ``key_by`` (none: one
     global state)."""

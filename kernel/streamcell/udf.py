@@ -299,10 +299,8 @@ _DEF = re.compile(
 )
 _ARG = re.compile(r"^\s*(?:const\s+)?(?P<type>long long|[A-Za-z_]\w*)\s+(?P<name>[A-Za-z_]\w*)\s*$")
 _TXN_ARG = re.compile(r"^\s*sc_txn\s*\*\s*(?P<name>[A-Za-z_]\w*)\s*$")
-_PTR_ARG = re.compile(
-    r"^\s*(?:struct\s+)?(?P<type>[A-Za-z_]\w*)\s*\*\s*(?P<name>[A-Za-z_]\w*)\s*$"
-)
-_STRUCT = re.compile(r"^cdef\s+struct\s+(?P<name>[A-Za-z_]\w*)\s*:[ \t]*(?:#.*)?$", re.M)
+_PTR_ARG = re.compile(r"^\s*(?:struct\s+)?(?P<type>[A-Za-z_]\w*)\s*\*\s*(?P<name>[A-Za-z_]\w*)\s*$")
+_STRUCT = re.compile(r"^c(?:type)?def\s+struct\s+(?P<name>[A-Za-z_]\w*)\s*:[ \t]*(?:#.*)?$", re.M)
 _FIELD_NAME = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s*(?:\[\s*(?P<n>\d+)\s*\])?$")
 
 Parsed = tuple[str, tuple[tuple[str, str], ...], str, bool, str | None]
@@ -342,7 +340,7 @@ def _check_state_struct(st: _Struct, fn: str) -> None:
         raise UdfCompileError(
             f"line {st.line}: struct {st.name} (the state of {fn}) has no fields", st.line, 1
         )
-    for text, line, col in st.fields:
+    for text, line, indent in st.fields:
         body = text.strip()
         if body == "pass":
             continue
@@ -356,7 +354,7 @@ def _check_state_struct(st: _Struct, fn: str) -> None:
                 f"supported: a state field is one of {', '.join(_CTYPES)} or a fixed-size "
                 "array of one (e.g. double last[4])",
                 line,
-                col + 1,
+                indent + 1,
             )
 
 
