@@ -471,3 +471,50 @@ def test_many_rows_over_many_keys(udfs):
     plan = sc.source(frame).key_by("user").apply("nth", "qty").plan()
     got = _one(plan, RunOptions(engine="native", workers=4, batch_size=4096))
     assert got["nth"].to_list() == [i // 1000 + 1 for i in range(n)]
+
+
+README_CELL = """\
+cdef struct Avg:
+    double total
+    long n
+
+cdef double running_avg(Avg *st, double price) noexcept nogil:
+    st.total += price
+    st.n += 1
+    return st.total / st.n
+"""
+
+
+def test_the_readme_example_through_the_cell_magics(tmp_path, monkeypatch, capsys):
+    """%%stream_udf defines the struct and step; a %%stream-style pipeline applies it per
+    key; the mean equals running mean's. A bad field is shown at its line with a caret."""
+    from streamcell.magic import StreamMagics
+
+    monkeypatch.setenv("STREAMCELL_UDF_CACHE", str(tmp_path))
+    magics = StreamMagics(shell=None)
+    mod = magics.stream_udf("", README_CELL)
+    assert mod is not None and mod.functions["running_avg"].state_size == 16
+    clicks = prices(300, seed=12, keys=20).rename({"user": "user_id"})
+    plan = sc.parse(
+        "source clicks\nkey_by user_id\napply avg=running_avg(price)", {"clicks": clicks}
+    )
+    assert "ƒ running_avg: native keyed step (Cython, nogil; state struct Avg, 16 bytes" in (
+        plan.explain()
+    )
+    want = _one(sc.source(clicks).key_by("user_id").running(avg=sc.mean("price")).plan(), REFERENCE)
+    for options in (REFERENCE, NATIVE[2]):
+        assert_frame_equal(_one(plan, options), want, check_exact=False, rel_tol=1e-12)
+    bad = README_CELL.replace("    long n\n", "    long n\n    str name\n")
+    assert magics.stream_udf("", bad) is None
+    out = capsys.readouterr().out
+    assert "field 'str name' of struct Avg" in out and "  4 |     str name" in out
+
+
+def test_float_keys_nan_and_negative_zero_are_one_key_each(udfs):
+    nan = float("nan")
+    keys = [1.5, nan, -0.0, 0.0, nan, None, 1.5, None, -0.0]
+    frame = pl.DataFrame({"k": keys, "q": list(range(len(keys)))})
+    plan = sc.source(frame).key_by("k").apply("nth", "q").plan()
+    want = [1, 1, 1, 2, 2, 1, 2, 2, 3]
+    for options in (REFERENCE, *NATIVE[:2]):
+        assert _one(plan, options)["nth"].to_list() == want
