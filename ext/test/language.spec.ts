@@ -155,6 +155,7 @@ describe('completion', () => {
       'sliding',
       'session',
       'sketch',
+      'speculate',
       'sink'
     ]);
   });
