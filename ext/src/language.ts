@@ -27,6 +27,7 @@ export const STAGES = [
   'dedup',
   'sketch',
   'speculate',
+  'apply',
   'union',
   'join',
   'correlate',
@@ -56,6 +57,8 @@ export const STAGE_DOCS: Record<(typeof STAGES)[number], string> = {
     'sketch theta(COL) as NAME, kll(COL) as NAME, ...: live sketches (theta, hll, kll, frequent)',
   speculate:
     'speculate NAME=FN(COL, ...), horizon="adaptive": a transactional Cython function per row',
+  apply:
+    'apply NAME=FN(COL, ...): a Cython keyed step over a per-key state struct (after key_by)',
   union: 'union STREAM, ...',
   join: 'join STREAM, on=COL, within="5m"',
   correlate:
