@@ -683,6 +683,11 @@ def merged_serials(base: int, counts: list[int]) -> list[Any]:
 
     active = [i for i, n in enumerate(counts) if n]
     out: list[Any] = [np.zeros(0, dtype=np.int64) for _ in counts]
+    if len({counts[i] for i in active}) == 1:  # every active source has n rows: a stride
+        n, m = counts[active[0]], len(active)
+        for r, i in enumerate(active):
+            out[i] = np.arange(base + r, base + r + n * m, m, dtype=np.int64)
+        return out
     for i in active:
         j = np.arange(counts[i], dtype=np.int64)
         s = np.full(counts[i], base, dtype=np.int64)

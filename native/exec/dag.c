@@ -239,73 +239,80 @@ static int64_t chain_rows(const sc_batch *b) {
     return n;
 }
 
-/* One batch of every port's rows in arrival order (seq, then port), through the map. */
+/* One batch of every port's rows in arrival order (seq, then port), through the map: first
+ * the merge order (which port, batch and row each output row copies), then column by column. */
 static int merge_ports(dag_vertex *x, sc_batch **in, sc_batch **out) {
     *out = NULL;
     int64_t total = 0;
-    for (uint32_t p = 0; p < x->nin; p++) total += chain_rows(in[p]);
+    uint32_t nin = x->nin;
+    for (uint32_t p = 0; p < nin; p++) total += chain_rows(in[p]);
     if (total == 0) {
-        for (uint32_t p = 0; p < x->nin; p++) sc_batch_release_chain(in[p]);
+        for (uint32_t p = 0; p < nin; p++) sc_batch_release_chain(in[p]);
         return SC_OK;
     }
-    sc_batch *ob;
+    sc_batch *ob = NULL;
     int rc = sc_batch_new(&ob, &x->merged, total);
-    if (rc) return rc;
-    sc_batch *cur[8];
-    int64_t row[8];
-    uint32_t nin = x->nin;
-    sc_batch **curp = nin <= 8 ? cur : malloc(nin * sizeof *curp);
-    int64_t *rowp = nin <= 8 ? row : malloc(nin * sizeof *rowp);
-    if (!curp || !rowp) {
-        sc_batch_release(ob);
-        if (curp != cur) free(curp);
-        if (rowp != row) free(rowp);
-        return SC_ENOMEM;
+    const sc_batch **rb = malloc((size_t)total * sizeof *rb);
+    int64_t *rr = malloc((size_t)total * sizeof *rr);
+    uint32_t *rp = malloc((size_t)total * sizeof *rp);
+    sc_batch **cur = calloc(nin, sizeof *cur);
+    int64_t *row = calloc(nin, sizeof *row);
+    if (!rc && (!rb || !rr || !rp || !cur || !row)) rc = SC_ENOMEM;
+    for (uint32_t p = 0; !rc && p < nin; p++) {
+        cur[p] = in[p];
+        while (cur[p] && cur[p]->nrows == 0) cur[p] = cur[p]->next;
     }
-    for (uint32_t p = 0; p < nin; p++) {
-        curp[p] = in[p];
-        rowp[p] = 0;
-        while (curp[p] && rowp[p] >= curp[p]->nrows) curp[p] = curp[p]->next, rowp[p] = 0;
-    }
-    int32_t nc = x->merged.ncols;
-    const sc_batch *hdr = NULL;
     for (int64_t r = 0; !rc && r < total; r++) {
         uint32_t best = UINT32_MAX;
         uint64_t bseq = 0;
         for (uint32_t p = 0; p < nin; p++) {
-            if (!curp[p]) continue;
-            uint64_t s = (uint64_t)((const int64_t *)curp[p]->cols[SC_COL_SEQ].values)[rowp[p]];
-            if (best == UINT32_MAX || s < bseq) best = p, bseq = s;
+            if (!cur[p]) continue;
+            uint64_t q = (uint64_t)((const int64_t *)cur[p]->cols[SC_COL_SEQ].values)[row[p]];
+            if (best == UINT32_MAX || q < bseq) best = p, bseq = q;
         }
-        const sc_batch *src = curp[best];
-        if (!hdr) hdr = src;
-        const int32_t *m = &x->map[(size_t)best * (size_t)nc];
-        for (int32_t c = 0; !rc && c < nc; c++) {
-            if (c == x->port_col) {
-                sc_batch_set_i64(ob, c, r, best);
-                sc_batch_set_valid(ob, c, r);
-            } else if (m[c] < 0) {
+        rb[r] = cur[best];
+        rr[r] = row[best];
+        rp[r] = best;
+        if (++row[best] >= cur[best]->nrows) {
+            row[best] = 0;
+            do cur[best] = cur[best]->next;
+            while (cur[best] && cur[best]->nrows == 0);
+        }
+    }
+    int32_t nc = x->merged.ncols;
+    for (int32_t c = 0; !rc && c < nc; c++) {
+        if (c == x->port_col) {
+            for (int64_t r = 0; r < total; r++) sc_batch_set_i64(ob, c, r, rp[r]);
+            continue;
+        }
+        sc_col_type t = ob->cols[c].type;
+        for (int64_t r = 0; !rc && r < total; r++) {
+            int32_t m = x->map[(size_t)rp[r] * (size_t)nc + (size_t)c];
+            const sc_column *sc = m < 0 ? NULL : &rb[r]->cols[m];
+            if (!sc || !sc_bit_get(sc->validity, rr[r])) {
                 sc_batch_set_null(ob, c, r);
+            } else if (t == SC_COL_INT64 || t == SC_COL_DOUBLE) {
+                ((int64_t *)ob->cols[c].values)[r] = ((const int64_t *)sc->values)[rr[r]];
+            } else if (t == SC_COL_BOOL) {
+                sc_bit_set(ob->cols[c].values, r, sc_bit_get(sc->values, rr[r]));
             } else {
-                rc = sc_batch_copy_cell(ob, c, r, src, m[c], rowp[best]);
+                rc = sc_batch_copy_cell(ob, c, r, rb[r], m, rr[r]);
             }
         }
-        if (++rowp[best] >= curp[best]->nrows) {
-            curp[best] = curp[best]->next;
-            rowp[best] = 0;
-            while (curp[best] && curp[best]->nrows == 0) curp[best] = curp[best]->next;
-        }
     }
-    ob->nrows = total;
-    if (hdr) {
-        ob->serial = hdr->serial;
-        ob->first_row = hdr->first_row;
+    if (!rc) {
+        ob->nrows = total;
+        ob->serial = rb[0]->serial;
+        ob->first_row = rb[0]->first_row;
     }
+    free(rb);
+    free(rr);
+    free(rp);
+    free(cur);
+    free(row);
     for (uint32_t p = 0; p < nin; p++) sc_batch_release_chain(in[p]);
-    if (curp != cur) free(curp);
-    if (rowp != row) free(rowp);
     if (rc) {
-        sc_batch_release(ob);
+        if (ob) sc_batch_release(ob);
         return rc;
     }
     *out = ob;

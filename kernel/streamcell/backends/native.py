@@ -127,6 +127,7 @@ PARTITIONS = 32
 SPEC_MAX_HORIZON = 256  # the adaptive predictor's bound (exec/speculate.h)
 MAX_VERTICES = 64  # exec/dag.h SC_DAG_MAX_VERTICES
 PHASES = 16  # phases in flight at once on the DAG runtime
+DRAIN_EVERY = 8  # the DAG driver takes outputs every this many phases (and when full)
 PUSH_ROWS = 65_536  # rows per push call (stop / pause / drain are checked between)
 OUT_ROWS = 65_536  # rows per chunk handed to the sink
 FLUSH_S = 0.002  # a throttled source pushes what is due at least this often
@@ -1595,7 +1596,7 @@ class DagDriver(Driver):
         if any(rates):  # a throttled source: small phases, each pushed when its rows are due
             k = max(1, min(int(r * 0.02) for r in rates if r))
         local = [0] * n
-        seq = 0
+        seq = phases = 0
         t0 = time.monotonic()
         live = list(range(n))
         while live:
@@ -1642,7 +1643,7 @@ class DagDriver(Driver):
                     break
                 if rc == R.CLOSED or env.should_stop():
                     return False
-                self._drain(prog)
+                self._drain(prog)  # full: take outputs, then push again
             self.phase_bases.append(seq)
             self.phase_rows.append((counts, list(local)))
             for i in live:
@@ -1656,7 +1657,9 @@ class DagDriver(Driver):
             seq += sum(counts)
             env.on_source_row(seq)
             live = [i for i in live if counts[i] == k]
-            self._drain(prog)
+            phases += 1
+            if phases % DRAIN_EVERY == 0:
+                self._drain(prog)
         return True
 
     def _finish(self, prog: Any) -> bool:
