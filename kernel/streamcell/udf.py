@@ -7,7 +7,8 @@
 
 and compiles it (Cython, then the system C compiler) into an extension module cached under
 ``$STREAMCELL_UDF_CACHE`` (default ``~/.cache/streamcell/udf``), keyed by a hash of the source
-and the streamcell / Cython / Python versions: re-running an unchanged cell imports the cached
+and the streamcell / Cython / Python versions (the least recently used modules beyond
+``$STREAMCELL_UDF_CACHE_SIZE``, 256, are deleted): re-running an unchanged cell imports the cached
 module and never invokes a compiler. The generated module adds, per exported function,
 
 - a vectorized kernel ``void k(n, vals, oks, out, out_ok) noexcept nogil`` that the native
@@ -66,6 +67,7 @@ import subprocess
 import sys
 import sysconfig
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -605,6 +607,40 @@ _HEADER_LINES = _HEADER.count("\n")
 # -------------------------------------------------------------------------- compiling
 
 
+def cache_limit() -> int:
+    """How many compiled modules the cache keeps (``$STREAMCELL_UDF_CACHE_SIZE``, 256)."""
+    try:
+        return max(1, int(os.environ.get("STREAMCELL_UDF_CACHE_SIZE", "256")))
+    except ValueError:
+        return 256
+
+
+def prune_cache(d: Path, keep: Path | None = None) -> list[Path]:
+    """Delete the least recently used compiled modules beyond :func:`cache_limit` (never
+    ``keep`` nor a module this process has loaded), and build folders left by a compiler
+    killed more than an hour ago. Returns what was deleted."""
+
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+
+    def used(p: Path) -> float:
+        st = p.stat()
+        return max(st.st_atime, st.st_mtime)
+
+    mods = sorted(d.glob(f"_scudf_*{suffix}"), key=used, reverse=True)
+    loaded = {m.split(".")[0] for m in sys.modules if m.startswith("_scudf_")}
+    gone = []
+    for p in mods[cache_limit() :]:
+        if p == keep or p.name.split(".")[0] in loaded:
+            continue
+        p.unlink(missing_ok=True)
+        gone.append(p)
+    for b in d.glob(".build-*"):
+        if b.stat().st_mtime < time.time() - 3600:
+            shutil.rmtree(b, ignore_errors=True)
+            gone.append(b)
+    return gone
+
+
 def cache_dir() -> Path:
     d = os.environ.get("STREAMCELL_UDF_CACHE")
     return Path(d) if d else Path.home() / ".cache" / "streamcell" / "udf"
@@ -720,6 +756,10 @@ def cython_udf(source: str) -> UdfModule:
         cached = so.exists()
         if not cached:
             _build(source, funcs, so, modname)
+            prune_cache(d, keep=so)
+        else:  # recently used (the access time; the build time stays): pruned last
+            st = so.stat()
+            os.utime(so, ns=(max(st.st_atime_ns, time.time_ns()), st.st_mtime_ns))
         mod = sys.modules.get(modname)
         if mod is None:
             spec = importlib.util.spec_from_file_location(modname, so)

@@ -6,6 +6,7 @@ small sources that Cython or the compiler check rejects before any C compilation
 from __future__ import annotations
 
 import math
+import sys
 
 import polars as pl
 import pytest
@@ -234,3 +235,36 @@ def test_stream_udf_cell_magic(udfs, capsys):
     out = capsys.readouterr().out
     assert "Cython error at line 2, column" in out
     assert "  2 |     return x +* 2" in out and "^" in out
+
+
+def test_cache_keeps_the_most_recently_used_modules(tmp_path, monkeypatch):
+    """Beyond STREAMCELL_UDF_CACHE_SIZE the least recently used modules are deleted, never a
+    module this process has loaded; build folders of a killed compiler go after an hour."""
+    import os
+    import sysconfig
+    import time
+
+    from streamcell.udf import prune_cache
+
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    now = time.time()
+    files = []
+    for k in range(5):
+        p = tmp_path / f"_scudf_fake{k}{suffix}"
+        p.write_bytes(b"x")
+        t = now - 100 * (5 - k)  # fake4 is the most recently used
+        os.utime(p, (t, t))
+        files.append(p)
+    old_build = tmp_path / ".build-_scudf_x-1-2"
+    old_build.mkdir()
+    os.utime(old_build, (now - 7200, now - 7200))
+    fresh_build = tmp_path / ".build-_scudf_y-1-2"
+    fresh_build.mkdir()
+    monkeypatch.setenv("STREAMCELL_UDF_CACHE_SIZE", "2")
+    monkeypatch.setitem(sys.modules, "_scudf_fake0", object())  # loaded here: kept
+    gone = prune_cache(tmp_path, keep=files[1])
+    assert sorted(p.name for p in gone) == sorted(
+        [files[2].name, old_build.name]
+    )
+    assert [p.exists() for p in files] == [True, True, False, True, True]
+    assert fresh_build.exists() and not old_build.exists()
