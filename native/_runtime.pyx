@@ -1392,6 +1392,101 @@ cdef class Program:
                     sc_batch_release_chain(chains[i])
             free(chains)
 
+    def push_phases(self, list sources, int64_t rounds, int64_t start=0, int64_t timeout_ns=-1):
+        """Push consecutive phases of ``rounds`` rows of every source, in one call without the
+        GIL: sources[i] is one piece (record batch, offset, n, seqs) with the same n for every
+        source that has rows (None: no rows). Starts at phase ``start``; returns (status,
+        phases pushed so far): OK when all are in, FULL / CLOSED when it stopped early."""
+        cdef uint32_t nsrc = len(self.source_schemas)
+        cdef list keep = []
+        cdef ArrowSchema **schs = <ArrowSchema **>calloc(max(nsrc, 1), sizeof(ArrowSchema *))
+        cdef ArrowArray **arrs = <ArrowArray **>calloc(max(nsrc, 1), sizeof(ArrowArray *))
+        cdef const int64_t **sqs = <const int64_t **>calloc(max(nsrc, 1), sizeof(int64_t *))
+        cdef const sc_schema **tgs = <const sc_schema **>calloc(max(nsrc, 1), sizeof(sc_schema *))
+        cdef int64_t *offs = <int64_t *>calloc(max(nsrc, 1), sizeof(int64_t))
+        cdef sc_batch **chains = <sc_batch **>calloc(max(nsrc, 1), sizeof(sc_batch *))
+        cdef const int64_t[::1] sq
+        cdef _Schema target
+        cdef int64_t n = -1, q = start, nph, lo, m
+        cdef uint32_t i
+        cdef int rc = SC_OK
+        cdef sc_batch *b
+        try:
+            if not (schs and arrs and sqs and tgs and offs and chains):
+                raise MemoryError()
+            if len(sources) != nsrc or rounds <= 0:
+                raise ValueError("one piece (or None) per source, rounds > 0")
+            for i in range(nsrc):
+                if sources[i] is None:
+                    continue
+                rb, off, rows, seqs = sources[i]
+                if n >= 0 and rows != n:
+                    raise ValueError("every source's piece must have the same rows")
+                n = rows
+                caps = rb.__arrow_c_array__()
+                keep.append((caps, seqs))
+                schs[i] = <ArrowSchema *>PyCapsule_GetPointer(caps[0], "arrow_schema")
+                arrs[i] = <ArrowArray *>PyCapsule_GetPointer(caps[1], "arrow_array")
+                sq = seqs
+                if sq.shape[0] != n:
+                    raise ValueError("seqs must have n entries")
+                sqs[i] = &sq[0] if n > 0 else NULL
+                target = self.source_schemas[i]
+                tgs[i] = &target.s
+                offs[i] = off
+            nph = (n + rounds - 1) // rounds if n > 0 else 0
+            with nogil:
+                while q < nph:
+                    lo = q * rounds
+                    m = n - lo if n - lo < rounds else rounds
+                    for i in range(nsrc):
+                        if schs[i] == NULL:
+                            continue
+                        b = NULL
+                        rc = sc_batch_new(&b, tgs[i], m)
+                        if rc == 0:
+                            rc = sc_arrow_import(schs[i], arrs[i], offs[i] + lo, m, tgs[i], b, 0)
+                        if rc != 0:
+                            if b != NULL:
+                                sc_batch_release(b)
+                            break
+                        memcpy(b.cols[0].values, sqs[i] + lo, m * sizeof(int64_t))
+                        b.first_row = <uint64_t>sqs[i][lo]
+                        chains[i] = b
+                    if rc == 0:
+                        rc = sc_dag_push(self.d, chains, timeout_ns)
+                    if rc == SC_OK:
+                        for i in range(nsrc):
+                            chains[i] = NULL
+                        q += 1
+                        continue
+                    for i in range(nsrc):
+                        if chains[i] != NULL:
+                            sc_batch_release(chains[i])
+                            chains[i] = NULL
+                    break
+            if rc != SC_OK and rc != SC_EFULL and rc != SC_ECLOSED:
+                check_status(rc, "push_phases")
+            return rc, q
+        finally:
+            free(schs)
+            free(arrs)
+            free(sqs)
+            free(tgs)
+            free(offs)
+            free(chains)
+
+    def dag_discard(self, int sink):
+        """Release every output batch waiting in sink queue ``sink`` (a ``sink none``);
+        returns how many rows they held."""
+        cdef sc_batch *b = NULL
+        cdef int64_t rows = 0
+        with nogil:
+            while sc_dag_take(self.d, sink, &b) == SC_OK:
+                rows += b.nrows
+                sc_batch_release(b)
+        return rows
+
     def dag_take(self, int sink, int64_t max_rows=65536):
         """Every output batch of sink queue ``sink`` waiting now (up to about ``max_rows``
         rows), joined in order into one pyarrow.RecordBatch; None when there is none."""

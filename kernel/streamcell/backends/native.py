@@ -127,7 +127,7 @@ PARTITIONS = 32
 SPEC_MAX_HORIZON = 256  # the adaptive predictor's bound (exec/speculate.h)
 MAX_VERTICES = 64  # exec/dag.h SC_DAG_MAX_VERTICES
 PHASES = 16  # phases in flight at once on the DAG runtime
-DRAIN_EVERY = 8  # the DAG driver takes outputs every this many phases (and when full)
+CHUNK = 8  # phases the DAG driver reads and pushes per call (it takes outputs between)
 PUSH_ROWS = 65_536  # rows per push call (stop / pause / drain are checked between)
 OUT_ROWS = 65_536  # rows per chunk handed to the sink
 FLUSH_S = 0.002  # a throttled source pushes what is due at least this often
@@ -1583,6 +1583,10 @@ class DagDriver(Driver):
         return out, got
 
     def _feed(self, prog: Any) -> bool:  # noqa: C901 - the merge, pacing and dead letters
+        """Read CHUNK phases' worth of rounds of every live source at a time. The common case
+        (one contiguous slice per source, all the same length, no bad rows) is cut into
+        phases of ``batch_size`` rounds and pushed in one call without the GIL; otherwise
+        (a source ending, bad rows, a record batch boundary) the chunk is one phase."""
         from collections import deque
 
         from .. import _runtime as R
@@ -1592,11 +1596,11 @@ class DagDriver(Driver):
         its = [self._items(s) for s in self.sources]
         bufs: list[Any] = [deque() for _ in range(n)]
         rates = [s.rate for s in self.sources]
-        k = self.options.batch_size
+        k, chunk = self.options.batch_size, CHUNK
         if any(rates):  # a throttled source: small phases, each pushed when its rows are due
-            k = max(1, min(int(r * 0.02) for r in rates if r))
+            k, chunk = max(1, min(int(r * 0.02) for r in rates if r)), 1
         local = [0] * n
-        seq = phases = 0
+        seq = 0
         t0 = time.monotonic()
         live = list(range(n))
         while live:
@@ -1605,7 +1609,7 @@ class DagDriver(Driver):
             takes: dict[int, list[Any]] = {}
             counts = [0] * n
             for i in live:
-                takes[i], counts[i] = self._take(its[i], bufs[i], k)
+                takes[i], counts[i] = self._take(its[i], bufs[i], k * chunk)
             if not any(counts):
                 break
             for i, r in enumerate(rates):
@@ -1614,40 +1618,36 @@ class DagDriver(Driver):
                     if delay > 0:
                         time.sleep(delay)
             serials = merged_serials(seq, counts)
-            pieces: list[list[Any]] = [[] for _ in range(n)]
-            for i in live:
-                sid = self.sources[i].step_id
-                j = 0
-                for p in takes[i]:
-                    if isinstance(p, BadRow):
-                        q = int(serials[i][j])
-                        cnt = env.counters[sid]
-                        cnt.rows_in += 1
-                        cnt.dead += 1
-                        rec = {
-                            "step": sid,
-                            "position": f"{sid} {p.position}",
-                            "reason": p.reason,
-                            "row": p.raw,
-                        }
-                        self.side.append(((q, 0, 0, 0), "dead", rec))
-                        env.dead_letter(sid, p.reason, p.raw, f"{sid} {p.position}")
-                        j += 1
-                    else:
-                        rb, off, m = p
-                        pieces[i].append((rb, off, m, serials[i][j : j + m]))
-                        j += m
-            while True:
-                rc = prog.push_phase(pieces, 2_000_000)
-                if rc == R.OK:
-                    break
-                if rc == R.CLOSED or env.should_stop():
-                    return False
-                self._drain(prog)  # full: take outputs, then push again
+            active = [i for i in live if counts[i]]
+            fast = len({counts[i] for i in active}) == 1 and all(
+                len(takes[i]) == 1 and not isinstance(takes[i][0], BadRow) for i in active
+            )
+            if fast:
+                srcs: list[Any] = [None] * n
+                for i in active:
+                    rb, off, m = takes[i][0]
+                    srcs[i] = (rb, off, m, serials[i])
+                done = 0
+                while True:
+                    rc, done = prog.push_phases(srcs, k, done, 2_000_000)
+                    if rc == R.OK:
+                        break
+                    if rc == R.CLOSED or env.should_stop():
+                        return False
+                    self._drain(prog)  # full: take outputs, then push the rest
+            else:
+                pieces = self._pieces(takes, live, serials)
+                while True:
+                    rc = prog.push_phase(pieces, 2_000_000)
+                    if rc == R.OK:
+                        break
+                    if rc == R.CLOSED or env.should_stop():
+                        return False
+                    self._drain(prog)
             self.phase_bases.append(seq)
             self.phase_rows.append((counts, list(local)))
             for i in live:
-                good = sum(p[2] for p in pieces[i])
+                good = sum(p[2] for p in takes[i] if not isinstance(p, BadRow))
                 cnt = env.counters[self.sources[i].step_id]
                 cnt.rows_in += good
                 cnt.rows_out += good
@@ -1656,11 +1656,39 @@ class DagDriver(Driver):
                     self.last_position = f"{self.sources[i].step_id} row {local[i] - 1}"
             seq += sum(counts)
             env.on_source_row(seq)
-            live = [i for i in live if counts[i] == k]
-            phases += 1
-            if phases % DRAIN_EVERY == 0:
-                self._drain(prog)
+            live = [i for i in live if counts[i] == k * chunk]
+            self._drain(prog)
         return True
+
+    def _pieces(
+        self, takes: dict[int, list[Any]], live: list[int], serials: list[Any]
+    ) -> list[list[Any]]:
+        """One phase's pieces (record batch, offset, rows, serials) per source; bad rows
+        become dead letters at their serial."""
+        env = self.env
+        pieces: list[list[Any]] = [[] for _ in self.sources]
+        for i in live:
+            sid = self.sources[i].step_id
+            j = 0
+            for p in takes[i]:
+                if isinstance(p, BadRow):
+                    cnt = env.counters[sid]
+                    cnt.rows_in += 1
+                    cnt.dead += 1
+                    rec = {
+                        "step": sid,
+                        "position": f"{sid} {p.position}",
+                        "reason": p.reason,
+                        "row": p.raw,
+                    }
+                    self.side.append(((int(serials[i][j]), 0, 0, 0), "dead", rec))
+                    env.dead_letter(sid, p.reason, p.raw, f"{sid} {p.position}")
+                    j += 1
+                else:
+                    rb, off, m = p
+                    pieces[i].append((rb, off, m, serials[i][j : j + m]))
+                    j += m
+        return pieces
 
     def _finish(self, prog: Any) -> bool:
         from .. import _runtime as R
@@ -1683,6 +1711,9 @@ class DagDriver(Driver):
 
     def _drain(self, prog: Any) -> None:
         for k, o in enumerate(self.outs):
+            if o.sink.target == "none":  # dropped rows are only counted
+                self.env.counters[o.sink.step_id].rows_in += prog.dag_discard(k)
+                continue
             while True:
                 rb = prog.dag_take(k)
                 if rb is None:
