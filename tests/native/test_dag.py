@@ -305,3 +305,12 @@ def test_nested_unions_order_ties_by_input(opts: RunOptions) -> None:
 @pytest.mark.spark
 def test_nested_unions_on_spark_order_ties_by_input() -> None:
     check_against_reference(nested_unions(), _spark())
+
+
+def test_throttled_sources_keep_their_rate_and_equal_reference() -> None:
+    a = sc.source(frame(150, 11), name="a", rate=1500)
+    b = sc.source(frame(100, 12), name="b", rate=1000)
+    plan = sc.combine(a.union(b).key_by("k").running(s=sc.sum("v")).sink_table("s"))
+    t0 = time.monotonic()
+    check_against_reference(plan, RunOptions(engine="native", workers=2))
+    assert time.monotonic() - t0 >= 0.09 * 2  # both runs are paced (about 0.1 s each)
