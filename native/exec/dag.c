@@ -158,7 +158,9 @@ sc_step_counters *sc_dag_counters(sc_dag *d, uint32_t step) {
 }
 
 int sc_dag_vertex(sc_dag *d, uint32_t v, const char *name, uint32_t nin, int32_t sink) {
-    if (d->started || v >= d->nv || nin == 0 || sink >= (int32_t)d->nsinks) return SC_EINVAL;
+    if (d->started || v >= d->nv || nin == 0 || nin > SC_DAG_MAX_VERTICES ||
+        sink >= (int32_t)d->nsinks)
+        return SC_EINVAL;
     dag_vertex *x = &d->v[v];
     snprintf(x->name, sizeof x->name, "%s", name ? name : "vertex");
     x->declared = true;
@@ -529,7 +531,7 @@ static void *worker(void *arg) {
         }
         dag_phase *ph = slot(d, p);
         dag_vertex *x = &d->v[v];
-        sc_batch **in = x->nin <= SC_DAG_MAX_VERTICES ? inb : NULL;
+        sc_batch **in = inb; /* nin <= SC_DAG_MAX_VERTICES (sc_dag_vertex) */
         int64_t rows = 0;
         for (uint32_t k = 0; k < x->nin; k++) {
             in[k] = ph->head[x->port0 + k];

@@ -54,8 +54,8 @@ int sc_dag_create(sc_dag **out, uint32_t nsteps, uint32_t nvertices, uint32_t ns
 void sc_dag_destroy(sc_dag *d);
 sc_step_counters *sc_dag_counters(sc_dag *d, uint32_t step);
 
-/* Declare vertex v with `nin` input ports (a source vertex: 1, fed by the driver) and the
- * sink queue it delivers to (-1: its outputs go to its successors). */
+/* Declare vertex v with `nin` input ports (1..SC_DAG_MAX_VERTICES; a source vertex: 1, fed
+ * by the driver) and the sink queue it delivers to (-1: its outputs go to its successors). */
 int sc_dag_vertex(sc_dag *d, uint32_t v, const char *name, uint32_t nin, int32_t sink);
 /* Source `i` of sc_dag_push feeds vertex v. */
 int sc_dag_source(sc_dag *d, uint32_t i, uint32_t v);

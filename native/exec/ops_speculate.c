@@ -1,5 +1,6 @@
 /* ops_speculate: the `speculate` stage on the speculative engine (see ops_speculate.h). */
 #include "ops_speculate.h"
+#include "udf_args.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -114,27 +115,9 @@ static int reserve(spec_op *o, int64_t n) {
     return SC_OK;
 }
 
-/* Unpack argument columns into the kernel's layout (values of the kind, validity bytes). */
+/* Unpack argument columns into the kernel's layout (udf_args.h). */
 static void unpack(spec_op *o, const sc_batch *in) {
-    int64_t n = in->nrows;
-    for (int32_t j = 0; j < o->nargs; j++) {
-        const sc_column *c = &in->cols[o->args[j]];
-        uint8_t *ok = o->oks[j];
-        for (int64_t r = 0; r < n; r++) ok[r] = sc_bit_get(c->validity, r);
-        char k = o->kinds[j];
-        if (k == 'i' || (k == 'd' && c->type == SC_COL_DOUBLE)) {
-            o->vals[j] = c->values;
-        } else if (k == 'd') {
-            double *d = o->conv[j];
-            const int64_t *x = c->values;
-            for (int64_t r = 0; r < n; r++) d[r] = (double)x[r];
-            o->vals[j] = d;
-        } else {
-            uint8_t *b = o->conv[j];
-            for (int64_t r = 0; r < n; r++) b[r] = sc_bit_get(c->values, r);
-            o->vals[j] = b;
-        }
-    }
+    sc_udf_unpack(in, o->nargs, o->args, o->kinds, o->vals, o->oks, o->conv);
 }
 
 int sc_op_speculate_run(void *st, sc_batch *in, sc_batch **out) {
