@@ -277,32 +277,32 @@ def _time_col(step: P.Step, schema: Schema, name: str) -> DType:
     return t
 
 
-def speculate_function(s: P.Speculate) -> tuple[UdfSpec, tuple[str, ...]]:
-    """The registered transactional function of a speculate step and its input columns
-    (the step's, or the function's parameter names); PlanError naming the step otherwise."""
+def _udf_step(s: P.Speculate | P.Apply, why: str, first: str) -> tuple[UdfSpec, tuple[str, ...]]:
+    """The registered function of a speculate / apply step and its input columns (the
+    step's, or the function's parameter names); PlanError naming the step otherwise."""
     spec = udf_lookup(s.fn)
     if spec is None:
         raise _err(
-            f"speculate: unknown function {s.fn!r}; define it first with sc.cython_udf(...)",
+            f"{s.kind}: unknown function {s.fn!r}; define it first with sc.cython_udf(...)",
             s.pos,
             s,
         )
-    if not spec.txn:
-        raise _err(
-            f"speculate: {spec.signature()} is not transactional "
-            "(its first argument must be sc_txn *tx)",
-            s.pos,
-            s,
-        )
+    if not (spec.txn if isinstance(s, P.Speculate) else spec.state):
+        raise _err(f"{s.kind}: {spec.signature()} {why}", s.pos, s)
     cols = s.args or tuple(n for n, _ in spec.params)
     if len(cols) != len(spec.params):
         raise _err(
-            f"speculate: {spec.signature()} takes {len(spec.params)} column(s) after tx, "
+            f"{s.kind}: {spec.signature()} takes {len(spec.params)} column(s) after {first}, "
             f"got {len(cols)}",
             s.pos,
             s,
         )
     return spec, cols
+
+
+def speculate_function(s: P.Speculate) -> tuple[UdfSpec, tuple[str, ...]]:
+    """The transactional function of a speculate step and its input columns."""
+    return _udf_step(s, "is not transactional (its first argument must be sc_txn *tx)", "tx")
 
 
 def _speculate_schema(s: P.Speculate, schema: Schema) -> Schema:
@@ -327,31 +327,12 @@ def _speculate_schema(s: P.Speculate, schema: Schema) -> Schema:
 
 
 def apply_function(s: P.Apply) -> tuple[UdfSpec, tuple[str, ...]]:
-    """The registered keyed step of an apply step and its input columns (the step's, or the
-    function's parameter names); PlanError naming the step otherwise."""
-    spec = udf_lookup(s.fn)
-    if spec is None:
-        raise _err(
-            f"apply: unknown function {s.fn!r}; define it first with sc.cython_udf(...)",
-            s.pos,
-            s,
-        )
-    if not spec.state:
-        raise _err(
-            f"apply: {spec.signature()} is not a keyed step "
-            "(its first argument must be a pointer to a state struct)",
-            s.pos,
-            s,
-        )
-    cols = s.args or tuple(n for n, _ in spec.params)
-    if len(cols) != len(spec.params):
-        raise _err(
-            f"apply: {spec.signature()} takes {len(spec.params)} column(s) after the state, "
-            f"got {len(cols)}",
-            s.pos,
-            s,
-        )
-    return spec, cols
+    """The keyed step of an apply step and its input columns."""
+    return _udf_step(
+        s,
+        "is not a keyed step (its first argument must be a pointer to a state struct)",
+        "the state",
+    )
 
 
 def _apply_schema(s: P.Apply, schema: Schema) -> Schema:
