@@ -863,6 +863,45 @@ def _sketches(st: _Stage) -> tuple[tuple[str, P.SketchCall], ...]:
     return tuple(out)
 
 
+def _udf_call(
+    st: _Stage,
+    calls: list[tuple[str | None, ast.expr]],
+    stage: str,
+    hint: str,
+    define: str,
+    wrong: str,
+    first: str,
+) -> tuple[str | None, str, tuple[str, ...]]:
+    """The one ``[NAME=]FN(COL, ...)`` (or bare ``FN``) call of a speculate / apply stage:
+    (NAME, FN, columns; none for a bare FN), checked against the registered function."""
+    if len(calls) != 1:
+        st.error(f"{stage} takes one function: {hint}", st.kw_col, len(st.keyword))
+    name, node = calls[0]
+    if isinstance(node, ast.Name):
+        fn_node, args = node, None
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+        fn_node, args = node.func, node.args
+    else:
+        st.fail(node, f"expected {hint}")
+    fn = fn_node.id  # type: ignore[union-attr]
+    spec = udf_lookup(fn)
+    if spec is None:
+        st.fail(
+            fn_node,
+            f"unknown function {fn!r}: define it first with %%stream_udf or sc.cython_udf(...) "
+            f"({define})",
+        )
+    assert spec is not None
+    if not (spec.txn if stage == "speculate" else spec.state):
+        st.fail(fn_node, f"{spec.signature()} {wrong}")
+    cols: tuple[str, ...] = ()
+    if args is not None:
+        if len(args) != len(spec.params):
+            st.fail(node, f"{spec.signature()} takes {len(spec.params)} column(s) after {first}")
+        cols = tuple(st.name(a) for a in args)
+    return name, fn, cols
+
+
 _SPEC_HINT = 'a transactional function call, e.g. speculate driver=match(x, y), horizon="adaptive"'
 
 
@@ -883,35 +922,15 @@ def _speculate(st: _Stage, cur: P.Step, pos: Pos) -> P.Speculate:
         else:
             calls.append((k.arg, k.value))
     calls += [(None, a) for a in st.call.args]
-    if len(calls) != 1:
-        st.error(f"speculate takes one function: {_SPEC_HINT}", st.kw_col, len(st.keyword))
-    name, node = calls[0]
-    if isinstance(node, ast.Name):
-        fn_node, args = node, None
-    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
-        fn_node, args = node.func, node.args
-    else:
-        st.fail(node, f"expected {_SPEC_HINT}")
-    fn = fn_node.id  # type: ignore[union-attr]
-    spec = udf_lookup(fn)
-    if spec is None:
-        st.fail(
-            fn_node,
-            f"unknown function {fn!r}: define it first with %%stream_udf or sc.cython_udf(...) "
-            "(a transactional function: cdef <type> f(sc_txn *tx, ...) noexcept nogil)",
-        )
-    assert spec is not None
-    if not spec.txn:
-        st.fail(
-            fn_node,
-            f"{spec.signature()} is not transactional: speculate needs a function whose first "
-            "argument is sc_txn *tx",
-        )
-    cols: tuple[str, ...] = ()
-    if args is not None:
-        if len(args) != len(spec.params):
-            st.fail(node, f"{spec.signature()} takes {len(spec.params)} column(s) after tx")
-        cols = tuple(st.name(a) for a in args)
+    name, fn, cols = _udf_call(
+        st,
+        calls,
+        "speculate",
+        _SPEC_HINT,
+        "a transactional function: cdef <type> f(sc_txn *tx, ...) noexcept nogil",
+        "is not transactional: speculate needs a function whose first argument is sc_txn *tx",
+        "tx",
+    )
     return P.Speculate(inputs=(cur,), fn=fn, args=cols, name=name or fn, horizon=horizon, pos=pos)
 
 
@@ -928,35 +947,16 @@ def _apply_stage(st: _Stage, cur: P.Step, keys: tuple[str, ...], pos: Pos) -> P.
             st.fail(k.value, "**kwargs are not supported")
         calls.append((k.arg, k.value))
     calls += [(None, a) for a in st.call.args]
-    if len(calls) != 1:
-        st.error(f"apply takes one function: {_APPLY_HINT}", st.kw_col, len(st.keyword))
-    name, node = calls[0]
-    if isinstance(node, ast.Name):
-        fn_node, args = node, None
-    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
-        fn_node, args = node.func, node.args
-    else:
-        st.fail(node, f"expected {_APPLY_HINT}")
-    fn = fn_node.id  # type: ignore[union-attr]
-    spec = udf_lookup(fn)
-    if spec is None:
-        st.fail(
-            fn_node,
-            f"unknown function {fn!r}: define it first with %%stream_udf or sc.cython_udf(...) "
-            "(a keyed step: cdef struct S: ... and cdef <type> f(S *st, ...) noexcept nogil)",
-        )
-    assert spec is not None
-    if not spec.state:
-        st.fail(
-            fn_node,
-            f"{spec.signature()} is not a keyed step: apply needs a function whose first "
-            "argument is a pointer to a state struct (cdef <type> f(S *st, ...))",
-        )
-    cols: tuple[str, ...] = ()
-    if args is not None:
-        if len(args) != len(spec.params):
-            st.fail(node, f"{spec.signature()} takes {len(spec.params)} column(s) after the state")
-        cols = tuple(st.name(a) for a in args)
+    name, fn, cols = _udf_call(
+        st,
+        calls,
+        "apply",
+        _APPLY_HINT,
+        "a keyed step: cdef struct S: ... and cdef <type> f(S *st, ...) noexcept nogil",
+        "is not a keyed step: apply needs a function whose first argument is a pointer to a "
+        "state struct (cdef <type> f(S *st, ...))",
+        "the state",
+    )
     return P.Apply(inputs=(cur,), keys=keys, fn=fn, args=cols, name=name or fn, pos=pos)
 
 
