@@ -9,14 +9,9 @@ typedef struct spec_op {
     sc_op_base base; /* first: generic code reads it */
     sc_spec *engine;
     sc_txn_kernel kernel;
-    int32_t nargs;
-    int32_t *args;
-    char *kinds;
+    sc_udf_args a; /* the argument columns and their per-batch buffers */
     /* per-batch scratch (one batch at a time: STATEFUL) */
     int64_t cap;
-    void **vals;      /* nargs pointers handed to the kernel */
-    uint8_t **oks;    /* nargs validity byte arrays */
-    void **conv;      /* nargs converted-value arrays (double from int, bytes from bools) */
     sc_spec_result *res;
     int64_t *idx; /* 0..cap-1: every row, for sc_batch_take_col */
 } spec_op;
@@ -25,7 +20,7 @@ static void task(void *ctx, sc_txn *tx, int64_t i, sc_spec_result *res) {
     spec_op *o = ctx;
     int64_t out = 0;
     uint8_t ok = 0;
-    o->kernel(tx, (const void **)o->vals, (const uint8_t **)o->oks, i, &out, &ok);
+    o->kernel(tx, (const void **)o->a.vals, (const uint8_t **)o->a.oks, i, &out, &ok);
     res->bits = out;
     res->ok = ok;
 }
@@ -33,32 +28,16 @@ static void task(void *ctx, sc_txn *tx, int64_t i, sc_spec_result *res) {
 int sc_op_speculate_create(void **st, const sc_op_base *base, sc_txn_kernel kernel, const int32_t *args,
                            const char *kinds, int32_t nargs, const sc_spec_config *cfg) {
     *st = NULL;
-    if (!kernel || nargs < 1 || !args || !kinds || base->out.ncols != base->in.ncols + 1) return SC_EINVAL;
-    for (int32_t j = 0; j < nargs; j++) {
-        if (args[j] < SC_NHIDDEN || args[j] >= base->in.ncols) return SC_EINVAL;
-        uint8_t lt = base->in.lt[args[j]];
-        bool ok = (kinds[j] == 'i' && lt == SC_LT_INT) || (kinds[j] == 'b' && lt == SC_LT_BOOL) ||
-                  (kinds[j] == 'd' && (lt == SC_LT_INT || lt == SC_LT_FLOAT));
-        if (!ok) return SC_EINVAL;
-    }
+    if (!kernel || base->out.ncols != base->in.ncols + 1 || sc_udf_args_check(&base->in, args, kinds, nargs))
+        return SC_EINVAL;
     uint8_t rt = base->out.lt[base->in.ncols];
     if (rt != SC_LT_INT && rt != SC_LT_FLOAT && rt != SC_LT_BOOL) return SC_EINVAL;
     spec_op *o = calloc(1, sizeof *o);
     if (!o) return SC_ENOMEM;
     int rc = sc_op_base_copy(&o->base, base);
     o->kernel = kernel;
-    o->nargs = nargs;
-    o->args = malloc((size_t)nargs * sizeof(int32_t));
-    o->kinds = malloc((size_t)nargs);
-    o->vals = calloc((size_t)nargs, sizeof(void *));
-    o->oks = calloc((size_t)nargs, sizeof(uint8_t *));
-    o->conv = calloc((size_t)nargs, sizeof(void *));
-    if (!rc && (!o->args || !o->kinds || !o->vals || !o->oks || !o->conv)) rc = SC_ENOMEM;
-    if (!rc) {
-        memcpy(o->args, args, (size_t)nargs * sizeof(int32_t));
-        memcpy(o->kinds, kinds, (size_t)nargs);
-        rc = sc_spec_create(&o->engine, cfg);
-    }
+    if (!rc) rc = sc_udf_args_init(&o->a, args, kinds, nargs);
+    if (!rc) rc = sc_spec_create(&o->engine, cfg);
     if (rc) {
         sc_op_speculate_destroy(o);
         return rc;
@@ -71,15 +50,7 @@ void sc_op_speculate_destroy(void *st) {
     spec_op *o = st;
     if (!o) return;
     sc_spec_destroy(o->engine);
-    for (int32_t j = 0; j < o->nargs; j++) {
-        if (o->oks) free(o->oks[j]);
-        if (o->conv) free(o->conv[j]);
-    }
-    free(o->oks);
-    free(o->conv);
-    free(o->vals);
-    free(o->args);
-    free(o->kinds);
+    sc_udf_args_free(&o->a);
     free(o->res);
     free(o->idx);
     sc_op_base_free(&o->base);
@@ -96,14 +67,7 @@ static int reserve(spec_op *o, int64_t n) {
     if (n <= o->cap) return SC_OK;
     int64_t c = o->cap ? o->cap : 1024;
     while (c < n) c *= 2;
-    for (int32_t j = 0; j < o->nargs; j++) {
-        uint8_t *ok = realloc(o->oks[j], (size_t)c);
-        if (!ok) return SC_ENOMEM;
-        o->oks[j] = ok;
-        void *cv = realloc(o->conv[j], (size_t)c * 8);
-        if (!cv) return SC_ENOMEM;
-        o->conv[j] = cv;
-    }
+    if (sc_udf_args_reserve(&o->a, c)) return SC_ENOMEM;
     sc_spec_result *r = realloc(o->res, (size_t)c * sizeof *r);
     if (!r) return SC_ENOMEM;
     o->res = r;
@@ -113,11 +77,6 @@ static int reserve(spec_op *o, int64_t n) {
     o->idx = ix;
     o->cap = c;
     return SC_OK;
-}
-
-/* Unpack argument columns into the kernel's layout (udf_args.h). */
-static void unpack(spec_op *o, const sc_batch *in) {
-    sc_udf_unpack(in, o->nargs, o->args, o->kinds, o->vals, o->oks, o->conv);
 }
 
 int sc_op_speculate_run(void *st, sc_batch *in, sc_batch **out) {
@@ -133,7 +92,7 @@ int sc_op_speculate_run(void *st, sc_batch *in, sc_batch **out) {
     sc_batch *ob = NULL;
     int rc = reserve(o, n);
     if (!rc) {
-        unpack(o, in);
+        sc_udf_unpack(in, &o->a);
         rc = sc_spec_run(o->engine, n, task, o, o->res);
     }
     if (!rc) rc = sc_op_new_out(&o->base, in, &ob);

@@ -11,8 +11,7 @@ typedef struct step_op {
     sc_op_base base; /* first: generic code reads it */
     sc_step_kernel kernel;
     int32_t *keys, nkeys;
-    int32_t *args, nargs;
-    char *kinds;
+    sc_udf_args a;        /* the argument columns and their per-batch buffers */
     char ret;
     size_t ssize, stride; /* state bytes; bytes between blobs (a multiple of 16) */
     sc_kmap map;          /* encoded key -> state index */
@@ -23,9 +22,6 @@ typedef struct step_op {
     int64_t cap;
     int64_t *sid; /* state of each row */
     void **sts;   /* its address */
-    void **vals;
-    uint8_t **oks;
-    void **conv;
     uint8_t *out, *out_ok;
     int64_t *idx; /* 0..cap-1, for sc_batch_take_col */
 } step_op;
@@ -33,16 +29,8 @@ typedef struct step_op {
 void sc_op_step_destroy(void *vst) {
     step_op *o = vst;
     if (!o) return;
-    for (int32_t j = 0; j < o->nargs; j++) {
-        if (o->oks) free(o->oks[j]);
-        if (o->conv) free(o->conv[j]);
-    }
-    free(o->oks);
-    free(o->conv);
-    free(o->vals);
+    sc_udf_args_free(&o->a);
     free(o->keys);
-    free(o->args);
-    free(o->kinds);
     free(o->blobs);
     free(o->sid);
     free(o->sts);
@@ -59,18 +47,11 @@ int sc_op_step_create(void **st, const sc_op_base *base, sc_step_kernel kernel, 
                       int32_t nkeys, const int32_t *args, const char *kinds, int32_t nargs, char ret,
                       int64_t state_size) {
     *st = NULL;
-    if (!kernel || nargs < 1 || !args || !kinds || nkeys < 0 || (nkeys && !keys) || state_size <= 0 ||
-        state_size > (1 << 20) || base->out.ncols != base->in.ncols + 1)
+    if (!kernel || nkeys < 0 || (nkeys && !keys) || state_size <= 0 || state_size > (1 << 20) ||
+        base->out.ncols != base->in.ncols + 1 || sc_udf_args_check(&base->in, args, kinds, nargs))
         return SC_EINVAL;
     for (int32_t j = 0; j < nkeys; j++)
         if (keys[j] < SC_NHIDDEN || keys[j] >= base->in.ncols) return SC_EINVAL;
-    for (int32_t j = 0; j < nargs; j++) {
-        if (args[j] < SC_NHIDDEN || args[j] >= base->in.ncols) return SC_EINVAL;
-        uint8_t lt = base->in.lt[args[j]];
-        bool ok = (kinds[j] == 'i' && lt == SC_LT_INT) || (kinds[j] == 'b' && lt == SC_LT_BOOL) ||
-                  (kinds[j] == 'd' && (lt == SC_LT_INT || lt == SC_LT_FLOAT));
-        if (!ok) return SC_EINVAL;
-    }
     uint8_t rt = base->out.lt[base->in.ncols];
     if (!((ret == 'd' && rt == SC_LT_FLOAT) || (ret == 'i' && rt == SC_LT_INT) || (ret == 'b' && rt == SC_LT_BOOL)))
         return SC_EINVAL;
@@ -83,21 +64,13 @@ int sc_op_step_create(void **st, const sc_op_base *base, sc_step_kernel kernel, 
     }
     o->kernel = kernel;
     o->nkeys = nkeys;
-    o->nargs = nargs;
     o->ret = ret;
     o->ssize = (size_t)state_size;
     o->stride = ((size_t)state_size + 15) & ~(size_t)15;
     o->keys = malloc(((size_t)nkeys + 1) * sizeof(int32_t));
-    o->args = malloc((size_t)nargs * sizeof(int32_t));
-    o->kinds = malloc((size_t)nargs);
-    o->vals = calloc((size_t)nargs, sizeof(void *));
-    o->oks = calloc((size_t)nargs, sizeof(uint8_t *));
-    o->conv = calloc((size_t)nargs, sizeof(void *));
-    if (!o->keys || !o->args || !o->kinds || !o->vals || !o->oks || !o->conv) rc = SC_ENOMEM;
+    rc = o->keys ? sc_udf_args_init(&o->a, args, kinds, nargs) : SC_ENOMEM;
     if (!rc) {
         if (nkeys) memcpy(o->keys, keys, (size_t)nkeys * sizeof(int32_t));
-        memcpy(o->args, args, (size_t)nargs * sizeof(int32_t));
-        memcpy(o->kinds, kinds, (size_t)nargs);
         rc = sc_kmap_init(&o->map, 64);
     }
     if (rc) {
@@ -112,14 +85,7 @@ static int reserve(step_op *o, int64_t n) {
     if (n <= o->cap) return SC_OK;
     int64_t c = o->cap ? o->cap : 1024;
     while (c < n) c *= 2;
-    for (int32_t j = 0; j < o->nargs; j++) {
-        uint8_t *ok = realloc(o->oks[j], (size_t)c);
-        if (!ok) return SC_ENOMEM;
-        o->oks[j] = ok;
-        void *cv = realloc(o->conv[j], (size_t)c * 8);
-        if (!cv) return SC_ENOMEM;
-        o->conv[j] = cv;
-    }
+    if (sc_udf_args_reserve(&o->a, c)) return SC_ENOMEM;
     int64_t *sid = realloc(o->sid, (size_t)c * sizeof *sid);
     if (sid) o->sid = sid;
     void **sts = realloc(o->sts, (size_t)c * sizeof *sts);
@@ -180,18 +146,13 @@ static int states_of(step_op *o, const sc_batch *in) {
     return SC_OK;
 }
 
-/* Unpack argument columns into the kernel's layout (udf_args.h). */
-static void unpack(step_op *o, const sc_batch *in) {
-    sc_udf_unpack(in, o->nargs, o->args, o->kinds, o->vals, o->oks, o->conv);
-}
-
 static int step_batch(step_op *o, sc_batch *in, sc_emitter *e) {
     int64_t n = in->nrows;
     int rc = reserve(o, n);
     if (!rc) rc = states_of(o, in);
     if (rc) return rc;
-    unpack(o, in);
-    o->kernel(n, o->sts, (const void **)o->vals, (const uint8_t **)o->oks, o->out, o->out_ok);
+    sc_udf_unpack(in, &o->a);
+    o->kernel(n, o->sts, (const void **)o->a.vals, (const uint8_t **)o->a.oks, o->out, o->out_ok);
     sc_batch *ob;
     rc = sc_op_new_out(&o->base, in, &ob);
     if (rc) return rc;
