@@ -305,25 +305,32 @@ def speculate_function(s: P.Speculate) -> tuple[UdfSpec, tuple[str, ...]]:
     return _udf_step(s, "is not transactional (its first argument must be sc_txn *tx)", "tx")
 
 
-def _speculate_schema(s: P.Speculate, schema: Schema) -> Schema:
-    spec, cols = speculate_function(s)
+def _udf_step_schema(
+    s: P.Speculate | P.Apply, schema: Schema, spec: UdfSpec, cols: tuple[str, ...]
+) -> Schema:
+    """The input plus the function's result column ``s.name``; the argument columns must
+    have the parameters' types (an int column may feed a float parameter)."""
     ty = _Typer(schema, s)
     for c, want in zip(cols, spec.arg_types):
         t = ty.col(c, s)
         if not (t == want or (want == FLOAT and t == INT)):
             raise _err(
-                f"speculate: {spec.signature()} needs {want} for column {c!r}, which is {t}",
+                f"{s.kind}: {spec.signature()} needs {want} for column {c!r}, which is {t}",
                 s.pos,
                 s,
             )
     if s.name in dict(schema):
         raise _err(
-            f"speculate adds column {s.name!r} but the input has it; name the result "
-            "(speculate other_name=...)",
+            f"{s.kind} adds column {s.name!r} but the input has it; name the result "
+            f"({s.kind} other_name=...)",
             s.pos,
             s,
         )
     return tuple(schema) + ((s.name, spec.return_type),)
+
+
+def _speculate_schema(s: P.Speculate, schema: Schema) -> Schema:
+    return _udf_step_schema(s, schema, *speculate_function(s))
 
 
 def apply_function(s: P.Apply) -> tuple[UdfSpec, tuple[str, ...]]:
@@ -337,24 +344,7 @@ def apply_function(s: P.Apply) -> tuple[UdfSpec, tuple[str, ...]]:
 
 def _apply_schema(s: P.Apply, schema: Schema) -> Schema:
     _check_keys(s, schema, s.keys)
-    spec, cols = apply_function(s)
-    ty = _Typer(schema, s)
-    for c, want in zip(cols, spec.arg_types):
-        t = ty.col(c, s)
-        if not (t == want or (want == FLOAT and t == INT)):
-            raise _err(
-                f"apply: {spec.signature()} needs {want} for column {c!r}, which is {t}",
-                s.pos,
-                s,
-            )
-    if s.name in dict(schema):
-        raise _err(
-            f"apply adds column {s.name!r} but the input has it; name the result "
-            "(apply other_name=...)",
-            s.pos,
-            s,
-        )
-    return tuple(schema) + ((s.name, spec.return_type),)
+    return _udf_step_schema(s, schema, *apply_function(s))
 
 
 def _check_keys(step: P.Step, schema: Schema, keys: tuple[str, ...]) -> None:
