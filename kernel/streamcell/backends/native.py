@@ -1259,19 +1259,23 @@ class Driver:
         self.c, self.env, self.options = c, env, options
         self.low = lower(c, options)
         self.steps = list(c.plan.steps)
-        self.source = self.low.source
-        self.sink = self.low.sink
-        self.sink_schema = c.schemas[self.sink.inputs[0].step_id]
-        self.out = _SinkOut(env, self.sink, self.sink_schema)
         self.side: list[tuple[tuple[int, int, int, int], str, dict[str, Any]]] = []
         self.reasons: dict[int, Callable[[dict[str, Any]], str | None]] = {}
         self.last_position = ""
-        self.bad_rows: list[tuple[int, BadRow]] = []
+        self._ends()
+
+    def _ends(self) -> None:
+        """The chain's source and its one sink's output."""
+        self.source = self.low.source
+        self.sink = self.low.sink
+        self.sink_schema = self.c.schemas[self.sink.inputs[0].step_id]
+        self.out = _SinkOut(self.env, self.sink, self.sink_schema)
 
     # ---------------------------------------------------------------- source
-    def _batches(self) -> Iterator[pa.RecordBatch | BadRow]:
-        reader = self.c.readers[self.source.step_id]
-        target = _arrow_target(self.low.in_schema)
+    def _batches(self, s: P.Source) -> Iterator[pa.RecordBatch | BadRow]:
+        """A source's rows as Arrow record batches of its schema, and its bad rows."""
+        reader = self.c.readers[s.step_id]
+        target = _arrow_target(self.c.schemas[s.step_id])
         batches = reader.arrow_batches()
         if batches is not None:
             for b in batches:
@@ -1327,7 +1331,7 @@ class Driver:
         seq = 0
         rate = self.source.rate
         t0 = R.now_ns()
-        for item in self._batches():
+        for item in self._batches(self.source):
             if isinstance(item, BadRow):
                 cnt.rows_in += 1
                 cnt.dead += 1
@@ -1521,38 +1525,22 @@ class DagDriver(Driver):
     """Feeds every source into the DAG runtime (exec/dag.h) as phases of the merged input
     (``batch_size`` rounds of the round-robin merge each), and drains every sink."""
 
-    def __init__(self, c: Compiled, env: Any, options: RunOptions):
-        self.c, self.env, self.options = c, env, options
-        self.low = lower(c, options)
+    def _ends(self) -> None:
+        """Every source, one output per sink, and where the phases' rows came from."""
         verts = self.low.vertices
         assert verts is not None
-        self.steps = list(c.plan.steps)
         self.sources = [x.source for x in verts if x.source is not None]
         self.source = self.sources[0]
         self.outs = [
-            _SinkOut(env, x.sink, c.schemas[x.sink.inputs[0].step_id])
+            _SinkOut(self.env, x.sink, self.c.schemas[x.sink.inputs[0].step_id])
             for x in verts
             if x.sink is not None
         ]
-        self.side = []
-        self.reasons = {}
-        self.last_position = ""
-        self.bad_rows = []
         # where each phase's rows came from (for dead-letter positions); bounded: phases
         # whose side records have surely been drained are dropped
         self.phase_bases: list[int] = []
         self.phase_rows: list[tuple[list[int], list[int]]] = []  # rows, first local row
         self.pushed_at_drain = 0
-
-    def _items(self, s: P.Source) -> Iterator[pa.RecordBatch | BadRow]:
-        reader = self.c.readers[s.step_id]
-        target = _arrow_target(self.c.schemas[s.step_id])
-        batches = reader.arrow_batches()
-        if batches is not None:
-            for b in batches:
-                yield b if isinstance(b, BadRow) else _conform_batch(b, target)
-            return
-        yield from row_batches(reader.rows(), target, 4096)
 
     @staticmethod
     def _take(it: Iterator[Any], buf: Any, k: int) -> tuple[list[Any], int]:
@@ -1593,7 +1581,7 @@ class DagDriver(Driver):
 
         env = self.env
         n = len(self.sources)
-        its = [self._items(s) for s in self.sources]
+        its = [self._batches(s) for s in self.sources]
         bufs: list[Any] = [deque() for _ in range(n)]
         rates = [s.rate for s in self.sources]
         k, chunk = self.options.batch_size, CHUNK
