@@ -112,11 +112,11 @@ def explain_text(plan: P.Plan, schemas: dict[str, str] | None = None) -> str:
 def _dag_lines(plan: P.Plan) -> list[str]:
     """How the native engine cuts a non-linear plan into vertices (seed 000 numbering)."""
     try:
-        from .backends.native import _is_chain, _vertices
+        from .backends.native import _vertices
         from .compiler import compile_plan
 
         c = compile_plan(plan)
-        if _is_chain(c):
+        if plan.is_chain():
             return []
         verts, _ = _vertices(c)
     except Exception:  # explain works on plans that do not compile yet

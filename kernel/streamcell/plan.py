@@ -507,6 +507,16 @@ class Plan:
                 return s
         raise KeyError(step_id)
 
+    def is_chain(self) -> bool:
+        """One source, no step with several inputs, no step feeding several: a chain."""
+        steps = self.steps
+        uses = [i.step_id for s in steps for i in s.inputs]
+        return (
+            sum(isinstance(s, Source) for s in steps) == 1
+            and all(len(s.inputs) <= 1 for s in steps)
+            and len(uses) == len(set(uses))
+        )
+
     def consumers(self) -> dict[str, list[Step]]:
         out: dict[str, list[Step]] = {s.step_id: [] for s in self.steps}
         for s in self.steps:

@@ -164,17 +164,6 @@ def _check_types(c: Compiled) -> None:
                 )
 
 
-def _is_chain(c: Compiled) -> bool:
-    """One source, no fan-in, no fan-out: the chain runtime (seed 003) runs it."""
-    consumers: dict[str, int] = {}
-    for s in c.plan.steps:
-        if len(s.inputs) > 1:
-            return False
-        for i in s.inputs:
-            consumers[i.step_id] = consumers.get(i.step_id, 0) + 1
-    return len(c.plan.sources) == 1 and all(n == 1 for n in consumers.values())
-
-
 @dataclass
 class Vertex:
     """A vertex of the DAG runtime (exec/dag.h): a linear run of plan steps."""
@@ -249,7 +238,7 @@ class NativeBackend:
 
     def check(self, c: Compiled, options: RunOptions) -> None:
         _check_types(c)
-        if not _is_chain(c):
+        if not c.plan.is_chain():
             _check_graph(c)
         for s in c.plan.steps:
             if isinstance(s, P.Sink) and s.target not in ("table", "parquet", "callback", "none"):
@@ -277,7 +266,7 @@ class NativeBackend:
                     )
 
     def execute(self, c: Compiled, env: Any, options: RunOptions) -> bool:
-        if _is_chain(c):
+        if c.plan.is_chain():
             return Driver(c, env, options).run()
         return DagDriver(c, env, options).run()
 
@@ -556,7 +545,7 @@ def lower(c: Compiled, options: RunOptions) -> Lowered:  # noqa: C901 - one disp
     low = Lowered(len(steps), source, sink, c.schemas[source.step_id])
     low.step_index = {s.step_id: i for i, s in enumerate(steps)}
     vertex_of: dict[str, int] = {}
-    if not _is_chain(c):
+    if not c.plan.is_chain():
         low.vertices, vertex_of = _vertices(c)
     for idx, s in enumerate(steps):
         if isinstance(s, (P.Source, P.Sink, P.Union)):

@@ -862,17 +862,6 @@ def _throttled(rows: Iterator[Any], rate: float | None) -> Iterator[Any]:
         yield r
 
 
-def is_linear(plan: P.Plan) -> bool:
-    """One source, no fan-in, no fan-out: a chain."""
-    uses: dict[str, int] = {}
-    for s in plan.steps:
-        if len(s.inputs) > 1:
-            return False
-        for i in s.inputs:
-            uses[i.step_id] = uses.get(i.step_id, 0) + 1
-    return all(n == 1 for n in uses.values()) and len(plan.sources) == 1
-
-
 def execute(c: Compiled, env: Env) -> bool:
     """Run the plan to completion (True) or until stopped (False).
 
@@ -892,7 +881,7 @@ def execute(c: Compiled, env: Env) -> bool:
             consumers[i.step_id].append((ops[s.step_id], port))
     counters = env.counters
     perf = time.perf_counter_ns
-    linear = is_linear(c.plan)
+    linear = c.plan.is_chain()
     index = {s.step_id: k for k, s in enumerate(steps)}
     targets = {sid: [(index[op.sid], port) for op, port in cs] for sid, cs in consumers.items()}
     by_index = [ops.get(s.step_id) for s in steps]
