@@ -180,10 +180,7 @@ def _vertices(c: Compiled) -> tuple[list[Vertex], dict[str, int]]:
     branch), numbered as seed 000 requires: topologically, sorted by the index of their
     last predecessor (so the vertices whose inputs all lie below x form a prefix)."""
     steps = c.plan.steps
-    consumers: dict[str, int] = {}
-    for s in steps:
-        for i in s.inputs:
-            consumers[i.step_id] = consumers.get(i.step_id, 0) + 1
+    consumers = c.plan.consumers()
     verts: list[Vertex] = []
     of: dict[str, int] = {}
     for s in steps:
@@ -192,7 +189,7 @@ def _vertices(c: Compiled) -> tuple[list[Vertex], dict[str, int]]:
             of[s.step_id] = len(verts) - 1
             continue
         ins = [of[i.step_id] for i in s.inputs]
-        if len(s.inputs) == 1 and consumers[s.inputs[0].step_id] == 1:
+        if len(s.inputs) == 1 and len(consumers[s.inputs[0].step_id]) == 1:
             v = ins[0]
         else:
             verts.append(Vertex(s.step_id, [], ins))

@@ -86,10 +86,7 @@ def chain(c: Compiled) -> list[P.Step]:
     """The plan as one source-to-sink chain (what Structured Streaming runs), or
     NotSupportedError naming the step."""
     steps = c.plan.steps
-    consumers: dict[str, int] = {}
-    for s in steps:
-        for i in s.inputs:
-            consumers[i.step_id] = consumers.get(i.step_id, 0) + 1
+    consumers = c.plan.consumers()
     for s in steps:
         if len(s.inputs) > 1:
             raise NotSupportedError(
@@ -97,7 +94,7 @@ def chain(c: Compiled) -> list[P.Step]:
                 NAME,
                 f"fan-in ({s.kind}) on a streaming source; run it on finite sources",
             )
-        if consumers.get(s.step_id, 0) > 1:
+        if len(consumers[s.step_id]) > 1:
             raise NotSupportedError(
                 s.step_id, NAME, "fan-out on a streaming source; run it on finite sources"
             )
@@ -701,10 +698,7 @@ class BatchDriver:
         self.last_good = max(lasts) if lasts else None
         low = Lowering(self.c, self.steps, spark)
         low.checkpoint = lambda d: self._action(lambda: d.localCheckpoint(eager=True))
-        consumers: dict[str, int] = {}
-        for s in self.steps:
-            for x in s.inputs:
-                consumers[x.step_id] = consumers.get(x.step_id, 0) + 1
+        consumers = self.c.plan.consumers()
         dfs: dict[str, Any] = {}
         for j, s in enumerate(self.steps):
             if isinstance(s, P.Source):
@@ -718,7 +712,7 @@ class BatchDriver:
                 df = self._union(s, dfs)
             else:
                 df = low.lower(j, s, dfs[s.inputs[0].step_id])
-            if consumers.get(s.step_id, 0) > 1:  # fan-out: compute once, for every branch
+            if len(consumers[s.step_id]) > 1:  # fan-out: compute once, for every branch
                 df = low.checkpoint(df)
             dfs[s.step_id] = df
             if env.should_stop():
