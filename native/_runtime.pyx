@@ -162,6 +162,7 @@ cdef extern from "exec/ops_state.h":
         const sc_agg_spec *aggs
         int32_t naggs
         const sc_out_col *outs
+        int32_t publish
     ctypedef struct sc_window_spec:
         sc_keyed_spec keyed
         int32_t kind
@@ -193,6 +194,7 @@ cdef extern from "exec/program.h":
     int sc_prog_add_keyed(sc_prog *p, const char *name, sc_op_run_fn run, sc_op_destroy_fn destroy,
                           void **states, sc_op_base **bases, uint32_t partitions, const int32_t *keys,
                           int32_t nkeys, const sc_schema *inp, const sc_schema *out) nogil
+    int sc_prog_set_publish(sc_prog *p, uint64_t interval_ns) nogil
     uint32_t sc_prog_nops(const sc_prog *p) nogil
     const char *sc_prog_op_name(const sc_prog *p, uint32_t op) nogil
     int64_t sc_prog_state_size(const sc_prog *p, uint32_t op) nogil
@@ -788,8 +790,10 @@ cdef class Program:
 
     def add_keyed(self, str kind, int step, bint cin, bint cout, bytes in_lts, bytes out_lts, list keys,
                   int partitions, int64_t capacity, list aggs=None, list outs=None, int by=-1, int k=0,
-                  bint descending=False):
-        """kind: aggregate (also running), topk or dedup."""
+                  bint descending=False, int64_t publish_ns=0):
+        """kind: aggregate (also running), topk or dedup. ``publish_ns`` > 0 (an aggregate with
+        keys): publish the changed keys at least that often and at end of stream instead of one
+        row per input row (exec/ops_state.h)."""
         cdef _Schema si = _Schema(in_lts)
         cdef _Schema so = _Schema(out_lts)
         cdef int32_t *ks = _ints(keys)
@@ -808,6 +812,7 @@ cdef class Program:
         spec.aggs = ag
         spec.naggs = <int32_t>len(aggs or [])
         spec.outs = oc
+        spec.publish = publish_ns > 0 and kind == "aggregate"
         if kind == "aggregate":
             run, destroy = sc_op_aggregate_run, sc_op_aggregate_destroy
         elif kind == "topk":
@@ -833,6 +838,8 @@ cdef class Program:
                 bases[i] = <sc_op_base *>states[i]
             check_status(self._add_keyed(kind.encode(), run, destroy, states, bases, partitions, ks,
                                            spec.nkeys, &si.s, &so.s), kind)
+            if spec.publish and self.d == NULL:
+                check_status(sc_prog_set_publish(self.p, <uint64_t>publish_ns), "publish")
         finally:
             free(ks)
             free(ag)

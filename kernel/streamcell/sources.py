@@ -58,6 +58,8 @@ class Reader:
 
     schema: Schema
     label: str
+    # rows are always at hand (memory, files, generators): reading never waits for new data
+    never_waits = False
 
     def rows(self) -> Iterator[dict[str, Any] | BadRow]:
         raise NotImplementedError
@@ -164,6 +166,8 @@ _GENERATORS = {"clickstream": clickstream_chunk, "store_sales": store_sales_chun
 
 
 class GeneratorReader(Reader):
+    never_waits = True
+
     def __init__(self, spec: SourceSpec):
         self.spec = spec
         self.label = spec.kind
@@ -206,6 +210,8 @@ def _files(path: str, exts: tuple[str, ...]) -> list[Path]:
 
 
 class ParquetReader(Reader):
+    never_waits = True
+
     def __init__(self, spec: SourceSpec):
         self.label = f"parquet({spec.arg('path')!r})"
         self.files = _files(spec.arg("path"), (".parquet", ".pq"))
@@ -278,6 +284,8 @@ def _user_schema(spec: SourceSpec) -> Schema | None:
 
 
 class CsvReader(Reader):
+    never_waits = True
+
     def __init__(self, spec: SourceSpec):
         self.label = f"csv({spec.arg('path')!r})"
         self.files = _files(spec.arg("path"), (".csv", ".tsv", ".txt"))
@@ -332,6 +340,8 @@ class CsvReader(Reader):
 
 
 class NdjsonReader(Reader):
+    never_waits = True
+
     def __init__(self, spec: SourceSpec):
         self.label = f"ndjson({spec.arg('path')!r})"
         self.files = _files(spec.arg("path"), (".json", ".ndjson", ".jsonl"))
@@ -568,6 +578,7 @@ class ArrowReader(Reader):
     def __init__(self, obj: Any, label: str):
         self.obj = obj
         self.label = label
+        self.never_waits = not isinstance(obj, pa.RecordBatchReader) and not hasattr(obj, "__next__")
         self.schema = schema_from_arrow(self._reader().schema)
         self._used = False
 

@@ -22,6 +22,14 @@ typedef struct agg_op {
     uint64_t *khash;  /* and their hashes */
     int64_t koff_cap;
     uint64_t seq; /* rows seen (arrival serial for first / last) */
+    /* publishing (spec.publish): per group the serial of its first row and its key columns;
+     * the groups changed since the last publish, in the order they first changed */
+    bool publish;
+    int64_t *first;
+    sc_sbuf *krow;
+    uint8_t *changed;
+    uint64_t *dirty;
+    size_t ndirty;
 } agg_op;
 
 void sc_op_aggregate_destroy(void *vst) {
@@ -30,6 +38,11 @@ void sc_op_aggregate_destroy(void *vst) {
     for (size_t i = 0; op->accs && i < op->ngroups * (size_t)op->kp.naggs; i++)
         sc_acc_free(&op->kp.aggs[i % (size_t)op->kp.naggs], &op->accs[i]);
     free(op->accs);
+    for (size_t g = 0; op->krow && g < op->ngroups; g++) sc_sbuf_free(&op->krow[g]);
+    free(op->first);
+    free(op->krow);
+    free(op->changed);
+    free(op->dirty);
     free(op->aout_off);
     free(op->aout);
     free(op->gid);
@@ -52,6 +65,7 @@ int sc_op_aggregate_create(void **st, const sc_op_base *base, const sc_keyed_spe
         return rc;
     }
     rc = sc_keyed_plan_init(&op->kp, spec, &op->base.in, &op->base.out, false);
+    op->publish = spec->publish && spec->nkeys > 0;
     if (!rc) rc = sc_kmap_init(&op->map, 64);
     if (!rc) {
         int32_t na = op->kp.naggs, n = 0;
@@ -73,15 +87,32 @@ int sc_op_aggregate_create(void **st, const sc_op_base *base, const sc_keyed_spe
     return SC_OK;
 }
 
+/* Grow the publishing arrays to cap groups (zeroed). */
+static int agg_grow_publish(agg_op *op, size_t cap) {
+    int64_t *f = realloc(op->first, cap * sizeof *f);
+    if (f) op->first = f;
+    sc_sbuf *k = realloc(op->krow, cap * sizeof *k);
+    if (k) op->krow = k;
+    uint8_t *c = realloc(op->changed, cap);
+    if (c) op->changed = c;
+    uint64_t *d = realloc(op->dirty, cap * sizeof *d);
+    if (d) op->dirty = d;
+    if (!f || !k || !c || !d) return SC_ENOMEM;
+    memset(k + op->gcap, 0, (cap - op->gcap) * sizeof *k);
+    memset(c + op->gcap, 0, cap - op->gcap);
+    return SC_OK;
+}
+
 /* A new group (zeroed accumulators); *g its index. */
 static int agg_new_group(agg_op *op, uint64_t *g) {
     size_t na = (size_t)op->kp.naggs;
-    if (op->ngroups == op->gcap && na) {
+    if (op->ngroups == op->gcap && (na || op->publish)) {
         size_t cap = op->gcap ? op->gcap * 2 : 64;
-        sc_acc *a = realloc(op->accs, cap * na * sizeof *a);
+        sc_acc *a = realloc(op->accs, cap * (na ? na : 1) * sizeof *a);
         if (!a) return SC_ENOMEM;
-        memset(a + op->gcap * na, 0, (cap - op->gcap) * na * sizeof *a);
         op->accs = a;
+        if (op->publish && agg_grow_publish(op, cap)) return SC_ENOMEM;
+        memset(a + op->gcap * na, 0, (cap - op->gcap) * na * sizeof *a);
         op->gcap = cap;
     }
     *g = op->ngroups++;
@@ -135,6 +166,10 @@ static int agg_groups(agg_op *op, const sc_batch *in) {
             int rc = agg_new_group(op, &g);
             bool ins;
             if (!rc) rc = sc_kmap_upsert(&op->map, h, key, len, &g, &ins);
+            if (!rc && op->publish) {
+                op->first[g] = sc_batch_get_i64(in, SC_COL_SEQ, r);
+                rc = sc_row_encode(&op->krow[g], in, r, op->kp.keys, op->kp.nkeys);
+            }
             if (rc) return rc;
         }
         op->gid[r] = (int64_t)g;
@@ -175,10 +210,75 @@ static int agg_batch(agg_op *op, const sc_batch *in, sc_emitter *e) {
     return rc;
 }
 
+/* Publishing: update the groups of every row and note which changed; no output rows. */
+static int agg_fold(agg_op *op, const sc_batch *in) {
+    int64_t n = in->nrows;
+    int rc = agg_groups(op, in);
+    int32_t na = op->kp.naggs;
+    for (int64_t r = 0; !rc && r < n; r++) {
+        if (r + 8 < n && na) __builtin_prefetch(&op->accs[op->gid[r + 8] * na]);
+        uint64_t g = (uint64_t)op->gid[r];
+        sc_acc *a = &op->accs[g * na];
+        for (int32_t j = 0; !rc && j < na; j++)
+            rc = sc_acc_update(&op->kp.aggs[j], &a[j], in, r, op->seq + (uint64_t)r + 1, &op->scratch);
+        if (!op->changed[g]) {
+            op->changed[g] = 1;
+            op->dirty[op->ndirty++] = g;
+        }
+    }
+    op->seq += (uint64_t)n;
+    sc_count_out(&op->base, n); /* the changelog rows this stands for */
+    return rc;
+}
+
+/* Publishing: one row per group changed since the last publish (see ops_state.h). */
+static int agg_publish(agg_op *op, const sc_batch *in, sc_emitter *e) {
+    size_t nd = op->ndirty;
+    if (!nd) return SC_OK;
+    sc_batch *ob;
+    int rc = sc_batch_new(&ob, &op->base.out, (int64_t)nd);
+    if (rc) return rc;
+    ob->serial = in->serial;
+    ob->first_row = in->first_row;
+    ob->part = in->part;
+    ob->group_n = in->group_n;
+    ob->nrows = (int64_t)nd;
+    sc_chain_append(&e->head, &e->tail, ob);
+    int32_t na = op->kp.naggs, nk = op->kp.nkeys;
+    for (size_t i = 0; i < nd; i++) {
+        uint64_t g = op->dirty[i];
+        sc_batch_set_i64(ob, SC_COL_SEQ, (int64_t)i, op->first[g]);
+        sc_batch_set_i64(ob, SC_COL_POS, (int64_t)i, 0);
+        op->changed[g] = 0;
+    }
+    for (int32_t k = 0; !rc && k < op->kp.nouts; k++) {
+        if (op->kp.outs[k].kind != SC_OUT_INPUT) continue;
+        int32_t ki = 0;
+        while (ki < nk && op->kp.keys[ki] != op->kp.outs[k].arg) ki++;
+        if (ki == nk) return SC_EINVAL; /* only key columns are copied by an aggregate */
+        for (size_t i = 0; !rc && i < nd; i++)
+            rc = sc_row_put(ob, SC_NHIDDEN + k, (int64_t)i, sc_sbuf_cdata(&op->krow[op->dirty[i]]), nk, ki);
+    }
+    for (int32_t j = 0; !rc && j < na; j++)
+        for (int32_t x = op->aout_off[j]; !rc && x < op->aout_off[j + 1]; x++)
+            for (size_t i = 0; !rc && i < nd; i++)
+                rc = sc_acc_write(&op->kp.aggs[j], &op->accs[op->dirty[i] * na + j], ob, op->aout[x], (int64_t)i);
+    op->ndirty = 0;
+    return rc;
+}
+
 int sc_op_aggregate_run(void *vst, sc_batch *in, sc_batch **out) {
     agg_op *op = vst;
     sc_emitter e = { &op->base, in, NULL, NULL, 0 };
     int rc = SC_OK;
+    if (op->publish) {
+        if (in->nrows && in->eos) return sc_emit_finish(&e, in, out, SC_EINVAL);
+        sc_count_in(&op->base, in->nrows);
+        if (in->nrows > 0) rc = agg_fold(op, in);
+        if (!rc && (in->publish || in->eos)) rc = agg_publish(op, in, &e);
+        sc_i64_store_relaxed(&op->base.state_size, (int64_t)op->ngroups);
+        return sc_emit_finish(&e, in, out, rc);
+    }
     if (in->eos) return sc_emit_finish(&e, in, out, in->nrows ? SC_EINVAL : SC_OK);
     sc_count_in(&op->base, in->nrows);
     if (in->nrows > 0) rc = agg_batch(op, in, &e);

@@ -57,6 +57,7 @@ typedef struct sc_keyed_spec {
     const sc_agg_spec *aggs;
     int32_t naggs;
     const sc_out_col *outs; /* out schema ncols - SC_NHIDDEN entries */
+    int32_t publish;        /* aggregate with keys: publish changed keys instead (see below) */
 } sc_keyed_spec;
 
 /* Every *_create copies `base` (schemas, step, counters; a fresh side log when base->side is
@@ -72,7 +73,13 @@ typedef struct sc_keyed_spec {
  * top-k: rows held; windows: open windows) after every batch. */
 
 /* aggregate: per input row, the key's updated row (keys + results). running: per input row,
- * the row with the key's running results. Both emit exactly one row per input row. */
+ * the row with the key's running results. Both emit exactly one row per input row.
+ * A publishing aggregate (spec.publish, nkeys > 0; for a consumer that keeps only the latest
+ * row per key, such as an upsert table) emits nothing per row: on a sub-batch marked
+ * `publish`, and at end of stream, it emits one row per key changed since its last publish
+ * (keys + results, in the order the keys first changed), the SC_COL_SEQ cell holding the
+ * serial of the key's first row, so the consumer can order new keys by first appearance.
+ * It still counts one row out per row in, as the changelog it stands for. */
 int sc_op_aggregate_create(void **st, const sc_op_base *base, const sc_keyed_spec *spec);
 int sc_op_aggregate_run(void *st, sc_batch *in, sc_batch **out);
 void sc_op_aggregate_destroy(void *st);

@@ -2,6 +2,7 @@
 #include "program.h"
 
 #include "ops_state.h" /* key encoding: one definition of key equality for split and ops */
+#include "../runtime/atomic_ext.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,10 @@ typedef struct split_state {
     int32_t *keys;
     int32_t nkeys;
     uint32_t parts;
+    /* publishing operators (sc_prog_set_publish): every partition gets a sub-batch marked
+     * `publish` at least every publish_ns and at end of stream */
+    uint64_t publish_ns;
+    sc_atomic_u64 last_publish;
 } split_state;
 
 typedef struct merge_state {
@@ -67,9 +72,45 @@ struct sc_prog {
 
 /* -------------------------------------------------------------------------- split */
 
+/* Whether this input publishes: at most one input per publish_ns wins (several workers may
+ * split at once; which one wins does not matter, each publishes a consistent prefix). */
+static bool split_publish_due(split_state *st) {
+    if (!st->publish_ns) return false;
+    uint64_t now = sc_now_ns(), last = sc_u64_load_relaxed(&st->last_publish);
+    return now - last >= st->publish_ns && sc_u64_cas_acqrel(&st->last_publish, &last, now);
+}
+
+/* End of stream for a publishing operator: one empty eos sub-batch per partition, so every
+ * partition publishes what changed since its last publish; the merge forwards one eos. */
+static int split_eos_broadcast(split_state *st, sc_batch *in, sc_batch **out) {
+    sc_batch *head = NULL, *tail = NULL;
+    int rc = SC_OK;
+    for (uint32_t i = 0; !rc && i < st->parts; i++) {
+        sc_batch *b;
+        rc = sc_batch_new(&b, &st->base.in, 1);
+        if (rc) break;
+        b->serial = in->serial;
+        b->first_row = in->first_row;
+        b->marker_ns = in->marker_ns;
+        b->part = i;
+        b->group_n = st->parts;
+        b->eos = 1;
+        b->publish = 1;
+        sc_chain_append(&head, &tail, b);
+    }
+    sc_batch_release(in);
+    if (rc) {
+        sc_batch_release_chain(head);
+        return rc;
+    }
+    *out = head;
+    return SC_OK;
+}
+
 static int split_run(void *vst, sc_batch *in, sc_batch **out) {
     split_state *st = vst;
     *out = NULL;
+    if (in->eos && st->publish_ns && st->parts > 1) return split_eos_broadcast(st, in, out);
     if (in->eos) {
         in->part = 0;
         in->group_n = 1;
@@ -81,6 +122,7 @@ static int split_run(void *vst, sc_batch *in, sc_batch **out) {
         sc_batch_release(in);
         return SC_OK;
     }
+    bool publish = split_publish_due(st);
     uint32_t P = st->parts;
     uint32_t stack_part[1024];
     uint32_t *part = n <= 1024 ? stack_part : malloc((size_t)n * sizeof(uint32_t));
@@ -100,7 +142,7 @@ static int split_run(void *vst, sc_batch *in, sc_batch **out) {
     }
     sc_buf_free(&key);
     uint32_t groups = 0;
-    for (uint32_t i = 0; rc == SC_OK && i < P; i++) groups += count[i] > 0;
+    for (uint32_t i = 0; rc == SC_OK && i < P; i++) groups += count[i] > 0 || publish;
     if (rc == SC_OK && groups == 1) {
         /* one partition: the batch goes as it is, with positions */
         int64_t *pos = in->cols[SC_COL_POS].values;
@@ -114,11 +156,12 @@ static int split_run(void *vst, sc_batch *in, sc_batch **out) {
         return SC_OK;
     }
     for (uint32_t i = 0; rc == SC_OK && i < P; i++) {
-        if (!count[i]) continue;
-        rc = sc_batch_new(&sub[i], &st->base.in, count[i]);
+        if (!count[i] && !publish) continue;
+        rc = sc_batch_new(&sub[i], &st->base.in, count[i] ? count[i] : 1);
         if (rc) break;
         sub[i]->part = i;
         sub[i]->group_n = groups;
+        sub[i]->publish = publish;
     }
     /* rows of each partition, in order, then one columnar take per partition */
     int64_t *idx = rc == SC_OK ? malloc((size_t)(n ? n : 1) * sizeof *idx) : NULL;
@@ -131,7 +174,7 @@ static int split_run(void *vst, sc_batch *in, sc_batch **out) {
         start[0] = 0;
     }
     for (uint32_t i = 0; rc == SC_OK && i < P; i++) {
-        if (!count[i]) continue;
+        if (!count[i]) continue; /* an empty publish sub-batch */
         rc = sc_batch_take(sub[i], in, idx + start[i], count[i]);
         int64_t *pos = sub[i]->cols[SC_COL_POS].values;
         for (int64_t j = 0; rc == SC_OK && j < count[i]; j++) pos[j] = idx[start[i] + j];
@@ -217,6 +260,10 @@ static int merge_group(merge_state *st, sc_batch **out) {
     }
     *out = NULL;
     int rc = SC_OK;
+    /* a publishing operator's end of stream reaches every partition: forward one eos, last */
+    sc_batch *eos = NULL;
+    for (uint32_t i = 0; i < g && !eos; i++)
+        if (st->pending[i]->eos) eos = st->pending[i];
     if (total > 0) {
         /* counting sort by pos: start[p] = first output row of position p */
         int64_t *start = calloc((size_t)maxpos + 2, sizeof(int64_t));
@@ -253,8 +300,17 @@ static int merge_group(merge_state *st, sc_batch **out) {
         free(order_b);
         free(order_r);
     }
-    for (uint32_t i = 0; i < g; i++) sc_batch_release(st->pending[i]);
+    for (uint32_t i = 0; i < g; i++)
+        if (st->pending[i] != eos) sc_batch_release(st->pending[i]);
     st->npending = 0;
+    if (eos && rc) sc_batch_release(eos);
+    if (eos && !rc) {
+        eos->next = NULL;
+        eos->part = 0;
+        eos->group_n = 0;
+        if (*out) (*out)->next = eos;
+        else *out = eos;
+    }
     return rc;
 }
 
@@ -429,6 +485,14 @@ int sc_prog_add_keyed(sc_prog *p, const char *name, sc_op_run_fn run, sc_op_dest
     if (!rc) rc = add_op(p, buf, SC_OP_STATEFUL, merge_run, merge_destroy, mg, NULL, 0);
     else merge_destroy(mg);
     return rc;
+}
+
+int sc_prog_set_publish(sc_prog *p, uint64_t interval_ns) {
+    if (p->nops < 3 || p->ops[p->nops - 3].run != split_run || interval_ns == 0) return SC_EINVAL;
+    split_state *sp = p->ops[p->nops - 3].state;
+    sp->publish_ns = interval_ns;
+    sc_u64_store_relaxed(&sp->last_publish, sc_now_ns());
+    return SC_OK;
 }
 
 uint32_t sc_prog_nops(const sc_prog *p) { return p->nops; }

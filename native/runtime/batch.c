@@ -58,6 +58,7 @@ void sc_batch_reset(sc_batch *b) {
     b->part = 0;
     b->group_n = 0;
     b->eos = 0;
+    b->publish = 0;
     for (int32_t i = 0; i < b->ncols; i++) {
         sc_column *c = &b->cols[i];
         memset(c->validity, 0xFF, (size_t)bitmap_bytes(b->capacity));

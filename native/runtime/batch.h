@@ -61,6 +61,7 @@ typedef struct sc_batch {
     uint32_t part;         /* partition of a keyed sub-batch (exec split) */
     uint32_t group_n;      /* sub-batches cut from one input by the keyed split (0: none) */
     uint8_t eos;           /* end-of-stream marker batch (exec) */
+    uint8_t publish;       /* keyed sub-batch: the operator publishes its changed keys (exec) */
     sc_batch_pool *pool;   /* NULL: a standalone batch (exec/sc_batch_new), freed on release */
     uint32_t index;        /* position in the pool */
 } sc_batch;

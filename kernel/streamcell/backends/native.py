@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 
@@ -131,6 +132,7 @@ CHUNK = 8  # phases the DAG driver reads and pushes per call (it takes outputs b
 PUSH_ROWS = 65_536  # rows per push call (stop / pause / drain are checked between)
 OUT_ROWS = 65_536  # rows per chunk handed to the sink
 FLUSH_S = 0.002  # a throttled source pushes what is due at least this often
+PUBLISH_NS = 100_000_000  # a publishing aggregate's live table is at most this stale
 
 
 LT_LIST = 16  # list[T] is LT_LIST + lt(T) (lists of lists too): encoded values (lists.h)
@@ -492,6 +494,7 @@ class Lowered:
     entities: dict[str, int] = field(default_factory=dict)  # transfer step id -> entity table
     speculators: dict[str, int] = field(default_factory=dict)  # speculate step id -> operator
     vertices: list[Vertex] | None = None  # the DAG runtime's vertices (None: a chain)
+    publishing: bool = False  # the sink gets an aggregate's changed keys, not its changelog
 
 
 def _agg_args(
@@ -569,6 +572,24 @@ def lower(c: Compiled, options: RunOptions) -> Lowered:  # noqa: C901 - one disp
             )
         )
     return low
+
+
+def _publishes(s: P.Aggregate, c: Compiled) -> bool:
+    """Whether an aggregate may publish its changed keys instead of its per-row changelog:
+    its one consumer is a table that keeps the latest row per key (an upsert table on the
+    aggregate's own keys), in a chain, so no one else sees the changelog. The source must never
+    wait for data (memory, files, unthrottled generators): a publish rides on arriving rows."""
+    if not s.keys or not c.plan.is_chain():
+        return False
+    src = next(x for x in c.plan.steps if isinstance(x, P.Source))
+    if src.rate is not None or not getattr(c.readers.get(src.step_id), "never_waits", False):
+        return False
+    (sink,) = c.plan.consumers()[s.step_id] or (None,)
+    return (
+        isinstance(sink, P.Sink)
+        and sink.target == "table"
+        and c.upsert_keys.get(sink.step_id) == tuple(s.keys)
+    )
 
 
 def _lower_step(  # noqa: C901 - one dispatch per step kind
@@ -659,7 +680,9 @@ def _lower_step(  # noqa: C901 - one dispatch per step kind
             capacity=cap,
         )
         if w is None:
-            low.ops.append(("keyed", dict(agg, kind="aggregate")))
+            publish = isinstance(s, P.Aggregate) and _publishes(s, c)
+            low.publishing = low.publishing or publish
+            low.ops.append(("keyed", dict(agg, kind="aggregate", publish=publish)))
         else:
             size = P.parse_duration(w.size)
             window = dict(
@@ -936,6 +959,7 @@ def build(low: Lowered, c: Compiled) -> Any:
                 by=a.get("by", -1),
                 k=a.get("k", 0),
                 descending=a.get("descending", False),
+                publish_ns=PUBLISH_NS if a.get("publish") else 0,
             )
         elif kind == "window":
             prog.add_window(
@@ -1189,8 +1213,11 @@ def _reason_fn(s: P.Step, c: Compiled) -> Callable[[dict[str, Any]], str | None]
 class _SinkOut:
     """One sink's outputs: ordered chunks into the run's store (or callback, or nowhere)."""
 
-    def __init__(self, env: Any, sink: P.Sink, schema: Schema):
+    def __init__(self, env: Any, sink: P.Sink, schema: Schema, publishing: bool = False):
         self.env, self.sink, self.schema = env, sink, schema
+        # fed by a publishing aggregate: each chunk holds changed keys, hidden column 0 the
+        # serial of each key's first row; the run counts the sink's rows from the aggregate
+        self.publishing = publishing
         self.writer = env.sink_writer(sink)
         self.frame_writer = getattr(self.writer, "__self__", None)
         self.pending: list[pa.RecordBatch] = []
@@ -1221,7 +1248,11 @@ class _SinkOut:
             cnt.rows_in += sum(b.num_rows for b in batches)
             return
         df = to_frame(batches, self.schema)
-        cnt.rows_in += df.height
+        if self.publishing:  # new keys in order of first appearance, as the changelog has them
+            first = pa.chunked_array([b.column(0) for b in batches]).to_numpy()
+            df = df[np.argsort(first, kind="stable")]
+        else:
+            cnt.rows_in += df.height
         store = self.frame_writer
         if store is not None and hasattr(store, "write_frame"):
             store.write_frame(df)
@@ -1255,7 +1286,7 @@ class Driver:
         self.source = self.low.source
         self.sink = self.low.sink
         self.sink_schema = self.c.schemas[self.sink.inputs[0].step_id]
-        self.out = _SinkOut(self.env, self.sink, self.sink_schema)
+        self.out = _SinkOut(self.env, self.sink, self.sink_schema, self.low.publishing)
 
     # ---------------------------------------------------------------- source
     def _batches(self, s: P.Source) -> Iterator[pa.RecordBatch | BadRow]:
@@ -1449,8 +1480,12 @@ class Driver:
         return f"{self.source.step_id} row {seq}" if seq < (1 << 62) else self.last_position
 
     def _sync_counters(self, prog: Any) -> None:
+        publishing = self.low.publishing  # only chains publish
         for k, (rin, rout, filt, dead, late) in enumerate(prog.counters()):
             s = self.steps[k]
+            if publishing and s.step_id == self.sink.inputs[0].step_id:
+                # a publishing aggregate counts the changelog rows it stands for
+                self.env.counters[self.sink.step_id].rows_in = rout
             if isinstance(s, (P.Source, P.Sink)):
                 continue
             cnt = self.env.counters[s.step_id]
