@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import sys
 import threading
@@ -83,7 +84,11 @@ def heavy(src: Any) -> sc.Stream:
 
 
 def keyed(src: Any) -> sc.Stream:
-    return sc.source(src).key_by("user_id").agg(n=sc.count(), s=col("price").sum())
+    return (
+        sc.source(src)
+        .key_by("user_id")
+        .agg(n=sc.count(), s=col("price").sum(), m=col("price").mean())
+    )
 
 
 def tpcx(name: str, src: Any) -> sc.Stream:
@@ -139,24 +144,109 @@ def tpcx(name: str, src: Any) -> sc.Stream:
 # ------------------------------------------------------------------------- figures
 
 
-def fig1_2(clicks: pl.DataFrame, repeat: int) -> float:
-    def polars_batch() -> float:
-        t0 = time.perf_counter()
-        clicks.filter(pl.col("price") > 20.0).with_columns(
-            total=pl.col("price") * 1.1 + (pl.col("item_id") % 7), cheap=pl.col("price") < 50.0
-        )
-        return time.perf_counter() - t0
+def cpu_s() -> float:
+    """CPU seconds of this process, every thread."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
-    tp = median_time(polars_batch, repeat)
-    tn = median_time(lambda: timed_run(stateless(clicks), native(2))[0], repeat)
-    n = clicks.height
+
+def measure(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
+    """Median wall seconds and median CPU seconds of ``fn`` (after one warm-up call)."""
+    fn()
+    walls, cpus = [], []
+    for _ in range(repeat):
+        c0, t0 = cpu_s(), time.perf_counter()
+        fn()
+        walls.append(time.perf_counter() - t0)
+        cpus.append(cpu_s() - c0)
+    return statistics.median(walls), statistics.median(cpus)
+
+
+def to_table(stream: sc.Stream, opts: RunOptions) -> Callable[[], pl.DataFrame]:
+    """A native run until ``run.table()`` returns the final table (compaction included)."""
+
+    def go() -> pl.DataFrame:
+        run = stream.start("bench", options=opts)
+        run.wait()
+        return run.table()
+
+    return go
+
+
+def duckdb_query(df: pl.DataFrame, sql: str) -> Callable[[], Any] | None:
+    try:
+        import duckdb
+    except ImportError:
+        return None
+    con = duckdb.connect()
+    con.execute("SET threads TO 2")
+    con.register("t", df.to_arrow())
+    return lambda: con.execute(sql).to_arrow_table()
+
+
+def compare(
+    fig: str,
+    rows: int,
+    ours: Callable[[], Any],
+    baselines: dict[str, Callable[[], Any] | None],
+    targets: dict[str, float],
+    repeat: int,
+    cpu_target_ns: float | None = None,
+) -> float:
+    """Print our wall / CPU time and the ratio to each baseline (baseline time / ours: > 1
+    means we are faster); returns our wall seconds."""
+    tn, cn = measure(ours, repeat)
     report(
-        "1 stateless chain, 2 workers, ordered vs Polars batch",
-        f"{tp / tn:.2f}x ({n / tn / 1e6:.1f} M rows/s)",
-        ">= 0.5x",
-        tp / tn >= 0.5,
+        f"{fig}: streamcell native, 2 workers",
+        f"{rows / tn / 1e6:.1f} M rows/s, {cn * 1e9 / rows:.0f} ns CPU/row",
+        f"<= {cpu_target_ns:.0f} ns CPU/row" if cpu_target_ns else "report",
+        None if cpu_target_ns is None else cn * 1e9 / rows <= cpu_target_ns,
     )
-    tu = median_time(lambda: timed_run(stateless(clicks), native(2, reorder="none"))[0], repeat)
+    for name, fn in baselines.items():
+        if fn is None:
+            report(f"{fig}: vs {name}", "not installed", "report", None)
+            continue
+        tb, cb = measure(fn, repeat)
+        want = targets.get(name)
+        report(
+            f"{fig}: vs {name} ({cb * 1e9 / rows:.0f} ns CPU/row)",
+            f"{tb / tn:.2f}x",
+            f">= {want}x" if want is not None else "report",
+            None if want is None else tb / tn >= want,
+        )
+    return tn
+
+
+def fig1_2(clicks: pl.DataFrame, repeat: int) -> float:
+    def polars(engine: str) -> Callable[[], Any]:
+        q = (
+            clicks.lazy()
+            .filter(pl.col("price") > 20.0)
+            .with_columns(
+                total=pl.col("price") * 1.1 + (pl.col("item_id") % 7), cheap=pl.col("price") < 50.0
+            )
+        )
+        return lambda: q.collect(engine=engine)  # type: ignore[call-overload]
+
+    sql = (
+        "SELECT *, price * 1.1 + item_id % 7 AS total, price < 50.0 AS cheap FROM t "
+        "WHERE price > 20.0"
+    )
+    n = clicks.height
+    tn = compare(
+        "1 filter + with_columns to a table",
+        n,
+        to_table(stateless(clicks), native(2)),
+        {
+            "Polars in-memory": polars("in-memory"),
+            "Polars streaming": polars("streaming"),
+            "DuckDB (2 threads)": duckdb_query(clicks.drop("ts"), sql),
+        },
+        {"Polars in-memory": 0.5, "Polars streaming": 1.0},
+        repeat,
+        cpu_target_ns=40,
+    )
+    tu, _ = measure(to_table(stateless(clicks), native(2, reorder="none")), repeat)
     report(
         "2 ordering cost: time ordered / time unordered",
         f"{tn / tu:.2f}x ({n / tu / 1e6:.1f} M rows/s unordered)",
@@ -168,31 +258,76 @@ def fig1_2(clicks: pl.DataFrame, repeat: int) -> float:
 
 def fig3(rows: int, repeat: int) -> None:
     rng = np.random.default_rng(7)
-    uniform = pl.DataFrame(
-        {"user_id": rng.integers(0, 100_000, rows), "price": rng.random(rows) * 100}
-    )
     z = rng.zipf(1.2, rows) % 100_000
-    zipf = pl.DataFrame({"user_id": z.astype(np.int64), "price": rng.random(rows) * 100})
+    frames = {
+        "uniform": pl.DataFrame(
+            {"user_id": rng.integers(0, 100_000, rows), "price": rng.random(rows) * 100}
+        ),
+        "Zipf-1.2": pl.DataFrame({"user_id": z.astype(np.int64), "price": rng.random(rows) * 100}),
+    }
+    sql = "SELECT user_id, count(*) AS n, sum(price) AS s, avg(price) AS m FROM t GROUP BY user_id"
+    walls = {}
+    for label, df in frames.items():
 
-    def polars_group() -> float:
-        t0 = time.perf_counter()
-        uniform.group_by("user_id").agg(n=pl.len(), s=pl.col("price").sum())
-        return time.perf_counter() - t0
+        def polars(engine: str, df: pl.DataFrame = df) -> Callable[[], Any]:
+            q = (
+                df.lazy()
+                .group_by("user_id")
+                .agg(n=pl.len(), s=pl.col("price").sum(), m=pl.col("price").mean())
+            )
+            return lambda: q.collect(engine=engine)  # type: ignore[call-overload]
 
-    tp = median_time(polars_group, repeat)
-    tu = median_time(lambda: timed_run(keyed(uniform), native(2))[0], repeat)
-    tz = median_time(lambda: timed_run(keyed(zipf), native(2))[0], repeat)
+        walls[label] = compare(
+            f"3 key_by + agg(count, sum, mean) to a table, {label} keys",
+            rows,
+            to_table(keyed(df), native(2)),
+            {
+                "Polars group_by": polars("in-memory"),
+                "Polars streaming": polars("streaming"),
+                "DuckDB (2 threads)": duckdb_query(df, sql),
+            },
+            {"Polars group_by": 1.0},
+            repeat,
+        )
+    ratio = walls["uniform"] / walls["Zipf-1.2"]
+    report("3b Zipf-1.2 / uniform throughput", f"{ratio:.2f}", ">= 0.70", ratio >= 0.7)
+    th, _ = measure(to_table(keyed(frames["uniform"]), native(2, keyed_queue="partitioned")), 1)
     report(
-        "3a keyed aggregation, 2 workers vs Polars group_by",
-        f"{tp / tu:.2f}x ({rows / tu / 1e6:.2f} M rows/s)",
-        ">= 1.0x",
-        tp / tu >= 1.0,
+        "6b ablation: hybrid vs partitioned queue (speedup)",
+        f"{th / walls['uniform']:.2f}x",
+        "report",
+        None,
     )
-    report("3b Zipf-1.2 / uniform throughput", f"{tu / tz:.2f}", ">= 0.70", tu / tz >= 0.7)
-    th = median_time(
-        lambda: timed_run(keyed(uniform), native(2, keyed_queue="partitioned"))[0], repeat
+
+
+def fig9(clicks: pl.DataFrame, repeat: int) -> None:
+    """Tumbling 1-minute windows per user against Polars grouping by (user, truncated time)."""
+    stream = (
+        sc.source(clicks)
+        .key_by("user_id")
+        .tumbling("1m", time="ts")
+        .agg(n=sc.count(), s=col("price").sum())
     )
-    report("6b ablation: hybrid vs partitioned queue (speedup)", f"{th / tu:.2f}x", "report", None)
+
+    def polars(engine: str) -> Callable[[], Any]:
+        q = (
+            clicks.lazy()
+            .group_by("user_id", pl.col("ts").dt.truncate("1m"))
+            .agg(n=pl.len(), s=pl.col("price").sum())
+        )
+        return lambda: q.collect(engine=engine)  # type: ignore[call-overload]
+
+    compare(
+        "9 tumbling 1 min per user to a table",
+        clicks.height,
+        to_table(stream, native(2)),
+        {
+            "Polars group_by(key, truncate)": polars("in-memory"),
+            "Polars streaming": polars("streaming"),
+        },
+        {"Polars group_by(key, truncate)": 1.0},
+        repeat,
+    )
 
 
 def fig4(clicks: pl.DataFrame, repeat: int) -> None:
@@ -317,13 +452,14 @@ def fig8(rows: int) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rows", type=int, default=2_000_000)
+    ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--memory-rows", type=int, default=0)
-    ap.add_argument("--figures", default="1,3,4,5,6,7", help="which figures to run")
+    ap.add_argument("--figures", default="1,3,9,4,5,6,7", help="which figures to run")
     a = ap.parse_args()
     print(
-        f"streamcell native runtime benchmark: {a.rows:,} rows, median of {a.repeat}, {os.cpu_count()} cpus"
+        f"streamcell native runtime benchmark: {a.rows:,} rows, median of {a.repeat}, "
+        f"{os.cpu_count()} cpus, load average before the run {os.getloadavg()[0]:.2f}"
     )
     if a.memory_rows:
         fig8(a.memory_rows)
@@ -334,6 +470,8 @@ def main() -> int:
     peak = fig1_2(clicks, a.repeat) if figs & {"1", "5"} else 0.0
     if "3" in figs:
         fig3(a.rows, a.repeat)
+    if "9" in figs:
+        fig9(clicks, a.repeat)
     if "4" in figs:
         fig4(clicks.head(a.rows // 4), a.repeat)
     if "5" in figs:
@@ -342,6 +480,7 @@ def main() -> int:
         fig6(clicks, a.repeat)
     if "7" in figs:
         fig7(clicks, sales, a.repeat)
+    print(f"\nload average after the run: {os.getloadavg()[0]:.2f}")
     print("\nsummary:")
     for r in ROWS_OUT:
         print(" | ".join(r))

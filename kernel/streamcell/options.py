@@ -54,7 +54,7 @@ class RunOptions:
 
     engine: Engine = "auto"
     workers: int = 1
-    batch_size: int = 1024
+    batch_size: int = 16384
     scheduler: Scheduler = "CT"
     display: bool = True
     reorder: Reorder = "nonblocking"

@@ -578,7 +578,9 @@ class ArrowReader(Reader):
     def __init__(self, obj: Any, label: str):
         self.obj = obj
         self.label = label
-        self.never_waits = not isinstance(obj, pa.RecordBatchReader) and not hasattr(obj, "__next__")
+        self.never_waits = not isinstance(obj, pa.RecordBatchReader) and not hasattr(
+            obj, "__next__"
+        )
         self.schema = schema_from_arrow(self._reader().schema)
         self._used = False
 

@@ -35,7 +35,9 @@ def _agg(src: pl.DataFrame) -> sc.Stream:
     return (
         sc.source(src)
         .key_by("k", "s")
-        .agg(n=sc.count(), t=x.sum(), m=x.mean(), lo=x.min(), hi=x.max(), f=x.first(), u=x.n_unique())
+        .agg(
+            n=sc.count(), t=x.sum(), m=x.mean(), lo=x.min(), hi=x.max(), f=x.first(), u=x.n_unique()
+        )
     )
 
 
@@ -77,10 +79,14 @@ def test_changelog_consumers_still_see_every_update():
     assert got.counts().equals(ref.counts())
 
 
-def test_live_snapshots_are_consistent_prefixes():
+def test_live_snapshots_are_consistent_prefixes(monkeypatch):
     """Every snapshot taken while the run ingests equals the aggregate of a prefix of the
-    input (the prefix whose length is the sum of the counts)."""
-    n = 3_000_000
+    input (the prefix whose length is the sum of the counts). Publishing every 2 ms (instead
+    of 100 ms) makes the table change many times within the run."""
+    from streamcell.backends import native as native_backend
+
+    monkeypatch.setattr(native_backend, "PUBLISH_NS", 2_000_000)
+    n = 8_000_000
     rng = np.random.default_rng(5)
     df = pl.DataFrame({"k": rng.integers(0, 2000, n), "v": rng.integers(0, 100, n)})
     run = (
@@ -92,7 +98,7 @@ def test_live_snapshots_are_consistent_prefixes():
     snaps = []
     while not run.done():
         snaps.append(run.table())
-        time.sleep(0.03)
+        time.sleep(0.005)
     run.wait(60)
     snaps = snaps[:: max(1, len(snaps) // 8)] + [run.table()]
     partial = 0

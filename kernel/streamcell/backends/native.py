@@ -124,7 +124,9 @@ AGG = {
 OUT_INPUT, OUT_AGG, OUT_WSTART, OUT_WEND, OUT_RANK = 1, 2, 3, 4, 5
 WINDOW_KIND = {"tumbling": 1, "sliding": 2, "session": 3}
 SKETCH_KIND = {"theta": 1, "hll": 2, "kll": 3, "frequent": 4}  # exec/ops_sketch.h
-PARTITIONS = 32
+# keyed operators run in PARTITIONS_PER_WORKER x workers partitions: enough for every worker
+# to find a partition to serve, few enough that each sub-batch stays large
+PARTITIONS_PER_WORKER = 2
 SPEC_MAX_HORIZON = 256  # the adaptive predictor's bound (exec/speculate.h)
 MAX_VERTICES = 64  # exec/dag.h SC_DAG_MAX_VERTICES
 PHASES = 16  # phases in flight at once on the DAG runtime
@@ -495,6 +497,7 @@ class Lowered:
     speculators: dict[str, int] = field(default_factory=dict)  # speculate step id -> operator
     vertices: list[Vertex] | None = None  # the DAG runtime's vertices (None: a chain)
     publishing: bool = False  # the sink gets an aggregate's changed keys, not its changelog
+    partitions: int = 2  # of each keyed operator
 
 
 def _agg_args(
@@ -543,6 +546,7 @@ def lower(c: Compiled, options: RunOptions) -> Lowered:  # noqa: C901 - one disp
     source = next(s for s in steps if isinstance(s, P.Source))
     sink = next(s for s in steps if isinstance(s, P.Sink))
     low = Lowered(len(steps), source, sink, c.schemas[source.step_id])
+    low.partitions = PARTITIONS_PER_WORKER * max(1, options.workers)
     low.step_index = {s.step_id: i for i, s in enumerate(steps)}
     vertex_of: dict[str, int] = {}
     if not c.plan.is_chain():
@@ -926,7 +930,7 @@ def build(low: Lowered, c: Compiled) -> Any:
     else:
         prog = R.Program(low.nsteps, 64)
         prog.set_input(_lts(low.in_schema))
-    parts = 1 if dag else PARTITIONS  # a DAG vertex runs its phases in order
+    parts = 1 if dag else low.partitions  # a DAG vertex runs its phases in order
     for kind, a in low.ops:
         if dag:
             prog.vertex = a["vertex"]
