@@ -48,6 +48,18 @@ class PlanError(DSLSyntaxError):
             self.msg, self.line, self.column, self.text = message, 0, 0, ""
 
 
+class ArgumentError(PlanError):
+    """A bad argument to a source or sink (``clickstream(users=-5)``); ``parameter`` names it.
+
+    Raised where the spec is built (``sc.clickstream(...)``); in a ``%%stream`` cell it
+    carries the line and column of the argument.
+    """
+
+    def __init__(self, message: str, parameter: str, **where: object):
+        self.parameter = parameter
+        super().__init__(message, **where)  # type: ignore[arg-type]
+
+
 class NotSupportedError(StreamcellError):
     """A step that a backend cannot run. The message names the step and the backend."""
 

@@ -22,7 +22,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .plan import SourceSpec
+from .errors import StreamcellError
+from .plan import SourceSpec, check_generator_args
 from .types import (
     BOOL,
     DATETIME,
@@ -49,7 +50,7 @@ class BadRow:
     raw: str
 
 
-class SourceError(Exception):
+class SourceError(StreamcellError):
     """A source that cannot be opened at all (missing file, unsupported type)."""
 
 
@@ -168,11 +169,9 @@ class GeneratorReader(Reader):
         self.spec = spec
         self.label = spec.kind
         self.fn = _GENERATORS[spec.kind]
+        check_generator_args(spec.kind, dict(spec.args))  # specs not built by sc.clickstream()
         self.schema = schema_from_arrow(self.fn(spec, 0, 1).schema)
-        rows = spec.arg("rows")
-        if rows is not None and (not isinstance(rows, int) or rows < 0):
-            raise SourceError(f"{spec.kind}: rows must be a non-negative integer or None")
-        self.total: int | None = rows
+        self.total: int | None = spec.arg("rows")
 
     def arrow_batches(self) -> Iterator[pa.RecordBatch]:
         chunks = (
