@@ -152,7 +152,7 @@ def cond(draw: st.DrawFn) -> str:
             [
                 f"{a} > {b}",
                 f"{a} == {b}",
-                f'event == "view"',
+                'event == "view"',
                 f"user_id.is_null() or {a} <= {b}",
                 'event.str.contains("a")',
                 "item_id in [1, 2, 3]",

@@ -169,7 +169,15 @@ class _Stage:
             )
             self.error(f"invalid syntax: {msg}", col + 1, 1, lineno)
         call = tree.body
-        assert isinstance(call, ast.Call)
+        if not (  # a stray ")" closes the wrapper early: `sketch f(x)) as y` parses as `_(...) @ y`
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Name)
+            and call.func.id == "_"
+            and call.func.col_offset == 0
+            and call.func.lineno == 1
+            and getattr(call, "end_lineno", 0) == rest.count("\n") + 3
+        ):
+            self.error("invalid syntax: unbalanced brackets", self.args_col + 1)
         self._check_depth(call)
         return call
 

@@ -492,7 +492,7 @@ def _sink_error(sink: P.Sink, e: OSError) -> ArgumentError:
         f"{e.strerror or e} ({e.filename or sink.name})"
     )
     p = sink.pos
-    if p is not None and getattr(p, "line", 0):
+    if p is not None and p.line:
         return ArgumentError(
             msg, "path", line=p.line, column=p.column, text=p.text, length=p.length
         )
