@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import plan as P
-from .errors import ArgumentError, PlanError
+from .errors import ArgumentError, PlanError, UnsupportedTypeError
 from .expr import (
     ARITH_OPS,
     CMP_OPS,
@@ -400,7 +400,7 @@ def _step_schema(s: P.Step, ins: list[Schema], opened: dict[str, Reader]) -> Sch
                 opened[s.step_id] = open_source(s.spec)
             except ArgumentError as e:
                 raise _err(e.msg, s.pos, s) from None
-            except SourceError as e:
+            except (SourceError, UnsupportedTypeError) as e:
                 raise _err(str(e), s.pos, s) from None
         return opened[s.step_id].schema
     schema = ins[0]

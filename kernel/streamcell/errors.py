@@ -60,6 +60,19 @@ class ArgumentError(PlanError):
         super().__init__(message, **where)  # type: ignore[arg-type]
 
 
+class UnsupportedTypeError(StreamcellError, ValueError):
+    """A column whose type streamcell cannot hold (Polars Time, Duration, Binary, Struct...):
+    refused when the source is opened, naming the column and its type."""
+
+    def __init__(self, column: str, arrow_type: object, hint: str = ""):
+        self.column = column
+        self.arrow_type = arrow_type
+        super().__init__(
+            f"column {column!r} has type {arrow_type}, which streamcell does not support "
+            "(columns are int, float, str, bool, datetime, date or list[...])" + hint
+        )
+
+
 class NotSupportedError(StreamcellError):
     """A step that a backend cannot run. The message names the step and the backend."""
 
