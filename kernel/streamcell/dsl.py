@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import datetime as _dt
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -152,7 +153,10 @@ class _Stage:
 
     def _parse_args(self, rest: str) -> ast.Call:
         try:
-            tree = ast.parse("_(\n" + rest + "\n)", mode="eval")
+            with warnings.catch_warnings():  # '\o' or '1and' in a cell: Python's own warnings
+                warnings.simplefilter("ignore", SyntaxWarning)
+                warnings.simplefilter("ignore", DeprecationWarning)
+                tree = ast.parse("_(\n" + rest + "\n)", mode="eval")
         except (RecursionError, MemoryError):  # Python's parser gives up on deep nesting
             self.error(
                 f"expression nested too deeply to parse (the limit is {MAX_EXPR_DEPTH} levels)",
