@@ -10,12 +10,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import plan as P
-from .errors import PlanError
+from .errors import ArgumentError, PlanError, UnsupportedTypeError
 from .expr import (
     ARITH_OPS,
     CMP_OPS,
     IR,
     LOGIC_OPS,
+    MAX_EXPR_DEPTH,
     AggCall,
     Binary,
     Call,
@@ -25,6 +26,7 @@ from .expr import (
     Unary,
     When,
     to_text,
+    too_deep,
 )
 from .sources import Reader, SourceError, open_source
 from .types import (
@@ -73,6 +75,7 @@ class _Typer:
     def __init__(self, schema: Schema, step: P.Step):
         self.cols = dict(schema)
         self.step = step
+        self._checked: IR | None = None  # the top expression being typed (depth checked)
 
     def fail(self, e: IR, msg: str) -> PlanError:
         return _err(msg, getattr(e, "pos", None) or self.step.pos, self.step)
@@ -87,7 +90,24 @@ class _Typer:
             )
         return self.cols[name]
 
-    def type(self, e: IR) -> DType:  # noqa: C901 - one dispatch over the IR
+    def type(self, e: IR) -> DType:
+        """The type of ``e`` (its nesting checked once, at the top: the walk recurses)."""
+        if self._checked is None:
+            deep = too_deep(e)
+            if deep is not None:
+                raise self.fail(
+                    deep,
+                    f"expression nested more than {MAX_EXPR_DEPTH} levels deep; "
+                    "split it into several with_columns stages",
+                )
+            self._checked = e
+            try:
+                return self._type(e)
+            finally:
+                self._checked = None
+        return self._type(e)
+
+    def _type(self, e: IR) -> DType:  # noqa: C901 - one dispatch over the IR
         if isinstance(e, Col):
             return self.col(e.name, e)
         if isinstance(e, Lit):
@@ -378,7 +398,9 @@ def _step_schema(s: P.Step, ins: list[Schema], opened: dict[str, Reader]) -> Sch
         if s.step_id not in opened:
             try:
                 opened[s.step_id] = open_source(s.spec)
-            except SourceError as e:
+            except ArgumentError as e:
+                raise _err(e.msg, s.pos, s) from None
+            except (SourceError, UnsupportedTypeError) as e:
                 raise _err(str(e), s.pos, s) from None
         return opened[s.step_id].schema
     schema = ins[0]

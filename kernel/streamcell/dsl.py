@@ -11,16 +11,18 @@ from __future__ import annotations
 import ast
 import datetime as _dt
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from . import plan as P
-from .errors import DSLSyntaxError
+from .errors import ArgumentError, DSLSyntaxError
 from .expr import (
     AGG_FUNCTIONS,
     FUNCTION_ALIASES,
     FUNCTIONS,
     IR,
+    MAX_EXPR_DEPTH,
     AggCall,
     Binary,
     Call,
@@ -151,7 +153,15 @@ class _Stage:
 
     def _parse_args(self, rest: str) -> ast.Call:
         try:
-            tree = ast.parse("_(\n" + rest + "\n)", mode="eval")
+            with warnings.catch_warnings():  # '\o' or '1and' in a cell: Python's own warnings
+                warnings.simplefilter("ignore", SyntaxWarning)
+                warnings.simplefilter("ignore", DeprecationWarning)
+                tree = ast.parse("_(\n" + rest + "\n)", mode="eval")
+        except (RecursionError, MemoryError):  # Python's parser gives up on deep nesting
+            self.error(
+                f"expression nested too deeply to parse (the limit is {MAX_EXPR_DEPTH} levels)",
+                self.args_col + len(rest) - len(rest.lstrip()) + 1,
+            )
         except SyntaxError as e:
             lineno = (e.lineno or 2) - 2
             col = (e.offset or 1) - 1
@@ -163,8 +173,35 @@ class _Stage:
             )
             self.error(f"invalid syntax: {msg}", col + 1, 1, lineno)
         call = tree.body
-        assert isinstance(call, ast.Call)
+        if not (  # a stray ")" closes the wrapper early: `sketch f(x)) as y` parses as `_(...) @ y`
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Name)
+            and call.func.id == "_"
+            and call.func.col_offset == 0
+            and call.func.lineno == 1
+            and getattr(call, "end_lineno", 0) == rest.count("\n") + 3
+        ):
+            self.error("invalid syntax: unbalanced brackets", self.args_col + 1)
+        self._check_depth(call)
         return call
+
+    def _check_depth(self, call: ast.Call) -> None:
+        """Refuse an argument nested deeper than MAX_EXPR_DEPTH (iteratively, so any depth is
+        safe here), at the node where it goes too deep: the converter, the compiler and every
+        engine walk expressions recursively."""
+        stack: list[tuple[ast.AST, int]] = [(a, 1) for a in call.args]
+        stack += [(k.value, 1) for k in call.keywords]
+        while stack:
+            node, d = stack.pop()
+            if d > MAX_EXPR_DEPTH:
+                self.fail(
+                    node,
+                    f"expression nested more than {MAX_EXPR_DEPTH} levels deep; "
+                    "split it into several with_columns stages",
+                )
+            for c in ast.iter_child_nodes(node):
+                if isinstance(c, ast.expr):
+                    stack.append((c, d + 1))
 
     # -- argument access
     def positional(self, lo: int, hi: int, what: str) -> list[ast.expr]:
@@ -475,7 +512,19 @@ def parse(text: str, namespace: dict[str, Any] | None = None, name: str | None =
     lines = _split_stages(text)
     if not lines:
         raise DSLSyntaxError("empty pipeline: start with a 'source' stage", 1, 1)
+    depth = 0  # steps after the current chain's source (checked before anything is parsed)
     for line in lines:
+        head = _keyword(line)
+        depth = 0 if head == "source" else depth + (head != "sink")
+        if depth > P.MAX_PIPELINE_DEPTH:
+            raise DSLSyntaxError(
+                f"a pipeline may have at most {P.MAX_PIPELINE_DEPTH} stages between its source "
+                "and its sink; split it into several cells",
+                line.number,
+                1,
+                line.lines[0],
+                len(line.lines[0].strip()) or 1,
+            )
         st = _Stage(line)
         if st.label is not None and st.keyword != "source":
             st.error("only a source can be named: NAME = source ...", 1, len(st.label))
@@ -516,6 +565,11 @@ def parse(text: str, namespace: dict[str, Any] | None = None, name: str | None =
             ch.sunk or P.Sink(inputs=(ch.step,), target="none" if final_sketch else "table")
         )
     return P.Plan.of(tuple(sinks), name)
+
+
+def _keyword(line: _Line) -> str | None:
+    m = _HEAD_RE.match(line.text.lstrip())
+    return m.group(2) if m else None
 
 
 def _close(ch: _Chain) -> None:
@@ -579,6 +633,11 @@ def _source(st: _Stage, ns: dict[str, Any]) -> P.Source:
             spec = makers[kind](*args, **kwargs)  # type: ignore[operator]
         except TypeError as e:
             st.fail(what, f"{kind}: {e}")
+        except ArgumentError as e:  # point at the argument
+            p = st.pos(next((k for k in what.keywords if k.arg == e.parameter), what))
+            raise ArgumentError(
+                e.msg, e.parameter, line=p.line, column=p.column, text=p.text, length=p.length
+            ) from None
         return P.Source(spec=spec, rate=rate, name=st.label, pos=st.pos(what))
     return st.fail(
         what, 'expected a source such as clickstream(rows=1000), parquet("dir") or a variable'
@@ -1060,6 +1119,10 @@ def _sink(st: _Stage, cur: P.Step, ns: dict[str, Any], pos: Pos) -> P.Sink:
             st.fail(opts["mode"], 'mode must be "append" or "upsert"')
         key = st.names(opts["key"]) if "key" in opts else None
         return P.Sink(inputs=(cur,), target="table", name=name, mode=mode, key=key, pos=pos)
+    if kind in ("parquet", "callback"):
+        for k in what.keywords:  # neither takes options: refuse them like every stage does
+            node = k if k.arg is not None else k.value
+            st.fail(node, f"{kind}() sink takes no options, not {k.arg or '**'}=")
     if kind == "parquet":
         if len(what.args) != 1:
             st.fail(what, 'parquet sink takes a directory: parquet("out/")')

@@ -48,6 +48,31 @@ class PlanError(DSLSyntaxError):
             self.msg, self.line, self.column, self.text = message, 0, 0, ""
 
 
+class ArgumentError(PlanError):
+    """A bad argument to a source or sink (``clickstream(users=-5)``); ``parameter`` names it.
+
+    Raised where the spec is built (``sc.clickstream(...)``); in a ``%%stream`` cell it
+    carries the line and column of the argument.
+    """
+
+    def __init__(self, message: str, parameter: str, **where: object):
+        self.parameter = parameter
+        super().__init__(message, **where)  # type: ignore[arg-type]
+
+
+class UnsupportedTypeError(StreamcellError, ValueError):
+    """A column whose type streamcell cannot hold (Polars Time, Duration, Binary, Struct...):
+    refused when the source is opened, naming the column and its type."""
+
+    def __init__(self, column: str, arrow_type: object, hint: str = ""):
+        self.column = column
+        self.arrow_type = arrow_type
+        super().__init__(
+            f"column {column!r} has type {arrow_type}, which streamcell does not support "
+            "(columns are int, float, str, bool, datetime, date or list[...])" + hint
+        )
+
+
 class NotSupportedError(StreamcellError):
     """A step that a backend cannot run. The message names the step and the backend."""
 

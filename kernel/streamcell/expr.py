@@ -85,6 +85,11 @@ class AggCall:
 
 IR = Col | Lit | Binary | Unary | Call | When | AggCall
 
+MAX_EXPR_DEPTH = 100
+"""How deeply an expression may nest (``-(-(-x))`` is 4 deep). Every engine walks
+expressions recursively; a limit here turns what would be a ``RecursionError`` somewhere
+in an engine into one positioned error before anything runs."""
+
 ARITH_OPS = ("+", "-", "*", "/", "//", "%", "**")
 CMP_OPS = ("==", "!=", "<", "<=", ">", ">=")
 LOGIC_OPS = ("and", "or")
@@ -235,6 +240,32 @@ _RESERVED = {
     "datetime",
     "date",
 }
+
+
+def children(x: IR) -> tuple[IR, ...]:
+    """The sub-expressions of one IR node."""
+    if isinstance(x, Binary):
+        return (x.left, x.right)
+    if isinstance(x, Unary):
+        return (x.operand,)
+    if isinstance(x, Call):
+        return x.args
+    if isinstance(x, When):
+        return (*(e for b in x.branches for e in b), x.otherwise)
+    if isinstance(x, AggCall):
+        return () if x.arg is None else (x.arg,)
+    return ()
+
+
+def too_deep(e: IR, limit: int = MAX_EXPR_DEPTH) -> IR | None:
+    """The first node nested deeper than ``limit`` (iteratively: any depth is safe), or None."""
+    stack: list[tuple[IR, int]] = [(e, 1)]
+    while stack:
+        x, d = stack.pop()
+        if d > limit:
+            return x
+        stack.extend((c, d + 1) for c in children(x))
+    return None
 
 
 def columns_used(e: IR) -> list[str]:

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from .errors import ArgumentError, PlanError
 from .expr import IR, AggCall, Col, Expr, Named, _ir, output_name, to_text
 
 if TYPE_CHECKING:
@@ -449,6 +450,36 @@ def operator_kind(step: Step) -> str:
 # -------------------------------------------------------------------------------- plan
 
 
+MAX_PIPELINE_DEPTH = 200
+"""The most steps on one path from a source to a sink. Plans are nested frozen dataclasses
+that numbering, comparison, compilation and the engines walk recursively; a limit turns a
+``RecursionError`` into one clear error (no real pipeline comes near it)."""
+
+
+def _check_depth(sinks: tuple[Sink, ...]) -> None:
+    """Refuse a plan deeper than MAX_PIPELINE_DEPTH (an iterative walk: any depth is safe)."""
+    depth: dict[int, int] = {}
+    stack: list[tuple[Step, bool]] = [(s, False) for s in sinks]
+    while stack:
+        s, inputs_done = stack.pop()
+        if id(s) in depth:
+            continue
+        if not inputs_done:
+            stack.append((s, True))
+            stack.extend((i, False) for i in s.inputs if id(i) not in depth)
+            continue
+        depth[id(s)] = 1 + max((depth[id(i)] for i in s.inputs), default=0)
+        if depth[id(s)] > MAX_PIPELINE_DEPTH + 2:  # + the source and the sink
+            pos = getattr(s, "pos", None)
+            msg = (
+                f"a pipeline may have at most {MAX_PIPELINE_DEPTH} steps between a source "
+                f"and a sink; this one has more ({s.kind} step)"
+            )
+            if pos is not None and pos.line:
+                raise PlanError(msg, pos.line, pos.column, pos.text, pos.length)
+            raise PlanError(msg)
+
+
 def _number(sinks: tuple[Sink, ...]) -> tuple[Sink, ...]:
     """Assign ``kind#n`` step ids by a post-order walk from the sinks (inputs first)."""
     memo: dict[int, Step] = {}
@@ -479,6 +510,7 @@ class Plan:
 
     @staticmethod
     def of(sinks: tuple[Sink, ...], name: str | None = None) -> Plan:
+        _check_depth(sinks)
         return Plan(_number(sinks), name)
 
     @property
@@ -1081,6 +1113,35 @@ def _spec(kind: str, **args: Any) -> SourceSpec:
     return SourceSpec(kind, tuple((k, freeze(v)) for k, v in args.items() if v is not None))
 
 
+_COUNT_LIMIT = 10**12  # users, items, stores, customers: numpy draws int64 ids below it
+
+
+def _check_int(kind: str, name: str, v: Any, lo: int, hi: int | None = None) -> None:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ArgumentError(f"{kind}: {name} must be an integer, got {v!r}", name)
+    if v < lo or (hi is not None and v > hi):
+        bound = f"between {lo:_} and {hi:_}" if hi is not None else f">= {lo}"
+        raise ArgumentError(f"{kind}: {name} must be {bound}, got {v!r}", name)
+
+
+def check_generator_args(kind: str, args: dict[str, Any]) -> None:
+    """Validate a generator's arguments; raises :class:`ArgumentError` naming the parameter."""
+    for name, v in args.items():
+        if name == "rows":
+            if v is not None:
+                _check_int(kind, name, v, 0)
+        elif name == "seed":
+            _check_int(kind, name, v, 0)
+        elif name in ("users", "items", "stores", "customers"):
+            _check_int(kind, name, v, 1, _COUNT_LIMIT)
+        elif name == "late_fraction":
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1
+            if not ok:
+                raise ArgumentError(
+                    f"{kind}: late_fraction must be a number from 0 to 1, got {v!r}", name
+                )
+
+
 def clickstream(
     *,
     rows: int | None = None,
@@ -1093,7 +1154,13 @@ def clickstream(
 
     Columns: ts (datetime), user_id (int, ~1% null), item_id, category (int), event
     ("view" | "cart" | "purchase"), price (float). ``rows=None`` is unbounded.
+    ``users``/``items`` are at least 1, ``seed`` at least 0, ``late_fraction`` from 0 to 1
+    (an :class:`~streamcell.errors.ArgumentError` names the parameter otherwise).
     """
+    check_generator_args(
+        "clickstream",
+        dict(rows=rows, users=users, items=items, seed=seed, late_fraction=late_fraction),
+    )
     return _spec(
         "clickstream", rows=rows, users=users, items=items, seed=seed, late_fraction=late_fraction
     )
@@ -1110,7 +1177,12 @@ def store_sales(
     """Deterministic store sales (TPCx-BB store_sales shape).
 
     Columns: ts, ticket, store_id, item_id, customer_id, category, quantity, price, net_paid.
+    ``stores``/``items``/``customers`` are at least 1 and ``seed`` at least 0.
     """
+    check_generator_args(
+        "store_sales",
+        dict(rows=rows, stores=stores, items=items, customers=customers, seed=seed),
+    )
     return _spec(
         "store_sales", rows=rows, stores=stores, items=items, customers=customers, seed=seed
     )

@@ -16,7 +16,7 @@ import polars as pl
 
 from . import plan as P
 from .compiler import Compiled, compile_plan
-from .errors import RunFailed
+from .errors import ArgumentError, RunFailed
 from .options import RunOptions
 from .sketching import KeyedSketch, SketchSlot, SketchValue, live
 from .stores import (
@@ -167,7 +167,10 @@ class Run:
                 self._writers[sink.step_id] = lambda rows: None
             elif sink.target == "parquet":
                 assert sink.name is not None
-                w = ParquetWriter(sink.name, schema)
+                try:
+                    w = ParquetWriter(sink.name, schema)
+                except OSError as e:  # refused at start(), at the sink's text
+                    raise _sink_error(sink, e) from None
                 self._parquet.append(w)
                 self._writers[sink.step_id] = w.write
             else:
@@ -481,6 +484,19 @@ def start(
         _REGISTRY[name] = run
     run._start()
     return run
+
+
+def _sink_error(sink: P.Sink, e: OSError) -> ArgumentError:
+    msg = (
+        f"parquet sink: cannot create the directory {sink.name!r}: "
+        f"{e.strerror or e} ({e.filename or sink.name})"
+    )
+    p = sink.pos
+    if p is not None and p.line:
+        return ArgumentError(
+            msg, "path", line=p.line, column=p.column, text=p.text, length=p.length
+        )
+    return ArgumentError(msg, "path", step=sink.step_id)
 
 
 def _resolve_engine(c: Compiled, opts: RunOptions) -> tuple[RunOptions, str]:

@@ -22,7 +22,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .plan import SourceSpec
+from .errors import StreamcellError
+from .plan import SourceSpec, check_generator_args
 from .types import (
     BOOL,
     DATETIME,
@@ -36,6 +37,7 @@ from .types import (
     dtype_of_value,
     parse_dtype,
     schema_from_arrow,
+    to_arrow,
     unify,
 )
 
@@ -49,7 +51,7 @@ class BadRow:
     raw: str
 
 
-class SourceError(Exception):
+class SourceError(StreamcellError):
     """A source that cannot be opened at all (missing file, unsupported type)."""
 
 
@@ -172,11 +174,9 @@ class GeneratorReader(Reader):
         self.spec = spec
         self.label = spec.kind
         self.fn = _GENERATORS[spec.kind]
+        check_generator_args(spec.kind, dict(spec.args))  # specs not built by sc.clickstream()
         self.schema = schema_from_arrow(self.fn(spec, 0, 1).schema)
-        rows = spec.arg("rows")
-        if rows is not None and (not isinstance(rows, int) or rows < 0):
-            raise SourceError(f"{spec.kind}: rows must be a non-negative integer or None")
-        self.total: int | None = rows
+        self.total: int | None = spec.arg("rows")
 
     def arrow_batches(self) -> Iterator[pa.RecordBatch]:
         chunks = (
@@ -229,7 +229,8 @@ class ParquetReader(Reader):
                     str(f), f"file schema differs from the first file's: {fs} vs {self.schema}", ""
                 )
                 continue
-            yield from pf.iter_batches(batch_size=8192)
+            for b in pf.iter_batches(batch_size=8192):
+                yield _plain_batch(b)
 
     def rows(self) -> Iterator[dict[str, Any] | BadRow]:
         for b in self.arrow_batches():
@@ -572,6 +573,121 @@ class WatchReader(Reader):
 # ------------------------------------------------------------------------------ objects
 
 
+_I64_MAX = 2**63 - 1
+
+
+def _plain(a: pa.Array) -> pa.Array:
+    """A column as every engine reads it: dictionaries (Polars Categorical / Enum) decoded to
+    their strings, fixed-size lists (Polars Array) as lists. Other columns pass unchanged."""
+    t = a.type
+    if pa.types.is_dictionary(t):  # take() has no string_view kernel: decode by hand
+        values = a.dictionary
+        if pa.types.is_string_view(values.type):
+            values = values.cast(pa.large_string())
+        return values.take(a.indices)
+    if pa.types.is_fixed_size_list(t):
+        return a.cast(pa.list_(t.value_type))
+    return a
+
+
+def plain_batches(
+    batches: Iterable[pa.RecordBatch], first: pa.Schema, schema: Schema, label: str
+) -> Iterator[pa.RecordBatch | BadRow]:
+    """Arrow batches of a typed source as every engine can read them, and BadRows for the
+    rows no engine could hold, in order, with ``row N`` positions counted over the source:
+
+    - a UInt64 value of 2**63 or more (no int64 holds it) is a BadRow naming the column;
+    - a batch whose types differ from ``first`` (a RecordBatchReader whose batch types
+      change mid-stream) is conformed row by row to ``schema``: the rows that fit go on,
+      the others are BadRows with the reason (wrong type, missing column).
+    """
+    target = pa.schema([(n, to_arrow(t)) for n, t in schema])
+    base = 0
+    for b in batches:
+        if b.schema.equals(first):
+            yield from _split_bad(_plain_batch(b), _too_big(b), base, label)
+        else:
+            yield from _refit(b, schema, target, base)
+        base += b.num_rows
+
+
+def _plain_batch(b: pa.RecordBatch) -> pa.RecordBatch:
+    cols = [_plain(a) for a in b.columns]
+    if all(x is a for x, a in zip(cols, b.columns)):
+        return b
+    return pa.RecordBatch.from_arrays(cols, names=b.schema.names)
+
+
+def _too_big(b: pa.RecordBatch) -> dict[int, str]:
+    """Rows with a UInt64 value above int64's range: {row in batch: reason}."""
+    import pyarrow.compute as pc
+
+    bad: dict[int, str] = {}
+    for name, a in zip(b.schema.names, b.columns):
+        if a.type != pa.uint64() or a.null_count == len(a):
+            continue
+        over = pc.greater(a, pa.scalar(_I64_MAX, pa.uint64()))
+        if not pc.any(over).as_py():
+            continue
+        for i in pc.indices_nonzero(pc.fill_null(over, False)).to_pylist():
+            bad.setdefault(i, f"column {name}: {a[i].as_py()} does not fit in int (int64)")
+    return bad
+
+
+def _split_bad(
+    b: pa.RecordBatch, bad: dict[int, str], base: int, label: str
+) -> Iterator[pa.RecordBatch | BadRow]:
+    if not bad:
+        if b.num_rows:
+            yield b
+        return
+    start = 0
+    for i in sorted(bad):
+        if i > start:
+            yield _int64(b.slice(start, i - start))
+        yield BadRow(f"row {base + i}", bad[i], repr(b.slice(i, 1).to_pylist()[0])[:200])
+        start = i + 1
+    if start < b.num_rows:
+        yield _int64(b.slice(start))
+
+
+def _int64(b: pa.RecordBatch) -> pa.RecordBatch:
+    """UInt64 columns as int64 (their values fit: the ones that do not were taken out)."""
+    cols = [a.cast(pa.int64()) if a.type == pa.uint64() else a for a in b.columns]
+    return pa.RecordBatch.from_arrays(cols, names=b.schema.names)
+
+
+def _refit(
+    b: pa.RecordBatch, schema: Schema, target: pa.Schema, base: int
+) -> Iterator[pa.RecordBatch | BadRow]:
+    good: list[dict[str, Any]] = []
+    for i, obj in enumerate(b.to_pylist()):
+        raw = repr(obj)[:200]
+        for n, v in obj.items():  # values no streamcell column holds (UInt64 above 2**63)
+            if (
+                isinstance(v, int)
+                and not isinstance(v, bool)
+                and not -_I64_MAX - 1 <= v <= _I64_MAX
+            ):
+                obj = BadRow("", f"column {n}: {v} does not fit in int (int64)", raw)  # type: ignore[assignment]
+                break
+        row = obj if isinstance(obj, BadRow) else _conform_row(obj, schema, "", raw, False)
+        if isinstance(row, BadRow):
+            if good:
+                yield pa.RecordBatch.from_pylist(good, schema=target)
+                good = []
+            reason = row.reason
+            if reason.startswith("missing field"):
+                reason = f"{reason} (the batch's columns changed mid-stream)"
+            else:
+                reason = f"{reason} (the batch's types changed mid-stream)"
+            yield BadRow(f"row {base + i}", reason, raw)
+        else:
+            good.append(row)
+    if good:
+        yield pa.RecordBatch.from_pylist(good, schema=target)
+
+
 class ArrowReader(Reader):
     """Polars DataFrame, pyarrow Table / RecordBatchReader, anything with ``__arrow_c_stream__``."""
 
@@ -581,7 +697,8 @@ class ArrowReader(Reader):
         self.never_waits = not isinstance(obj, pa.RecordBatchReader) and not hasattr(
             obj, "__next__"
         )
-        self.schema = schema_from_arrow(self._reader().schema)
+        self._first = self._reader().schema
+        self.schema = schema_from_arrow(self._first)
         self._used = False
 
     def _reader(self) -> pa.RecordBatchReader:
@@ -594,23 +711,31 @@ class ArrowReader(Reader):
         # (strings as string_view), which every engine reads as is
         return pa.RecordBatchReader.from_stream(o)
 
-    def arrow_batches(self) -> Iterator[pa.RecordBatch]:
+    def arrow_batches(self) -> Iterator[pa.RecordBatch | BadRow]:  # type: ignore[override]
         if isinstance(self.obj, pa.RecordBatchReader):
             if self._used:
                 raise SourceError(f"{self.label}: a RecordBatchReader can be read only once")
             self._used = True
-        yield from self._reader()
+        yield from plain_batches(self._reader(), self._first, self.schema, self.label)
 
     def rows(self) -> Iterator[dict[str, Any] | BadRow]:
         for b in self.arrow_batches():
-            yield from b.to_pylist()
+            if isinstance(b, BadRow):
+                yield b
+            else:
+                yield from b.to_pylist()
 
 
 class IterableReader(Reader):
-    """An iterable of dicts; the schema is given or inferred from the first 100 rows."""
+    """An iterable of dicts; the schema is given or inferred from the first 100 rows.
+
+    An inferred schema has every key of those rows (in first-seen order), each nullable: a
+    row without a key has a null there. With a given schema a missing key is a data error
+    (the row is dead-lettered)."""
 
     def __init__(self, obj: Iterable[Any], label: str, schema: Schema | None):
         self.label = label
+        self._missing_is_null = schema is None
         self._it = iter(obj)
         self._peeked: list[Any] = list(itertools.islice(self._it, 100))
         if schema is None:
@@ -638,7 +763,9 @@ class IterableReader(Reader):
             if not isinstance(r, dict):
                 yield BadRow(pos, f"expected a dict, got {type(r).__name__}", repr(r)[:200])
                 continue
-            yield _conform_row(r, self.schema, pos, repr(r)[:200], missing_is_null=False)
+            yield _conform_row(
+                r, self.schema, pos, repr(r)[:200], missing_is_null=self._missing_is_null
+            )
 
 
 def open_source(spec: SourceSpec) -> Reader:

@@ -189,8 +189,10 @@ def from_arrow(t: pa.DataType) -> DType:
         return FLOAT
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
         return STR
-    if pa.types.is_dictionary(t) and (
-        pa.types.is_string(t.value_type) or pa.types.is_large_string(t.value_type)
+    if pa.types.is_dictionary(t) and (  # Polars Categorical / Enum: read as strings
+        pa.types.is_string(t.value_type)
+        or pa.types.is_large_string(t.value_type)
+        or pa.types.is_string_view(t.value_type)
     ):
         return STR
     if pa.types.is_timestamp(t):
@@ -204,19 +206,54 @@ def from_arrow(t: pa.DataType) -> DType:
         or pa.types.is_large_list(t)
         or pa.types.is_list_view(t)
         or pa.types.is_large_list_view(t)
+        or pa.types.is_fixed_size_list(t)  # Polars Array: read as a list
     ):
         return list_of(from_arrow(t.value_type))
     raise ValueError(f"unsupported Arrow type {t}")
 
 
+_POLARS_NAMES = (  # how a Polars user knows the Arrow types we refuse
+    (pa.types.is_time, "Polars Time"),
+    (pa.types.is_duration, "Polars Duration"),
+    (lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t), "Polars Binary"),
+    (pa.types.is_binary_view, "Polars Binary"),
+    (pa.types.is_struct, "Polars Struct"),
+    (pa.types.is_dictionary, "a dictionary that is not of strings"),
+)
+
+
 def schema_from_arrow(s: pa.Schema) -> Schema:
+    """The streamcell schema of an Arrow schema; a column of a type streamcell cannot hold
+    raises :class:`~streamcell.errors.UnsupportedTypeError` naming the column and type."""
+    from .errors import UnsupportedTypeError
+
     out = []
     for f in s:
         try:
             out.append((f.name, from_arrow(f.type)))
-        except ValueError as e:
-            raise ValueError(f"column {f.name!r}: {e}") from None
+        except ValueError:
+            kind = next((name for test, name in _POLARS_NAMES if test(f.type)), "")
+            shown = f"{f.type} ({kind})" if kind else str(f.type)
+            raise UnsupportedTypeError(
+                f.name, shown, "; cast or drop it before streaming (e.g. .cast(pl.String))"
+            ) from None
     return tuple(out)
+
+
+def to_arrow(t: DType) -> pa.DataType:
+    """The Arrow type a column of type ``t`` is read as."""
+    if t.name == "list":
+        assert t.inner is not None
+        return pa.list_(to_arrow(t.inner))
+    return {
+        "int": pa.int64(),
+        "float": pa.float64(),
+        "str": pa.string(),
+        "bool": pa.bool_(),
+        "datetime": pa.timestamp("us"),
+        "date": pa.date32(),
+        "null": pa.null(),
+    }[t.name]
 
 
 def polars_schema(schema: Schema) -> dict[str, pl.DataType]:

@@ -18,10 +18,9 @@
  *   CPython 3.11 / Unicode 14 at the end of this file, final sigma included). str -> int /
  *   float follow int() / float() (Unicode digits and spaces, underscores, the 4300-digit
  *   limit); str -> datetime / date port CPython 3.11's C fromisoformat; float -> str is
- *   repr() (shortest round trip).
+ *   Polars' cast (repr()'s shortest round-trip digits, NaN, decimals down to 1e-5, 1e-7).
  * Deviations, where the reference has no representable answer:
  * - abs(INT64_MIN) wraps to INT64_MIN (Python gives 2**63, which no int64 column holds).
- * - round(v, d) where |v| * 10**d overflows gives v (Python raises OverflowError).
  * - A string with a UTC offset cast to datetime becomes naive UTC (Python: an aware
  *   datetime, which the reference converts to naive UTC when it stores it).
  */
@@ -761,7 +760,7 @@ static int put_str(char *out, const char *s) {
 }
 
 static int fmt_f64(double x, char *out) {
-    if (isnan(x)) return put_str(out, "nan");
+    if (isnan(x)) return put_str(out, "NaN");
     if (isinf(x)) return put_str(out, x > 0 ? "inf" : "-inf");
     int n = 0;
     if (signbit(x)) {
@@ -771,7 +770,7 @@ static int fmt_f64(double x, char *out) {
     if (x == 0) return n + put_str(out + n, "0.0");
     char d[24] = { 0 };
     int decpt = 0, nd = shortest_digits(x, d, &decpt);
-    if (decpt <= -4 || decpt > 16) {
+    if (decpt <= -5 || decpt > 16) { /* Polars: decimals down to 1e-5, Python to 1e-4 */
         out[n++] = d[0];
         if (nd > 1) {
             out[n++] = '.';
@@ -781,8 +780,8 @@ static int fmt_f64(double x, char *out) {
         int e = decpt - 1, ae = e < 0 ? -e : e;
         out[n++] = 'e';
         out[n++] = e < 0 ? '-' : '+';
-        if (ae >= 100) out[n++] = (char)('0' + ae / 100);
-        out[n++] = (char)('0' + ae / 10 % 10);
+        if (ae >= 100) out[n++] = (char)('0' + ae / 100); /* no zero padding: 1e-7 */
+        if (ae >= 10) out[n++] = (char)('0' + ae / 10 % 10);
         out[n++] = (char)('0' + ae % 10);
     } else if (decpt <= 0) {
         out[n++] = '0';
@@ -1681,7 +1680,43 @@ static int ev_abs(ctx *c, const sc_enode *nd, vec *o, const vec *a) {
     return SC_OK;
 }
 
-/* evaluate._round: ints unchanged; floats half away from zero at `d` decimals. */
+/* Rust's f64::powi (LLVM's __powidf2): binary powering, what Polars' round computes 10**d
+ * with; beyond 10**22 it can differ from pow() in the last bit. */
+static double powi_f64(double a, int64_t b) {
+    int recip = b < 0;
+    uint64_t n = recip ? (uint64_t)0 - (uint64_t)b : (uint64_t)b;
+    double r = 1.0;
+    for (;;) {
+        if (n & 1) r *= a;
+        n >>= 1;
+        if (!n) break;
+        a *= a;
+    }
+    return recip ? 1.0 / r : r;
+}
+
+/* evaluate.round_float (Polars' round): rint(v * 10**d) / 10**d, ties to even (rint in the
+ * default rounding mode), v itself when that is not finite; 10**d split into 2**d * 5**d
+ * from 300 digits, v unchanged from 326. */
+static double round_f64(double v, int64_t d) {
+    if (d == 0) return isfinite(v) ? rint(v) : v;
+    if (d >= 326 || !isfinite(v)) return v;
+    volatile double t; /* no fused or reassociated arithmetic: the reference's exact steps */
+    double ret;
+    if (d >= 300) {
+        double mul2 = ldexp(1.0, (int)d), mul5 = powi_f64(5.0, d);
+        t = v * mul2;
+        t = t * mul5;
+        ret = isfinite(t) ? rint(t) / mul5 * (1.0 / mul2) : INFINITY;
+    } else {
+        double m = powi_f64(10.0, d);
+        t = v * m;
+        ret = isfinite(t) ? rint(t) / m : INFINITY;
+    }
+    return isfinite(ret) ? ret : v;
+}
+
+/* evaluate._round: ints unchanged; floats as round_f64 (Polars: half to even). */
 static int ev_round(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec *d) {
     int rc = vnew(c, o, nd->lt);
     if (!rc) rc = d ? err_strict(c, o, a, d) : err_unary(c, o, a);
@@ -1693,27 +1728,13 @@ static int ev_round(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec 
     } else if (a->lt == SC_LT_INT) {
         memcpy(o->i, a->i, (size_t)c->n * sizeof(int64_t));
     } else {
-        int64_t last = 0;
-        double m = 1.0;
         for (int64_t r = 0; r < c->n; r++) {
-            double v = a->f[r];
             if (!o->ok[r]) continue;
             if (a->isint && a->isint[r]) {
                 set_int_row(o, r, a->i[r]);
                 continue;
             }
-            if (d && d->i[r] != last) {
-                last = d->i[r];
-                m = pow(10.0, (double)last);
-            }
-            if (isnan(v) || isinf(v)) {
-                o->f[r] = v;
-                continue;
-            }
-            volatile double t = fabs(v) * m; /* rounded before + 0.5 (no fused multiply-add) */
-            double q = floor(t + 0.5) / m;
-            if (isinf(t)) q = fabs(v); /* the reference raises OverflowError here */
-            o->f[r] = v >= 0 ? q : q * -1.0;
+            o->f[r] = round_f64(a->f[r], d ? d->i[r] : 0);
         }
     }
     seal(c, o);

@@ -14,6 +14,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 import streamcell as sc
+from streamcell import plan as P
 from streamcell.errors import PlanError
 from tests.helpers import check_against_reference, run_plan, table
 
@@ -332,20 +333,32 @@ def test_iterable_bad_rows_are_dead_letters(engine):
         {"a": 4, "s": "y"},
     ]
     out = out_of(sc.source(rows).plan(), engine)
-    assert first_table(out).rows() == [(1, "x"), (4, "y")]
+    # the inferred schema's fields are nullable: a missing key is a null, not a dead letter
+    assert first_table(out).rows() == [(1, "x"), (2, None), (4, "y")]
     dead = out["dead"]
-    assert dead["position"].to_list() == [
-        "source#1 row 1",
-        "source#1 row 2",
-        "source#1 row 3",
-        "source#1 row 4",
-    ]
+    assert dead["position"].to_list() == ["source#1 row 2", "source#1 row 3", "source#1 row 4"]
     reasons = dead["reason"].to_list()
-    assert reasons[0] == "missing field 's'"
-    assert reasons[1] == "expected a dict, got str"
-    assert reasons[2].startswith("column a:") and "'3'" in reasons[2]
-    assert reasons[3].startswith("column a:")  # a bool is not an int
-    assert source_counts(out)["dead"] == 4
+    assert reasons[0] == "expected a dict, got str"
+    assert reasons[1].startswith("column a:") and "'3'" in reasons[1]
+    assert reasons[2].startswith("column a:")  # a bool is not an int
+    assert source_counts(out)["dead"] == 3
+
+
+def test_iterable_missing_key_is_null_unless_the_schema_is_given(engine):
+    """One early dict with an extra key adds a nullable column; the other rows keep flowing.
+    With a given schema a missing key still dead-letters the row."""
+    rows = [{"a": 0, "extra": "e"}] + [{"a": i} for i in range(1, 6)]
+    out = out_of(sc.source(rows).plan(), engine)
+    t = first_table(out)
+    assert t.columns == ["a", "extra"]
+    assert t.rows() == [(0, "e")] + [(i, None) for i in range(1, 6)]
+    assert out["dead"].height == 0
+    given = P.SourceSpec(
+        "object", (("schema", (("a", "int"), ("extra", "str"))),), P.ObjRef(rows, "rows")
+    )
+    out = out_of(sc.source(given).plan(), engine)
+    assert first_table(out).rows() == [(0, "e")]
+    assert out["dead"]["reason"].to_list() == ["missing field 'extra'"] * 5
 
 
 def test_generator_of_dicts(engine):

@@ -179,7 +179,9 @@ def cast_value(v: Any, target: str) -> Any:  # noqa: C901 - one table of convers
                 return "true" if v else "false"
             if isinstance(v, _dt.datetime):
                 return v.isoformat(sep=" ", timespec="microseconds")
-            if isinstance(v, (int, float, str, _dt.date)):
+            if isinstance(v, float):
+                return float_text(v)
+            if isinstance(v, (int, str, _dt.date)):
                 return str(v)
         elif t == "bool":
             if isinstance(v, (bool, int, float)):
@@ -207,14 +209,72 @@ def cast_value(v: Any, target: str) -> Any:  # noqa: C901 - one table of convers
     raise RowError(f"cannot cast {v!r} to {target}")
 
 
+def float_text(v: float) -> str:
+    """Polars' ``cast(pl.String)`` of a float: Python's shortest round-trip digits, but
+    ``NaN``, decimal notation down to 1e-5 (``0.000015``, Python ``1.5e-05``) and exponents
+    without padding (``1e-7``, Python ``1e-07``); 1e16 and up are ``1e+16`` in both."""
+    if v != v:
+        return "NaN"
+    r = repr(v)
+    if "e" not in r:
+        return r  # also inf, -inf
+    mant, exp = r.split("e")
+    e = int(exp)
+    if e == -5:  # Python switches to exponents at 1e-4, Polars below 1e-5
+        sign = "-" if mant.startswith("-") else ""
+        return f"{sign}0.0000{mant.lstrip('-').replace('.', '')}"
+    return f"{mant}e{'-' if e < 0 else '+'}{abs(e)}"
+
+
+def powi(base: float, n: int) -> float:
+    """``base ** n`` by binary powering, as Rust's ``f64::powi`` (LLVM's ``__powidf2``)
+    computes it for Polars' ``round`` (beyond 10**22 it can differ from ``pow`` in the
+    last bit, so we repeat its steps)."""
+    recip = n < 0
+    n = -n if recip else n
+    r = 1.0
+    while True:
+        if n & 1:
+            r *= base
+        n >>= 1
+        if n == 0:
+            break
+        base *= base
+    return 1.0 / r if recip else r
+
+
+def _rint(t: float) -> float:
+    """``t`` rounded to an integer, ties to even, keeping the sign of zero (``-0.4`` gives
+    ``-0.0``) like Rust's ``round_ties_even``; ``t`` is finite."""
+    return math.copysign(float(round(t)), t)
+
+
+def round_float(v: float, d: int) -> float:
+    """Polars' ``round(d)`` of a float (half to even): ``round_ties_even(v * 10**d) / 10**d``,
+    ``v`` itself when that is not finite (overflow, nan, inf); 10**d is split into 2**d * 5**d
+    from 300 digits and ``v`` is returned unchanged from 326 (finer than any double)."""
+    if d == 0:
+        return _rint(v) if math.isfinite(v) else v
+    if d >= 326:
+        return v
+    if not math.isfinite(v):
+        return v
+    if d >= 300:
+        mul2 = math.ldexp(1.0, d)
+        mul5 = powi(5.0, d)
+        t = v * mul2 * mul5
+        ret = _rint(t) / mul5 * (1.0 / mul2) if math.isfinite(t) else math.inf
+    else:
+        m = powi(10.0, d)
+        t = v * m
+        ret = _rint(t) / m if math.isfinite(t) else math.inf
+    return ret if math.isfinite(ret) else v
+
+
 def _round(v: Any, d: int = 0) -> Any:
     if _is_int(v):
         return v
-    if math.isnan(v) or math.isinf(v):
-        return v
-    # Polars rounds half away from zero
-    m = 10.0**d
-    return math.floor(abs(v) * m + 0.5) / m * (1 if v >= 0 else -1)
+    return round_float(v, d)
 
 
 _WEEKDAY = lambda d: d.isoweekday()  # noqa: E731

@@ -9,7 +9,7 @@ of ``False and x``, an untaken ``when`` branch) is not an error.
 
 Most operators map to Spark builtins (Spark's NaN ordering and Kleene logic already equal
 Polars'); where Spark differs the translation spells the rule out (``/`` by zero gives ±inf or
-nan, ``//`` and ``%`` floor like Python, ``round`` rounds half away from zero). Casts Spark
+nan, ``//`` and ``%`` floor like Python, ``round`` rounds half to even like Polars). Casts Spark
 cannot reproduce exactly (from strings, float to string) and ``**`` (Python's int/float
 power rules) run the reference's own code in Arrow-optimized Python UDFs.
 """
@@ -285,7 +285,7 @@ class Translator:
             d = e.args[1] if len(e.args) > 1 else Lit(0)
             if not isinstance(d, Lit) or not isinstance(d.value, int):
                 raise self.unsupported("round() with non-literal decimals")
-            return _round_half_away(v, d.value), err
+            return _round_half_even(v, d.value), err
         if fn == "str.contains":
             return v.contains(rest[0]), err
         if fn == "str.starts_with":
@@ -487,14 +487,44 @@ def _float_mod(a: Any, b: Any) -> Any:
     )
 
 
-def _round_half_away(v: Any, d: int) -> Any:
-    """The reference's ``floor(|v|·10^d + 0.5) / 10^d`` with v's sign; nan/inf unchanged."""
+def _rint(t: Any) -> Any:
+    """A finite double rounded to an integer, ties to even, the sign of zero kept (Rust's
+    ``round_ties_even``): ``t - floor(t)`` is exact, so the tie test is exact."""
     from pyspark.sql import functions as F
 
-    m = F.lit(10.0**d)
-    mag = _float_floor(F.abs(v) * m + F.lit(0.5)) / m
-    finite = ~F.isnan(v) & (F.abs(v) != F.lit(float("inf")))
-    return F.when(finite, F.when(v >= 0, mag).otherwise(-mag)).otherwise(v)
+    fl = _float_floor(t)
+    diff = t - fl
+    up = fl + F.lit(1.0)
+    tie = F.when(fl % F.lit(2.0) == F.lit(0.0), fl).otherwise(up)
+    r = F.when(diff < F.lit(0.5), fl).when(diff > F.lit(0.5), up).otherwise(tie)
+    return F.when(r == F.lit(0.0), t * F.lit(0.0)).otherwise(r)
+
+
+def _round_half_even(v: Any, d: int) -> Any:
+    """``evaluate.round_float`` (Polars' ``round``): ``rint(v·10^d) / 10^d``, v itself when
+    that is not finite (nan, inf, overflow)."""
+    from pyspark.sql import functions as F
+
+    from .evaluate import powi
+
+    if d >= 326:
+        return v
+
+    def finite(x: Any) -> Any:
+        return ~F.isnan(x) & (F.abs(x) != F.lit(float("inf")))
+
+    if d == 0:
+        t = v
+        res = _rint(t)
+    elif d >= 300:
+        mul2, mul5 = math.ldexp(1.0, d), powi(5.0, d)
+        t = v * F.lit(mul2) * F.lit(mul5)
+        res = _rint(t) / F.lit(mul5) * F.lit(1.0 / mul2)
+    else:
+        m = powi(10.0, d)
+        t = v * F.lit(m)
+        res = _rint(t) / F.lit(m)
+    return F.when(finite(t) & finite(res), res).otherwise(v)
 
 
 def can_fail(e: IR) -> bool:
