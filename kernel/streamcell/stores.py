@@ -193,10 +193,14 @@ def late_frame(log: RowLog, schemas: dict[str, Schema], step: str | None) -> pl.
 
 @dataclass
 class StepCounters:
-    """Conservation counts of one step: ``rows_in == consumed + filtered + late + dead``.
+    """Conservation counts of one step:
+    ``rows_in == consumed + filtered + late + dead + unprocessed``.
 
-    ``consumed`` rows went on (stateless steps) or into state (stateful steps);
-    ``rows_out`` counts what the step emitted (explode and aggregates change the count).
+    ``consumed`` rows went on (stateless steps), into state (stateful steps) or were written
+    (sinks); ``rows_out`` counts what the step emitted (explode and aggregates change the
+    count). ``unprocessed`` rows had reached the step but were not finished when the run
+    ended (stopped or failed: in flight, or waiting in a sink's buffer); a finished run has
+    none. It is settled when the run ends (:meth:`streamcell.run.Run.counts`).
     """
 
     rows_in: int = 0
@@ -204,11 +208,12 @@ class StepCounters:
     filtered: int = 0
     late: int = 0
     dead: int = 0
+    unprocessed: int = 0
     ns: int = 0
 
     @property
     def consumed(self) -> int:
-        return self.rows_in - self.filtered - self.late - self.dead
+        return self.rows_in - self.filtered - self.late - self.dead - self.unprocessed
 
 
 @dataclass

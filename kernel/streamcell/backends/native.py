@@ -1248,6 +1248,9 @@ class Driver:
         self.side: list[tuple[tuple[int, int, int, int], str, dict[str, Any]]] = []
         self.reasons: dict[int, Callable[[dict[str, Any]], str | None]] = {}
         self.last_position = ""
+        self.source_error: Exception | None = None  # what a source raised (see _batches)
+        self.taken = 0  # rows taken from the chain's output queue
+        self.phases_pushed = 0  # phases pushed into the DAG runtime
         self._ends()
 
     def _ends(self) -> None:
@@ -1259,7 +1262,17 @@ class Driver:
 
     # ---------------------------------------------------------------- source
     def _batches(self, s: P.Source) -> Iterator[pa.RecordBatch | BadRow]:
-        """A source's rows as Arrow record batches of its schema, and its bad rows."""
+        """A source's rows as Arrow record batches of its schema, and its bad rows. When the
+        source raises, the error is kept in ``source_error`` and the rows end here: the
+        driver processes what was read (as the reference does), then fails the run with it.
+        (A source's rows count when they are pushed into the runtime: the rest of a batch
+        that a stop leaves behind was read ahead, not received.)"""
+        try:
+            yield from self._read(s)
+        except Exception as e:  # noqa: BLE001 - the user's source: re-raised by run()
+            self.source_error = e
+
+    def _read(self, s: P.Source) -> Iterator[pa.RecordBatch | BadRow]:
         reader = self.c.readers[s.step_id]
         target = _arrow_target(self.c.schemas[s.step_id])
         batches = reader.arrow_batches()
@@ -1291,12 +1304,16 @@ class Driver:
                 keyed=o.keyed_queue,
             )
             ok = self._feed(prog)
+            if ok and self.source_error is not None:
+                self._settle(prog)  # the rows read before the source failed are processed
+                raise self.source_error
             if ok:
                 ok = self._finish(prog)
             return ok
         finally:
             prog.stop()
-            self._flush_all()
+            if not self.env.should_stop():  # a stop discards the rows in flight
+                self._flush_all()
             self._drain_sides(prog)
             self._sync_counters(prog)
             self._flush_side()
@@ -1366,6 +1383,34 @@ class Driver:
                 self._drain(prog)
         return True
 
+    def _settle(self, prog: Any) -> None:
+        """Drain outputs until every pushed row has gone through the pipeline (or a stop).
+        No end of stream is pushed: open windows stay open, as on the reference when its
+        source fails. Counters are exact one by one but not together (runtime/metrics.h):
+        the pipeline counts as settled when two checks 1 ms apart both find it so."""
+        steady = 0
+        while steady < 2 and not self.env.should_stop() and prog.error() is None:
+            self._drain(prog)
+            steady = steady + 1 if self._settled(prog) else 0
+            time.sleep(0.001)
+        self._drain(prog)
+        self._flush_all()
+        self._flush_callbacks()
+
+    def _settled(self, prog: Any) -> bool:
+        """Every row pushed has left the last operator and been taken (per-operator metrics:
+        each operator took in what the one before sent on)."""
+        ops = prog.metrics()["ops"]
+        pushed = self.env.counters[self.source.step_id].rows_out
+        if not ops or ops[0]["rows_in"] != pushed:
+            return not ops and pushed == 0
+        if any(b["rows_in"] != a["rows_out"] for a, b in zip(ops, ops[1:])):
+            return False
+        return self.taken == ops[-1]["rows_out"]
+
+    def _flush_callbacks(self) -> None:
+        self.out.flush_callback()
+
     def _end_input(self, prog: Any) -> bool:
         """Push the end of stream, draining outputs while the runtime is full."""
         from .. import _runtime as R
@@ -1392,6 +1437,7 @@ class Driver:
             if rc == R.CLOSED:
                 return False
             if rb is not None:
+                self.taken += rb.num_rows
                 self.out.write(rb)
             if eos:
                 self.out.flush()
@@ -1431,6 +1477,7 @@ class Driver:
         while True:
             rc, eos, rb = prog.take_many(0)
             if rb is not None:
+                self.taken += rb.num_rows
                 self.out.write(rb)
             if rc != R.OK or rb is None:
                 break
@@ -1577,7 +1624,7 @@ class DagDriver(Driver):
         seq = 0
         t0 = time.monotonic()
         live = list(range(n))
-        while live:
+        while live and self.source_error is None:  # a failed source ends the input
             if env.should_stop() or not env.wait_if_paused():
                 return False
             takes: dict[int, list[Any]] = {}
@@ -1605,6 +1652,7 @@ class DagDriver(Driver):
                 while True:
                     rc, done = prog.push_phases(srcs, k, done, 2_000_000)
                     if rc == R.OK:
+                        self.phases_pushed += done
                         break
                     if rc == R.CLOSED or env.should_stop():
                         return False
@@ -1614,6 +1662,7 @@ class DagDriver(Driver):
                 while True:
                     rc = prog.push_phase(pieces, 2_000_000)
                     if rc == R.OK:
+                        self.phases_pushed += 1
                         break
                     if rc == R.CLOSED or env.should_stop():
                         return False
@@ -1682,6 +1731,14 @@ class DagDriver(Driver):
                     o.flush()
                     o.flush_callback()
                 return True
+
+    def _settled(self, prog: Any) -> bool:
+        """Every pushed phase is done (its outputs wait in the sink queues)."""
+        return bool(prog.dag_stats()[0]["phases"] >= self.phases_pushed)
+
+    def _flush_callbacks(self) -> None:
+        for o in self.outs:
+            o.flush_callback()
 
     def _drain(self, prog: Any) -> None:
         for k, o in enumerate(self.outs):
