@@ -51,9 +51,11 @@ class _SinkGate:
         self._stop = stop
         self._write = write
         self.written = 0
+        self.dropped = False  # rows came after the stop request
 
     def write(self, rows: list[dict[str, Any]]) -> None:
         if self._stop.is_set():  # checked before every call: no new callback after a stop
+            self.dropped = True
             return
         self._write(rows)
         self.written += len(rows)
@@ -69,6 +71,7 @@ class _FrameGate(_SinkGate):
 
     def write_frame(self, df: pl.DataFrame) -> None:
         if self._stop.is_set():
+            self.dropped = True
             return
         self._store.write_frame(df)
         self.written += df.height
@@ -235,7 +238,15 @@ class Run:
         try:
             backend = get_backend(self.options.engine)
             completed = backend.execute(self._compiled, _Env(self), self.options)
-            status = "finished" if completed else "stopped"
+            # an engine that ended its input while the stop request dropped its last rows
+            # (a Spark batch job) stopped: not everything was delivered
+            dropped = any(g.dropped for g in self._gates.values())
+            status = "finished" if completed and not dropped else "stopped"
+        except KeyboardInterrupt as e:  # Polars aborts queries on any thread on SIGINT
+            if self._stop.is_set():  # the interrupt that stops this run: not a failure
+                status = "stopped"
+            else:
+                self._error = e
         except BaseException as e:  # the driver parks every exception for wait()
             self._error = e
         finally:

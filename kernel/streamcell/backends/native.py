@@ -1280,7 +1280,7 @@ class Driver:
             for b in batches:
                 yield b if isinstance(b, BadRow) else _conform_batch(b, target)
             return
-        yield from row_batches(reader.rows(), target, 4096)
+        yield from row_batches(reader.rows(), target, 4096, self.env.should_stop)
 
     def run(self) -> bool:
 

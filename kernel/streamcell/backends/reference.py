@@ -939,9 +939,9 @@ def execute(c: Compiled, env: Env) -> bool:
                 live.remove(entry)
                 continue
             except Exception:  # the source failed: rows read so far reach their sinks
-                for op in ops.values():
-                    if isinstance(op, SinkOp):
-                        op.flush()
+                for sink_op in ops.values():
+                    if isinstance(sink_op, SinkOp):
+                        sink_op.flush()
                 raise
             n += 1
             cnt = counters[s.step_id]
