@@ -92,3 +92,9 @@ class NativeError(StreamcellError):
     def __init__(self, message: str, code: int = 0):
         self.code = code
         super().__init__(message)
+
+
+class StopTimeout(StreamcellError):
+    """``run.stop(timeout)`` gave up: the run's thread is still alive (typically a sink
+    callback that has not returned). The run is asked to stop and starts no new callback;
+    call ``stop()`` again to wait longer."""

@@ -79,12 +79,16 @@ class StreamMagics(Magics):
             # a clear message with line/column and caret; no traceback noise
             print(f"streamcell: {type(e).__name__}: {e}")
             return
-        ns[args.name] = run
-        if not args.no_display:
-            display(plan)
-            run.dashboard = _show_live(run, args.status_line)
-        if args.wait:
-            run.wait()
+        try:  # an interrupt anywhere from here on (display included) stops the run
+            ns[args.name] = run
+            if not args.no_display:
+                display(plan)
+                run.dashboard = _show_live(run, args.status_line)
+            if args.wait:
+                run.wait()
+        except KeyboardInterrupt:
+            run.stop()
+            raise
 
     @cell_magic
     def stream_udf(self, line: str, cell: str) -> Any:

@@ -16,7 +16,7 @@ import polars as pl
 
 from . import plan as P
 from .compiler import Compiled, compile_plan
-from .errors import ArgumentError, RunFailed
+from .errors import ArgumentError, RunFailed, StopTimeout
 from .options import RunOptions
 from .sketching import KeyedSketch, SketchSlot, SketchValue, live
 from .stores import (
@@ -39,6 +39,44 @@ def registry() -> dict[str, Run]:
     """All runs of this kernel by name (a copy; the runs themselves are live)."""
     with _REGISTRY_LOCK:
         return dict(_REGISTRY)
+
+
+class _SinkGate:
+    """A sink's writer as an engine sees it: it passes rows on until the run is asked to
+    stop, then drops them (a stopping run starts no sink callback and writes no row: its
+    in-flight rows are discarded), and counts the rows it passed, so the run can count what
+    reached the sink but was never written as ``unprocessed``."""
+
+    def __init__(self, stop: threading.Event, write: Callable[[list[dict[str, Any]]], None]):
+        self._stop = stop
+        self._write = write
+        self.written = 0
+        self.dropped = False  # rows came after the stop request
+
+    def write(self, rows: list[dict[str, Any]]) -> None:
+        if self._stop.is_set():  # checked before every call: no new callback after a stop
+            self.dropped = True
+            return
+        self._write(rows)
+        self.written += len(rows)
+
+
+class _FrameGate(_SinkGate):
+    """A :class:`_SinkGate` over a store that also takes whole frames (tables, Parquet):
+    engines that produce frames find ``write_frame`` on the writer's ``__self__``."""
+
+    def __init__(self, stop: threading.Event, store: Any):
+        super().__init__(stop, store.write)
+        self._store = store
+
+    def write_frame(self, df: pl.DataFrame, stands_for: int | None = None) -> None:
+        """Write a frame; ``stands_for``: the rows it accounts for when that is not its height
+        (the changed keys a publishing aggregate sends in place of its changelog rows)."""
+        if self._stop.is_set():
+            self.dropped = True
+            return
+        self._store.write_frame(df)
+        self.written += df.height if stands_for is None else stands_for
 
 
 class _Env:
@@ -125,6 +163,7 @@ class Run:
         self._tables: dict[str, TableStore] = {}
         self._parquet: list[ParquetWriter] = []
         self._writers: dict[str, Callable[[list[dict[str, Any]]], None]] = {}
+        self._gates: dict[str, _SinkGate] = {}
         self._make_writers()
         self._sketches: dict[str, SketchSlot] = {}
         for st in compiled.plan.steps:
@@ -159,12 +198,13 @@ class Run:
         c = self._compiled
         for sink in c.plan.sinks:
             schema = c.schemas[sink.step_id]
+            gate: _SinkGate
             if sink.target == "table":
                 store = TableStore(c.table_names[sink.step_id], schema, c.upsert_keys[sink.step_id])
                 self._tables[store.name] = store
-                self._writers[sink.step_id] = store.write
+                gate = _FrameGate(self._stop, store)
             elif sink.target == "none":
-                self._writers[sink.step_id] = lambda rows: None
+                gate = _SinkGate(self._stop, lambda rows: None)
             elif sink.target == "parquet":
                 assert sink.name is not None
                 try:
@@ -172,7 +212,7 @@ class Run:
                 except OSError as e:  # refused at start(), at the sink's text
                     raise _sink_error(sink, e) from None
                 self._parquet.append(w)
-                self._writers[sink.step_id] = w.write
+                gate = _FrameGate(self._stop, w)
             else:
                 assert sink.callback is not None
                 fn = sink.callback.obj
@@ -187,7 +227,9 @@ class Run:
                         )
                     )
 
-                self._writers[sink.step_id] = call
+                gate = _SinkGate(self._stop, call)
+            self._gates[sink.step_id] = gate
+            self._writers[sink.step_id] = gate.write
 
     def _start(self) -> None:
         self._progress = Progress()
@@ -197,19 +239,51 @@ class Run:
     def _main(self) -> None:
         from .backends import get_backend
 
+        status: Status = "failed"
         try:
             backend = get_backend(self.options.engine)
             completed = backend.execute(self._compiled, _Env(self), self.options)
-            for w in self._parquet:
-                w.close()
-            self._set_status("finished" if completed else "stopped")
+            # an engine that ended its input while the stop request dropped its last rows
+            # (a Spark batch job) stopped: not everything was delivered
+            dropped = any(g.dropped for g in self._gates.values())
+            status = "finished" if completed and not dropped else "stopped"
+        except KeyboardInterrupt as e:  # Polars aborts queries on any thread on SIGINT
+            if self._stop.is_set():  # the interrupt that stops this run: not a failure
+                status = "stopped"
+            else:
+                self._error = e
         except BaseException as e:  # the driver parks every exception for wait()
             self._error = e
-            self._set_status("failed")
         finally:
+            try:  # what a Parquet sink accepted is written at every end (parts of 64K rows)
+                for w in self._parquet:
+                    w.close()
+            except BaseException as e:
+                if self._error is None:
+                    self._error, status = e, "failed"
+            self._settle_counts()
             self.finished_at = time.monotonic()
+            self._set_status(status)
             self._sample_metrics()
             self._done.set()
+
+    def _settle_counts(self) -> None:
+        """Close the books when the run ends (finished, stopped or failed): a step's rows_in
+        becomes what its inputs emitted, and what it received but never finished (in flight
+        when stopped or failed, or accepted by a sink and never written) is ``unprocessed``,
+        so ``rows_in = consumed + filtered + late + dead + unprocessed`` at every end."""
+        counters = self._counters
+        for s in self.plan.steps:
+            c = counters[s.step_id]
+            if isinstance(s, P.Source):  # read from the source, never pushed on
+                c.unprocessed = max(0, c.rows_in - c.rows_out - c.dead - c.filtered - c.late)
+                continue
+            got = sum(counters[i.step_id].rows_out for i in s.inputs)
+            c.unprocessed = max(0, got - c.rows_in)
+            c.rows_in = max(c.rows_in, got)
+            if isinstance(s, P.Sink) and s.target != "none":  # dropped rows count as written
+                done = c.filtered + c.late + c.dead + self._gates[s.step_id].written
+                c.unprocessed = max(c.unprocessed, c.rows_in - done)
 
     def _set_status(self, s: Status) -> None:
         self._status = s
@@ -249,11 +323,37 @@ class Run:
         return self
 
     def stop(self, timeout: float = 10.0) -> Run:
-        """Stop the run promptly (open windows are not flushed); returns when it has stopped."""
+        """Stop the run; return once it has stopped (status ``stopped``, its threads ended).
+
+        Stop is prompt on every engine: rows in flight are discarded, not delivered (they are
+        counted as ``unprocessed``), open windows are not flushed, and no sink callback starts
+        after the request. A callback already running is not interrupted (Python cannot kill
+        it): ``stop`` waits for it to return, at most ``timeout`` seconds.
+
+        Raises
+        ------
+        StopTimeout
+            If the run's thread is still alive after ``timeout`` seconds (a callback that
+            does not return). The run stays asked to stop; call ``stop()`` again to wait.
+
+        Examples
+        --------
+        >>> run = sc.source(sc.clickstream(rows=None)).start("live")  # doctest: +SKIP
+        >>> run.stop().status  # doctest: +SKIP
+        'stopped'
+        """
         self._stop.set()
         self._resume.set()
-        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+        if threading.current_thread() is self._thread:  # from a sink callback: ends after it
+            return self
+        if self._thread.is_alive():
             self._thread.join(timeout)
+        if self._thread.is_alive() or not (self._done.is_set() or self._status == "starting"):
+            raise StopTimeout(
+                f"run {self.name!r} did not stop within {timeout:g} s (a sink callback still "
+                "running?); it starts no new callback and ends when the current one returns. "
+                "Call stop() again to wait longer."
+            )
         return self
 
     def pause(self) -> Run:
@@ -328,7 +428,14 @@ class Run:
         return dead_letter_frame(self._dead)
 
     def counts(self) -> pl.DataFrame:
-        """Conservation counts per step: rows_in = consumed + filtered + late + dead."""
+        """Conservation counts per step: ``rows_in = consumed + filtered + late + dead +
+        unprocessed``, and ``rows_out`` (what the step emitted).
+
+        ``unprocessed``: rows that had reached the step but were not finished when the run
+        ended (a stop discards rows in flight; a failure ends the run): zero for a finished
+        run. Every step's ``rows_in`` equals the sum of its inputs' ``rows_out`` once the run
+        has ended (while it runs, rows in flight are in neither).
+        """
         rows = []
         for s in self.plan.steps:
             c = self._counters[s.step_id]
@@ -341,6 +448,7 @@ class Run:
                     "filtered": c.filtered,
                     "late": c.late,
                     "dead": c.dead,
+                    "unprocessed": c.unprocessed,
                 }
             )
         return pl.DataFrame(rows)
@@ -476,7 +584,7 @@ def start(
     opts = resolved
     with _REGISTRY_LOCK:
         old = _REGISTRY.get(name)
-    if old is not None:
+    if old is not None:  # raises StopTimeout (and starts nothing) if the old run lives on
         old.stop()
     run = Run(name, c, opts, cell_id)
     run.engine_note = note
@@ -526,8 +634,13 @@ def _display(label: str, v: SketchValue) -> Any:
 
 def stop_all() -> None:
     """Stop every run of this kernel (used at extension unload and interpreter exit)."""
+    import warnings
+
     for r in registry().values():
-        r.stop()
+        try:
+            r.stop()
+        except StopTimeout as e:
+            warnings.warn(str(e), RuntimeWarning, stacklevel=2)
 
 
 def format_exception(e: BaseException) -> str:

@@ -13,7 +13,7 @@ import datetime as _dt
 import itertools
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -495,12 +495,26 @@ def read_file(spec: SourceSpec, schema: Schema, path: str) -> Iterator[pa.Record
 
 
 def row_batches(
-    items: Iterable[dict[str, Any] | BadRow], target: pa.Schema, size: int
+    items: Iterable[dict[str, Any] | BadRow],
+    target: pa.Schema,
+    size: int,
+    stop: Callable[[], bool] | None = None,
 ) -> Iterator[pa.RecordBatch | BadRow]:
     """Rows as Arrow record batches of up to ``size`` rows, in order; a BadRow ends the batch
-    before it and passes through in its place."""
+    before it and passes through in its place. When ``items`` raises, the rows read before
+    come out as a last batch, then the error. ``stop`` (checked before each row) ends the
+    batches early: a slow iterable does not hold up a stop for a whole batch."""
     buf: list[dict[str, Any]] = []
-    for item in items:
+    it = iter(items)
+    while stop is None or not stop():
+        try:
+            item = next(it)
+        except StopIteration:
+            break
+        except Exception:
+            if buf:  # the rows read before the source failed are processed
+                yield pa.RecordBatch.from_pylist(buf, schema=target)
+            raise
         if isinstance(item, BadRow):
             if buf:
                 yield pa.RecordBatch.from_pylist(buf, schema=target)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,11 +63,13 @@ class TableStore:
             return
         df = pl.concat(self._frames, how="vertical") if len(self._frames) > 1 else self._frames[0]
         if self.key is not None and len(self._frames) > 0:
-            cols = df.columns
-            df = (
-                df.group_by(list(self.key), maintain_order=True)
-                .agg(pl.all().exclude(list(self.key)).last())
-                .select(cols)
+            cols, key = df.columns, list(self.key)
+            df = _uninterrupted(
+                lambda: (
+                    df.group_by(key, maintain_order=True)
+                    .agg(pl.all().exclude(key).last())
+                    .select(cols)
+                )
             )
         self._frames = [df]
         self._frame_rows = self._compacted_rows = df.height
@@ -94,6 +97,23 @@ class TableStore:
                 return self._frames[0]
             rows = list(self._rows) if self.key is None else list(self._by_key.values())
         return _pl_frame(rows, self.schema)
+
+
+def _uninterrupted(query: Callable[[], pl.DataFrame]) -> pl.DataFrame:
+    """Run a Polars query on a run's driver thread, immune to kernel interrupts.
+
+    Polars aborts every running query with KeyboardInterrupt on SIGINT, in whichever thread
+    runs it; a kernel interrupt (meant for the cell the user runs) must not break a run
+    in the background, so the driver runs the query again. On the main thread the
+    interrupt is the user's and propagates."""
+    if threading.current_thread() is threading.main_thread():
+        return query()
+    for _ in range(100):
+        try:
+            return query()
+        except KeyboardInterrupt:
+            time.sleep(0.001)
+    return query()
 
 
 def _hashable(v: Any) -> Any:
@@ -193,10 +213,14 @@ def late_frame(log: RowLog, schemas: dict[str, Schema], step: str | None) -> pl.
 
 @dataclass
 class StepCounters:
-    """Conservation counts of one step: ``rows_in == consumed + filtered + late + dead``.
+    """Conservation counts of one step:
+    ``rows_in == consumed + filtered + late + dead + unprocessed``.
 
-    ``consumed`` rows went on (stateless steps) or into state (stateful steps);
-    ``rows_out`` counts what the step emitted (explode and aggregates change the count).
+    ``consumed`` rows went on (stateless steps), into state (stateful steps) or were written
+    (sinks); ``rows_out`` counts what the step emitted (explode and aggregates change the
+    count). ``unprocessed`` rows had reached the step but were not finished when the run
+    ended (stopped or failed: in flight, or waiting in a sink's buffer); a finished run has
+    none. It is settled when the run ends (:meth:`streamcell.run.Run.counts`).
     """
 
     rows_in: int = 0
@@ -204,11 +228,12 @@ class StepCounters:
     filtered: int = 0
     late: int = 0
     dead: int = 0
+    unprocessed: int = 0
     ns: int = 0
 
     @property
     def consumed(self) -> int:
-        return self.rows_in - self.filtered - self.late - self.dead
+        return self.rows_in - self.filtered - self.late - self.dead - self.unprocessed
 
 
 @dataclass

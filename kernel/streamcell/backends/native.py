@@ -1222,6 +1222,7 @@ class _SinkOut:
         # fed by a publishing aggregate: each chunk holds changed keys, hidden column 0 the
         # serial of each key's first row; the run counts the sink's rows from the aggregate
         self.publishing = publishing
+        self.covered = 0  # publishing: changelog rows accounted for by the frames written
         self.writer = env.sink_writer(sink)
         self.frame_writer = getattr(self.writer, "__self__", None)
         self.pending: list[pa.RecordBatch] = []
@@ -1252,14 +1253,21 @@ class _SinkOut:
             cnt.rows_in += sum(b.num_rows for b in batches)
             return
         df = to_frame(batches, self.schema)
+        stands_for = None
         if self.publishing:  # new keys in order of first appearance, as the changelog has them
             first = pa.chunked_array([b.column(0) for b in batches]).to_numpy()
             df = df[np.argsort(first, kind="stable")]
+            # the changelog rows this publish accounts for: those counted into the sink by the
+            # last counter sync (a lower bound while running; exact at the end of the stream)
+            stands_for, self.covered = cnt.rows_in - self.covered, cnt.rows_in
         else:
             cnt.rows_in += df.height
         store = self.frame_writer
         if store is not None and hasattr(store, "write_frame"):
-            store.write_frame(df)
+            if stands_for is None:
+                store.write_frame(df)
+            else:
+                store.write_frame(df, stands_for=stands_for)
             return
         # callbacks see batches of up to 1024 rows, as on the reference
         self.callback_buf.extend(df.to_dicts())
@@ -1283,6 +1291,9 @@ class Driver:
         self.side: list[tuple[tuple[int, int, int, int], str, dict[str, Any]]] = []
         self.reasons: dict[int, Callable[[dict[str, Any]], str | None]] = {}
         self.last_position = ""
+        self.source_error: Exception | None = None  # what a source raised (see _batches)
+        self.taken = 0  # rows taken from the chain's output queue
+        self.phases_pushed = 0  # phases pushed into the DAG runtime
         self._ends()
 
     def _ends(self) -> None:
@@ -1294,7 +1305,17 @@ class Driver:
 
     # ---------------------------------------------------------------- source
     def _batches(self, s: P.Source) -> Iterator[pa.RecordBatch | BadRow]:
-        """A source's rows as Arrow record batches of its schema, and its bad rows."""
+        """A source's rows as Arrow record batches of its schema, and its bad rows. When the
+        source raises, the error is kept in ``source_error`` and the rows end here: the
+        driver processes what was read (as the reference does), then fails the run with it.
+        (A source's rows count when they are pushed into the runtime: the rest of a batch
+        that a stop leaves behind was read ahead, not received.)"""
+        try:
+            yield from self._read(s)
+        except Exception as e:  # noqa: BLE001 - the user's source: re-raised by run()
+            self.source_error = e
+
+    def _read(self, s: P.Source) -> Iterator[pa.RecordBatch | BadRow]:
         reader = self.c.readers[s.step_id]
         target = _arrow_target(self.c.schemas[s.step_id])
         batches = reader.arrow_batches()
@@ -1302,7 +1323,7 @@ class Driver:
             for b in batches:
                 yield b if isinstance(b, BadRow) else _conform_batch(b, target)
             return
-        yield from row_batches(reader.rows(), target, 4096)
+        yield from row_batches(reader.rows(), target, 4096, self.env.should_stop)
 
     def run(self) -> bool:
 
@@ -1326,12 +1347,16 @@ class Driver:
                 keyed=o.keyed_queue,
             )
             ok = self._feed(prog)
+            if ok and self.source_error is not None:
+                self._settle(prog)  # the rows read before the source failed are processed
+                raise self.source_error
             if ok:
                 ok = self._finish(prog)
             return ok
         finally:
             prog.stop()
-            self._flush_all()
+            if not self.env.should_stop():  # a stop discards the rows in flight
+                self._flush_all()
             self._drain_sides(prog)
             self._sync_counters(prog)
             self._flush_side()
@@ -1401,6 +1426,34 @@ class Driver:
                 self._drain(prog)
         return True
 
+    def _settle(self, prog: Any) -> None:
+        """Drain outputs until every pushed row has gone through the pipeline (or a stop).
+        No end of stream is pushed: open windows stay open, as on the reference when its
+        source fails. Counters are exact one by one but not together (runtime/metrics.h):
+        the pipeline counts as settled when two checks 1 ms apart both find it so."""
+        steady = 0
+        while steady < 2 and not self.env.should_stop() and prog.error() is None:
+            self._drain(prog)
+            steady = steady + 1 if self._settled(prog) else 0
+            time.sleep(0.001)
+        self._drain(prog)
+        self._flush_all()
+        self._flush_callbacks()
+
+    def _settled(self, prog: Any) -> bool:
+        """Every row pushed has left the last operator and been taken (per-operator metrics:
+        each operator took in what the one before sent on)."""
+        ops = prog.metrics()["ops"]
+        pushed = self.env.counters[self.source.step_id].rows_out
+        if not ops or ops[0]["rows_in"] != pushed:
+            return not ops and pushed == 0
+        if any(b["rows_in"] != a["rows_out"] for a, b in zip(ops, ops[1:])):
+            return False
+        return self.taken == ops[-1]["rows_out"]
+
+    def _flush_callbacks(self) -> None:
+        self.out.flush_callback()
+
     def _end_input(self, prog: Any) -> bool:
         """Push the end of stream, draining outputs while the runtime is full."""
         from .. import _runtime as R
@@ -1427,8 +1480,11 @@ class Driver:
             if rc == R.CLOSED:
                 return False
             if rb is not None:
+                self.taken += rb.num_rows
                 self.out.write(rb)
             if eos:
+                if self.low.publishing:  # the last publish accounts for every changelog row
+                    self._sync_counters(prog)
                 self.out.flush()
                 self.out.flush_callback()
                 return True
@@ -1466,6 +1522,7 @@ class Driver:
         while True:
             rc, eos, rb = prog.take_many(0)
             if rb is not None:
+                self.taken += rb.num_rows
                 self.out.write(rb)
             if rc != R.OK or rb is None:
                 break
@@ -1616,7 +1673,7 @@ class DagDriver(Driver):
         seq = 0
         t0 = time.monotonic()
         live = list(range(n))
-        while live:
+        while live and self.source_error is None:  # a failed source ends the input
             if env.should_stop() or not env.wait_if_paused():
                 return False
             takes: dict[int, list[Any]] = {}
@@ -1644,6 +1701,7 @@ class DagDriver(Driver):
                 while True:
                     rc, done = prog.push_phases(srcs, k, done, 2_000_000)
                     if rc == R.OK:
+                        self.phases_pushed += done
                         break
                     if rc == R.CLOSED or env.should_stop():
                         return False
@@ -1653,6 +1711,7 @@ class DagDriver(Driver):
                 while True:
                     rc = prog.push_phase(pieces, 2_000_000)
                     if rc == R.OK:
+                        self.phases_pushed += 1
                         break
                     if rc == R.CLOSED or env.should_stop():
                         return False
@@ -1721,6 +1780,14 @@ class DagDriver(Driver):
                     o.flush()
                     o.flush_callback()
                 return True
+
+    def _settled(self, prog: Any) -> bool:
+        """Every pushed phase is done (its outputs wait in the sink queues)."""
+        return bool(prog.dag_stats()[0]["phases"] >= self.phases_pushed)
+
+    def _flush_callbacks(self) -> None:
+        for o in self.outs:
+            o.flush_callback()
 
     def _drain(self, prog: Any) -> None:
         for k, o in enumerate(self.outs):

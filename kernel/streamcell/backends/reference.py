@@ -938,6 +938,11 @@ def execute(c: Compiled, env: Env) -> bool:
             except StopIteration:
                 live.remove(entry)
                 continue
+            except Exception:  # the source failed: rows read so far reach their sinks
+                for sink_op in ops.values():
+                    if isinstance(sink_op, SinkOp):
+                        sink_op.flush()
+                raise
             n += 1
             cnt = counters[s.step_id]
             cnt.rows_in += 1

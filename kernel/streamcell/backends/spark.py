@@ -42,7 +42,7 @@ from ..compiler import Compiled
 from ..errors import NotSupportedError, StreamcellError
 from ..expr import FUNCTIONS, IR, Binary, Call, Col, Lit, Unary, When
 from ..options import RunOptions
-from ..sources import BadRow, locate_serial, merged_serials
+from ..sources import BadRow, locate_serial, merged_serials, row_batches
 from ..types import BOOL, Schema, polars_schema
 from .evaluate import RowError, compile_row_expr
 from .spark_expr import NAME, Translator, can_fail, qcol, spark_type
@@ -253,11 +253,13 @@ def source_table(
     schema: Schema,
     on_bad: Callable[[int, BadRow], None],
     pace: Callable[[int], bool] = lambda n: True,
+    on_error: Callable[[Exception], None] | None = None,
 ) -> pa.Table:
     """Every row of a finite source as one Arrow table with its serial number ``_o``
     (bad rows take a serial number too and go to ``on_bad``). ``pace(rows so far)`` is
     called as rows are read: it throttles (``rate=``), waits while paused, reports progress,
-    and returns False to stop reading (the run was stopped)."""
+    and returns False to stop reading (the run was stopped). With ``on_error``, an error the
+    source raises is handed to it and ends the table: the rows read before it are kept."""
     from .spark_ops import arrow_schema
 
     reader = c.readers[source.step_id]
@@ -288,25 +290,18 @@ def source_table(
         if not pace(seq):
             raise _Stopped()
 
-    batches = reader.arrow_batches()
-    if batches is not None:
-        for b in batches:
-            bad(b) if isinstance(b, BadRow) else add(b)
-    else:
-        buf: list[dict[str, Any]] = []
-        for item in reader.rows():
-            if isinstance(item, BadRow):
-                if buf:
-                    add(pa.RecordBatch.from_pylist(buf, schema=target))
-                    buf = []
-                bad(item)
-                continue
-            buf.append(item)
-            if len(buf) >= step:
-                add(pa.RecordBatch.from_pylist(buf, schema=target))
-                buf = []
-        if buf:
-            add(pa.RecordBatch.from_pylist(buf, schema=target))
+    try:
+        batches = reader.arrow_batches()
+        if batches is not None:
+            for b in batches:
+                bad(b) if isinstance(b, BadRow) else add(b)
+        else:
+            for item in row_batches(reader.rows(), target, step):
+                bad(item) if isinstance(item, BadRow) else add(item)
+    except Exception as e:  # noqa: BLE001 - the user's source; re-raised by the caller
+        if on_error is None:
+            raise
+        on_error(e)
     out_schema = target.append(pa.field("_o", pa.list_(pa.int64())))
     return pa.Table.from_batches(parts, schema=out_schema) if parts else out_schema.empty_table()
 
@@ -660,6 +655,7 @@ class BatchDriver:
 
         tables: list[pa.Table] = []
         bad_rows: list[tuple[int, int, BadRow]] = []  # source, local serial, row
+        failed: list[Exception] = []  # a source that raised: what was read runs, then it
         for i, src in enumerate(self.sources):
             schema = self.c.schemas[src.step_id]
 
@@ -678,7 +674,9 @@ class BatchDriver:
                 return not env.should_stop() and env.wait_if_paused()
 
             try:
-                tbl = source_table(self.c, src, schema, on_bad, pace)
+                tbl = source_table(
+                    self.c, src, schema, on_bad, pace, failed.append if not failed else None
+                )
             except _Stopped:
                 return False
             tables.append(tbl)
@@ -731,6 +729,8 @@ class BatchDriver:
         for sink, out in outs:
             self._write(to_polars(out, self.c.schemas[sink.step_id]), sink)
         env.record_latency(time.perf_counter_ns() - t0)
+        if failed:
+            raise failed[0]
         return True
 
     def _union(self, s: P.Union, dfs: dict[str, Any]) -> Any:
