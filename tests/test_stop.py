@@ -300,7 +300,10 @@ def _execute(kc: Any, code: str, timeout: float = 60) -> tuple[dict[str, Any], s
 @pytest.mark.parametrize("how", ["wait", "magic"])
 def test_kernel_interrupt_during_wait_stops_the_run_promptly(kernel, engine_name, how):
     km, kc = kernel
-    _execute(kc, "import streamcell as sc, threading\n%load_ext streamcell")
+    # the dashboard imports Altair on its first use (seconds on a loaded machine): import it
+    # here, so the interrupt lands while the run is busy, not inside Altair's import (where
+    # a library may turn the KeyboardInterrupt into another error)
+    _execute(kc, "import streamcell as sc, threading, altair\n%load_ext streamcell")
     latencies = []
     for attempt in range(3):
         name = f"k_{how}_{engine_name}_{attempt}"
