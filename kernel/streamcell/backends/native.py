@@ -134,7 +134,8 @@ CHUNK = 8  # phases the DAG driver reads and pushes per call (it takes outputs b
 PUSH_ROWS = 65_536  # rows per push call (stop / pause / drain are checked between)
 OUT_ROWS = 65_536  # rows per chunk handed to the sink
 FLUSH_S = 0.002  # a throttled source pushes what is due at least this often
-PUBLISH_NS = 100_000_000  # a publishing aggregate's live table is at most this stale
+DAG_PHASE_ROUNDS = 1024
+PUBLISH_NS = 100_000_000  # while rows arrive, a publishing aggregate publishes this often
 
 
 LT_LIST = 16  # list[T] is LT_LIST + lt(T) (lists of lists too): encoded values (lists.h)
@@ -1666,7 +1667,9 @@ class DagDriver(Driver):
         its = [self._batches(s) for s in self.sources]
         bufs: list[Any] = [deque() for _ in range(n)]
         rates = [s.rate for s in self.sources]
-        k, chunk = self.options.batch_size, CHUNK
+        # a phase holds at most DAG_PHASE_ROUNDS rounds: each phase's outputs travel as one
+        # unit, so larger phases only delay the sinks (batch_size is a chain's batch)
+        k, chunk = min(self.options.batch_size, DAG_PHASE_ROUNDS), CHUNK
         if any(rates):  # a throttled source: small phases, each pushed when its rows are due
             k, chunk = max(1, min(int(r * 0.02) for r in rates if r)), 1
         local = [0] * n
