@@ -47,6 +47,9 @@ cdef extern from "<time.h>":
     int nanosleep(const timespec *req, timespec *rem) nogil
 
 
+sc_exec_tune_allocator()
+
+
 def now_ns():
     """The runtime's monotonic clock (ns): the time base of paced pushes and latency markers."""
     return sc_now_ns()
@@ -94,6 +97,7 @@ cdef extern from "runtime/pool.h":
         uint8_t unordered
 
 cdef extern from "exec/exec.h":
+    void sc_exec_tune_allocator() nogil
     ctypedef struct sc_schema:
         int32_t ncols
         uint8_t *lt

@@ -3,6 +3,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 int sc_schema_init(sc_schema *s, int32_t ncols, const uint8_t *lt) {
     if (ncols < 0 || (ncols && !lt)) return SC_EINVAL;
@@ -43,6 +46,13 @@ static int col_alloc(sc_column *c, sc_col_type t, int64_t cap) {
     default: return SC_EINVAL;
     }
     return c->values ? SC_OK : SC_ENOMEM;
+}
+
+void sc_exec_tune_allocator(void) {
+#ifdef __GLIBC__
+    mallopt(M_MMAP_THRESHOLD, 64 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
+#endif
 }
 
 int sc_batch_new(sc_batch **out, const sc_schema *s, int64_t capacity) {

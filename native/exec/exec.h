@@ -93,6 +93,11 @@ void sc_schema_free(sc_schema *s);
 /* New empty batch of `s` with room for `capacity` rows (validity all set, nrows 0). UTF8
  * data grows on demand. */
 int sc_batch_new(sc_batch **out, const sc_schema *s, int64_t capacity);
+/* Keep batch-sized allocations in the heap (glibc): a 16K-row column is larger than the
+ * default 128 KiB mmap threshold, so every batch would be a fresh mapping whose pages fault
+ * in zeroed, and trimming would hand freed memory back only to fault it in again. Idempotent;
+ * call once before the first run. */
+void sc_exec_tune_allocator(void);
 /* Grow a standalone batch to hold at least `rows` rows (keeps contents). */
 int sc_batch_reserve(sc_batch *b, int64_t rows);
 /* Write a string at `row` (rows of a UTF8 column are written in order), growing the data. */
