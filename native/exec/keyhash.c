@@ -107,52 +107,12 @@ int sc_key_encode(sc_buf *out, const sc_batch *b, int64_t row, const int32_t *co
 
 /* ------------------------------------------------------------------------- hashing */
 
-static inline uint64_t rd64(const uint8_t *p) {
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v;
-}
-
-static inline uint64_t mum(uint64_t a, uint64_t b) {
-    __uint128_t r = (__uint128_t)a * b;
-    return (uint64_t)r ^ (uint64_t)(r >> 64);
-}
-
-/* A wyhash-style hash: 16 bytes per multiply-fold round. */
-uint64_t sc_hash_bytes(const void *vp, size_t n) {
-    static const uint64_t K0 = UINT64_C(0xa0761d6478bd642f), K1 = UINT64_C(0xe7037ed1a0b428db),
-                          K2 = UINT64_C(0x8ebc6af09c88c6e3), K3 = UINT64_C(0x589965cc75374cc3);
-    const uint8_t *p = vp;
-    uint64_t h = K0 ^ mum((uint64_t)n ^ K1, K2);
-    size_t i = n;
-    for (; i >= 16; i -= 16, p += 16) h = mum(rd64(p) ^ K1, rd64(p + 8) ^ h);
-    uint64_t a = 0, b = 0;
-    if (i >= 8) {
-        a = rd64(p);
-        p += 8;
-        i -= 8;
-    }
-    for (size_t j = 0; j < i; j++) b |= (uint64_t)p[j] << (8 * j);
-    h = mum(a ^ K1 ^ h, b ^ K3 ^ (uint64_t)n);
-    return mum(h ^ K0, h ^ K2);
-}
-
 /* ----------------------------------------------------------------------------- map */
 
-static inline uint64_t nz(uint64_t h) { return h ? h : 1; }
-
-static inline const uint8_t *slot_key(const sc_kmap *m, const sc_kmap_slot *s) {
-    return s->len <= SC_KMAP_INLINE ? s->k.key : m->arena + s->k.off;
-}
-
-/* Key bytes equal (keys are short: word compares beat a memcmp call). */
-static inline bool key_eq(const uint8_t *a, const uint8_t *b, uint32_t len) {
-    for (; len >= 8; len -= 8, a += 8, b += 8)
-        if (rd64(a) != rd64(b)) return false;
-    for (; len; len--)
-        if (*a++ != *b++) return false;
-    return true;
-}
+#define rd64 sc_rd64
+#define nz sc_kmap_nz
+#define slot_key sc_kmap_slot_key
+#define key_eq sc_key_eq
 
 int sc_kmap_init(sc_kmap *m, size_t expected) {
     memset(m, 0, sizeof *m);
@@ -199,19 +159,6 @@ static int arena_put(sc_kmap *m, const void *key, uint32_t len, uint64_t *off) {
     *off = m->alen;
     m->alen += len;
     return SC_OK;
-}
-
-bool sc_kmap_find(const sc_kmap *m, uint64_t hash, const void *key, uint32_t len, uint64_t *val) {
-    hash = nz(hash);
-    size_t mask = m->cap - 1;
-    for (size_t i = hash & mask;; i = (i + 1) & mask) {
-        const sc_kmap_slot *s = &m->slots[i];
-        if (!s->hash) return false;
-        if (s->hash == hash && s->len == len && key_eq(slot_key(m, s), key, len)) {
-            *val = s->val;
-            return true;
-        }
-    }
 }
 
 int sc_kmap_upsert(sc_kmap *m, uint64_t hash, const void *key, uint32_t len, uint64_t *val, bool *inserted) {

@@ -149,7 +149,23 @@ static int agg_groups(agg_op *op, const sc_batch *in) {
         if (!ko || !kh) return SC_ENOMEM;
         op->koff_cap = n;
     }
-    for (int64_t r = 0; r < n; r++) {
+    const sc_column *k0 = &in->cols[op->kp.keys[0]];
+    if (op->kp.nkeys == 1 && k0->type == SC_COL_INT64 && k0->null_count == 0) {
+        /* one int key, no nulls: its encoding (sc_key_encode) written directly */
+        int rc = sc_buf_reserve(&op->kbuf, (size_t)n * 9);
+        if (rc) return rc;
+        const int64_t *v = k0->values;
+        for (int64_t r = 0; r < n; r++) {
+            uint8_t *p = op->kbuf.p + (size_t)r * 9;
+            op->koff[r] = (size_t)r * 9;
+            p[0] = 1;
+            memcpy(p + 1, &v[r], 8);
+            op->khash[r] = sc_hash_bytes(p, 9);
+            if (r < AHEAD) sc_kmap_prefetch(&op->map, op->khash[r]);
+        }
+        op->kbuf.len = (size_t)n * 9;
+    }
+    for (int64_t r = op->kbuf.len ? n : 0; r < n; r++) {
         op->koff[r] = op->kbuf.len;
         int rc = sc_key_encode(&op->kbuf, in, r, op->kp.keys, op->kp.nkeys, NULL);
         if (rc) return rc;
@@ -210,17 +226,54 @@ static int agg_batch(agg_op *op, const sc_batch *in, sc_emitter *e) {
     return rc;
 }
 
+/* Aggregate j over the whole batch (rows already grouped): a tight loop for the common
+ * numeric cases without nulls, sc_acc_update row by row otherwise. Aggregates are
+ * independent, so running them one after another keeps every group's arrival order. */
+static int agg_update_column(agg_op *op, int32_t j, const sc_batch *in) {
+    const sc_agg_plan *p = &op->kp.aggs[j];
+    const int64_t *gid = op->gid;
+    int64_t n = in->nrows;
+    int32_t na = op->kp.naggs;
+    sc_acc *A = op->accs + j;
+    if (p->arg < 0 || (p->fn == SC_AGG_COUNT && in->cols[p->arg].null_count == 0)) {
+        for (int64_t r = 0; r < n; r++) A[gid[r] * na].n++;
+        return SC_OK;
+    }
+    const sc_column *c = &in->cols[p->arg];
+    bool sum = p->fn == SC_AGG_SUM || p->fn == SC_AGG_MEAN;
+    if (sum && c->null_count == 0 && p->at == SC_COL_DOUBLE) {
+        const double *x = c->values;
+        for (int64_t r = 0; r < n; r++) {
+            sc_acc *a = &A[gid[r] * na];
+            a->v.f = a->has ? a->v.f + x[r] : x[r]; /* the first value as is (keeps -0.0) */
+            a->has = 1;
+            a->n++;
+        }
+        return SC_OK;
+    }
+    if (sum && c->null_count == 0 && p->at == SC_COL_INT64) {
+        const int64_t *x = c->values;
+        for (int64_t r = 0; r < n; r++) {
+            sc_acc *a = &A[gid[r] * na];
+            a->v.i = a->has ? (int64_t)((uint64_t)a->v.i + (uint64_t)x[r]) : x[r]; /* wraps */
+            a->has = 1;
+            a->n++;
+        }
+        return SC_OK;
+    }
+    int rc = SC_OK;
+    for (int64_t r = 0; !rc && r < n; r++)
+        rc = sc_acc_update(p, &A[gid[r] * na], in, r, op->seq + (uint64_t)r + 1, &op->scratch);
+    return rc;
+}
+
 /* Publishing: update the groups of every row and note which changed; no output rows. */
 static int agg_fold(agg_op *op, const sc_batch *in) {
     int64_t n = in->nrows;
     int rc = agg_groups(op, in);
-    int32_t na = op->kp.naggs;
+    for (int32_t j = 0; !rc && j < op->kp.naggs; j++) rc = agg_update_column(op, j, in);
     for (int64_t r = 0; !rc && r < n; r++) {
-        if (r + 8 < n && na) __builtin_prefetch(&op->accs[op->gid[r + 8] * na]);
         uint64_t g = (uint64_t)op->gid[r];
-        sc_acc *a = &op->accs[g * na];
-        for (int32_t j = 0; !rc && j < na; j++)
-            rc = sc_acc_update(&op->kp.aggs[j], &a[j], in, r, op->seq + (uint64_t)r + 1, &op->scratch);
         if (!op->changed[g]) {
             op->changed[g] = 1;
             op->dirty[op->ndirty++] = g;

@@ -155,8 +155,36 @@ int sc_key_encode(sc_buf *out, const sc_batch *b, int64_t row, const int32_t *co
                   const uint8_t *lt);
 /* lt (may be NULL): the batch's logical types by column; list[float] key columns then have
  * their elements normalized (NaN one value, -0.0 as 0.0), like float keys. */
-/* 64-bit hash of bytes (not cryptographic; seedless, deterministic). */
-uint64_t sc_hash_bytes(const void *p, size_t n);
+static inline uint64_t sc_rd64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static inline uint64_t sc_mum(uint64_t a, uint64_t b) {
+    __uint128_t r = (__uint128_t)a * b;
+    return (uint64_t)r ^ (uint64_t)(r >> 64);
+}
+
+/* 64-bit hash of bytes (not cryptographic; seedless, deterministic): wyhash-style, 16 bytes
+ * per multiply-fold round. Inline: it runs per row, twice per keyed row (split and state). */
+static inline uint64_t sc_hash_bytes(const void *vp, size_t n) {
+    static const uint64_t K0 = UINT64_C(0xa0761d6478bd642f), K1 = UINT64_C(0xe7037ed1a0b428db),
+                          K2 = UINT64_C(0x8ebc6af09c88c6e3), K3 = UINT64_C(0x589965cc75374cc3);
+    const uint8_t *p = (const uint8_t *)vp;
+    uint64_t h = K0 ^ sc_mum((uint64_t)n ^ K1, K2);
+    size_t i = n;
+    for (; i >= 16; i -= 16, p += 16) h = sc_mum(sc_rd64(p) ^ K1, sc_rd64(p + 8) ^ h);
+    uint64_t a = 0, b = 0;
+    if (i >= 8) {
+        a = sc_rd64(p);
+        p += 8;
+        i -= 8;
+    }
+    for (size_t j = 0; j < i; j++) b |= (uint64_t)p[j] << (8 * j);
+    h = sc_mum(a ^ K1 ^ h, b ^ K3 ^ (uint64_t)n);
+    return sc_mum(h ^ K0, h ^ K2);
+}
 
 /* Open-addressing (linear probing) map from key bytes to a uint64 value. Keys of up to
  * SC_KMAP_INLINE bytes (one int or float key column, short strings) live in the slot itself,
@@ -184,7 +212,31 @@ void sc_kmap_free(sc_kmap *m);
 /* Find `key`; if absent insert it with value *val. *val receives the stored value;
  * *inserted says which happened. */
 int sc_kmap_upsert(sc_kmap *m, uint64_t hash, const void *key, uint32_t len, uint64_t *val, bool *inserted);
-bool sc_kmap_find(const sc_kmap *m, uint64_t hash, const void *key, uint32_t len, uint64_t *val);
+static inline uint64_t sc_kmap_nz(uint64_t h) { return h ? h : 1; }
+static inline const uint8_t *sc_kmap_slot_key(const sc_kmap *m, const sc_kmap_slot *s) {
+    return s->len <= SC_KMAP_INLINE ? s->k.key : m->arena + s->k.off;
+}
+/* Key bytes equal (keys are short: word compares beat a memcmp call). */
+static inline bool sc_key_eq(const uint8_t *a, const uint8_t *b, uint32_t len) {
+    for (; len >= 8; len -= 8, a += 8, b += 8)
+        if (sc_rd64(a) != sc_rd64(b)) return false;
+    for (; len; len--)
+        if (*a++ != *b++) return false;
+    return true;
+}
+/* Find `key`: true and *val its value, or false. */
+static inline bool sc_kmap_find(const sc_kmap *m, uint64_t hash, const void *key, uint32_t len, uint64_t *val) {
+    hash = sc_kmap_nz(hash);
+    size_t mask = m->cap - 1;
+    for (size_t i = hash & mask;; i = (i + 1) & mask) {
+        const sc_kmap_slot *s = &m->slots[i];
+        if (!s->hash) return false;
+        if (s->hash == hash && s->len == len && sc_key_eq(sc_kmap_slot_key(m, s), (const uint8_t *)key, len)) {
+            *val = s->val;
+            return true;
+        }
+    }
+}
 /* Remove the entry with this hash and value (SC_EINTERNAL if there is none). */
 int sc_kmap_remove(sc_kmap *m, uint64_t hash, uint64_t val);
 /* Hint: the slot where a lookup of `hash` starts is about to be read (batch probing issues

@@ -130,7 +130,18 @@ static int split_run(void *vst, sc_batch *in, sc_batch **out) {
     sc_batch **sub = calloc(P, sizeof(sc_batch *));
     int rc = part && count && sub ? SC_OK : SC_ENOMEM;
     sc_buf key = { 0 };
-    for (int64_t r = 0; rc == SC_OK && r < n; r++) {
+    const sc_column *k0 = st->nkeys == 1 ? &in->cols[st->keys[0]] : NULL;
+    if (rc == SC_OK && k0 && k0->type == SC_COL_INT64 && k0->null_count == 0) {
+        /* one int key, no nulls: hash its encoding (sc_key_encode) without building it */
+        const int64_t *v = k0->values;
+        uint8_t kb[9] = { 1 };
+        for (int64_t r = 0; r < n; r++) {
+            memcpy(kb + 1, &v[r], 8);
+            part[r] = (uint32_t)((sc_hash_bytes(kb, 9) >> 32) % P);
+            count[part[r]]++;
+        }
+    }
+    for (int64_t r = k0 && k0->type == SC_COL_INT64 && k0->null_count == 0 ? n : 0; rc == SC_OK && r < n; r++) {
         /* partition by the keyed operators' own key bytes (null == null, NaN == NaN,
          * -0.0 == 0.0), so equal keys always meet in one partition */
         key.len = 0;

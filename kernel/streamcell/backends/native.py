@@ -1276,6 +1276,15 @@ class _SinkOut:
             rows, self.callback_buf = self.callback_buf[:1024], self.callback_buf[1024:]
             self.writer(rows)
 
+    def account_published(self) -> None:
+        """At the end of the stream: the frames written so far hold every published key, so
+        they account for every changelog row counted into the sink."""
+        rest = self.env.counters[self.sink.step_id].rows_in - self.covered
+        if rest > 0 and self.frame_writer is not None:
+            empty = pl.DataFrame(schema=polars_schema(self.schema))
+            self.frame_writer.write_frame(empty, stands_for=rest)
+            self.covered += rest
+
     def flush_callback(self) -> None:
         if self.callback_buf:
             rows, self.callback_buf = self.callback_buf, []
@@ -1484,9 +1493,10 @@ class Driver:
                 self.taken += rb.num_rows
                 self.out.write(rb)
             if eos:
+                self.out.flush()
                 if self.low.publishing:  # the last publish accounts for every changelog row
                     self._sync_counters(prog)
-                self.out.flush()
+                    self.out.account_published()
                 self.out.flush_callback()
                 return True
             self._periodic(prog)
