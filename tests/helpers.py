@@ -68,3 +68,14 @@ def table(plan: sc.Plan, options: RunOptions) -> pl.DataFrame:
     """The first table of ``plan`` run on ``options`` (checked against the reference)."""
     out = check_against_reference(plan, options)
     return next(iter(out["tables"].values()))
+
+
+def ipython_shell() -> Any:
+    """The test process's IPython shell with streamcell loaded (started by the first module
+    that asks; ``start_ipython`` returns None once a shell exists)."""
+    from IPython import get_ipython
+    from IPython.testing.globalipapp import start_ipython
+
+    shell = start_ipython() or get_ipython()
+    shell.run_line_magic("load_ext", "streamcell")
+    return shell

@@ -6,16 +6,14 @@ import time
 
 import polars as pl
 import pytest
-from IPython.testing.globalipapp import start_ipython
 
 import streamcell as sc
+from tests.helpers import ipython_shell
 
 
 @pytest.fixture(scope="module")
 def ip():
-    shell = start_ipython()
-    shell.run_line_magic("load_ext", "streamcell")
-    yield shell
+    yield ipython_shell()
 
 
 def test_cell_returns_at_once_and_binds_a_handle(ip, capsys):

@@ -222,11 +222,9 @@ def test_a_finished_run_has_nothing_unprocessed(engine):
 
 @pytest.fixture(scope="module")
 def ip() -> Any:
-    from IPython.testing.globalipapp import start_ipython
+    from tests.helpers import ipython_shell
 
-    shell = start_ipython()
-    shell.run_line_magic("load_ext", "streamcell")
-    return shell
+    return ipython_shell()
 
 
 @pytest.mark.parametrize("where", ["plan", "dashboard", "wait"])
