@@ -164,8 +164,38 @@ typedef struct export_holder {
 
 typedef struct export_child {
     export_holder *h;
-    const void *buffers[3];
+    const void *buffers[4];
+    uint8_t *views;    /* string columns: the string_view views (owned) */
+    int64_t sizes[1];  /* and the size of their one data buffer (the batch's bytes) */
 } export_child;
+
+/* A string column as string_view ("vu"): 16-byte views over the batch's bytes (strings of at
+ * most 12 bytes inline), the layout Polars keeps its strings in, so it adopts the column as
+ * is instead of converting offsets to views on the thread that receives the batch. */
+static int export_views(export_child *ec, const sc_column *c, int64_t n) {
+    ec->views = malloc((size_t)(n ? n : 1) * 16);
+    if (!ec->views) return SC_ENOMEM;
+    const int32_t *off = c->offsets;
+    for (int64_t r = 0; r < n; r++) {
+        uint8_t *v = ec->views + 16 * r;
+        int32_t len = off[r + 1] - off[r];
+        memset(v, 0, 16);
+        memcpy(v, &len, 4);
+        if (len <= 12) {
+            if (len) memcpy(v + 4, c->data + off[r], (size_t)len);
+        } else {
+            int32_t buf = 0, at = off[r];
+            memcpy(v + 4, c->data + off[r], 4);
+            memcpy(v + 8, &buf, 4);
+            memcpy(v + 12, &at, 4);
+        }
+    }
+    ec->sizes[0] = off[n];
+    ec->buffers[1] = ec->views;
+    ec->buffers[2] = c->data;
+    ec->buffers[3] = ec->sizes;
+    return SC_OK;
+}
 
 static void holder_unref(export_holder *h) {
     if (__atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) == 0) {
@@ -177,6 +207,7 @@ static void holder_unref(export_holder *h) {
 static void release_child(struct ArrowArray *a) {
     export_child *c = a->private_data;
     holder_unref(c->h);
+    free(c->views);
     free(c);
     a->release = NULL;
 }
@@ -204,7 +235,7 @@ static const char *format_of(sc_ltype lt) {
     switch (lt) {
     case SC_LT_FLOAT: return "g";
     case SC_LT_BOOL: return "b";
-    case SC_LT_STR: return "u";
+    case SC_LT_STR: return "vu"; /* export_views */
     case SC_LT_DATETIME: return "tsu:";
     default: return "l";
     }
@@ -242,9 +273,12 @@ int sc_arrow_export(sc_batch *b, const sc_schema *s, struct ArrowSchema *schema,
     char *names = calloc((size_t)(nc ? nc : 1), 12);
     export_child **kids = calloc((size_t)(nc ? nc : 1), sizeof *kids);
     bool ok = h && pp && sp && cmem && cptr && smem && sptr && names && kids;
-    for (int64_t k = 0; ok && k < nc; k++) ok = (kids[k] = malloc(sizeof(export_child))) != NULL;
+    for (int64_t k = 0; ok && k < nc; k++) ok = (kids[k] = calloc(1, sizeof(export_child))) != NULL;
+    for (int64_t k = 0; ok && k < nc; k++)
+        if (!sc_ltype_is_list(s->lt[k]) && s->lt[k] == SC_LT_STR) ok = export_views(kids[k], &b->cols[k], b->nrows) == SC_OK;
     if (!ok) {
-        for (int64_t k = 0; kids && k < nc; k++) free(kids[k]);
+        for (int64_t k = 0; kids && k < nc; k++)
+            if (kids[k]) free(kids[k]->views), free(kids[k]);
         free(kids), free(h), free(pp), free(sp), free(cmem), free(cptr), free(smem), free(sptr), free(names);
         return SC_ENOMEM;
     }
@@ -256,7 +290,9 @@ int sc_arrow_export(sc_batch *b, const sc_schema *s, struct ArrowSchema *schema,
         ec->h = h;
         ec->buffers[0] = c->validity;
         int64_t nbuf = 2;
-        if (c->type == SC_COL_UTF8) {
+        if (ec->views) {
+            nbuf = 4; /* validity, views, the data buffer, its size */
+        } else if (c->type == SC_COL_UTF8) {
             ec->buffers[1] = c->offsets;
             ec->buffers[2] = c->data;
             nbuf = 3;
