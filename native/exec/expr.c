@@ -29,209 +29,80 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char EMPTY[1] = "";
-
-static void *cx_adopt(ctx *c, void *p) {
-    if (!p) return NULL;
-    if (c->nblk == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 32;
-        void **q = realloc(c->blk, cap * sizeof *q);
-        if (!q) {
-            free(p);
-            return NULL;
-        }
-        c->blk = q;
-        c->cap = cap;
-    }
-    c->blk[c->nblk++] = p;
-    return p;
-}
-
-void *cx_alloc(ctx *c, size_t bytes) { return cx_adopt(c, malloc(bytes ? bytes : 1)); }
-
-void *cx_zalloc(ctx *c, size_t bytes) { return cx_adopt(c, calloc(bytes ? bytes : 1, 1)); }
-
-void cx_free(ctx *c) {
-    for (size_t k = 0; k < c->nblk; k++) free(c->blk[k]);
-    free(c->blk);
-    c->blk = NULL;
-    c->nblk = c->cap = 0;
-}
-
-/* A fresh vector of type lt: values zeroed (strings empty), validity and errors unset. */
-int vnew(ctx *c, vec *v, uint8_t lt) {
-    size_t n = (size_t)c->n;
-    memset(v, 0, sizeof *v);
-    v->lt = lt;
-    v->ok = cx_alloc(c, n);
-    bool vals;
-    switch (is_strlike(lt) ? SC_LT_STR : lt) {
-    case SC_LT_FLOAT: vals = (v->f = cx_zalloc(c, n * sizeof(double))) != NULL; break;
-    case SC_LT_BOOL: vals = (v->b = cx_zalloc(c, n)) != NULL; break;
-    case SC_LT_STR:
-        v->s = cx_alloc(c, n * sizeof(char *));
-        v->sl = cx_zalloc(c, n * sizeof(int32_t));
-        vals = v->s && v->sl;
-        for (size_t r = 0; vals && r < n; r++) v->s[r] = EMPTY;
-        break;
-    default: vals = (v->i = cx_zalloc(c, n * sizeof(int64_t))) != NULL; break;
-    }
-    return v->ok && vals ? SC_OK : SC_ENOMEM;
-}
-
-/* Give a FLOAT vector room for int rows. */
-int v_mixed(ctx *c, vec *v) {
-    if (!v->isint) v->isint = cx_zalloc(c, (size_t)c->n);
-    if (!v->i) v->i = cx_zalloc(c, (size_t)c->n * sizeof(int64_t));
-    return v->isint && v->i ? SC_OK : SC_ENOMEM;
-}
-
-int err_alloc(ctx *c, vec *v) {
-    if (!v->err) v->err = cx_zalloc(c, (size_t)c->n);
-    return v->err ? SC_OK : SC_ENOMEM;
-}
-
-/* Errors of a one-operand node: the operand's. */
-int err_unary(ctx *c, vec *o, const vec *a) {
-    if (!a->err) return SC_OK;
-    if (err_alloc(c, o)) return SC_ENOMEM;
-    memcpy(o->err, a->err, (size_t)c->n);
-    return SC_OK;
-}
-
-/* Errors of a strict two-operand node: a's, then b's where a is valid (Python evaluates the
- * second operand only after a non-null first one). */
-int err_strict(ctx *c, vec *o, const vec *a, const vec *b) {
-    if (!a->err && !b->err) return SC_OK;
-    if (err_alloc(c, o)) return SC_ENOMEM;
-    for (int64_t r = 0; r < c->n; r++) {
-        uint8_t ea = a->err ? a->err[r] : 0, eb = b->err && a->ok[r] ? b->err[r] : 0;
-        o->err[r] = ea ? ea : eb;
-    }
-    return SC_OK;
-}
-
-/* A failed row is never valid. */
-void seal(const ctx *c, vec *o) {
-    if (!o->err) return;
-    for (int64_t r = 0; r < c->n; r++) o->ok[r] &= (uint8_t)(o->err[r] == 0);
-}
-
-void and_ok(const ctx *c, vec *o, const vec *a, const vec *b) {
-    for (int64_t r = 0; r < c->n; r++) o->ok[r] = a->ok[r] & (b ? b->ok[r] : 1);
-}
-
-/* The vector's values as doubles (ints converted, as Python's float(int)). */
-const double *as_f64(ctx *c, const vec *v) {
-    if (v->lt == SC_LT_FLOAT) return v->f;
-    double *f = cx_alloc(c, (size_t)c->n * sizeof(double));
-    if (f)
-        for (int64_t r = 0; r < c->n; r++) f[r] = (double)v->i[r];
-    return f;
-}
-
-/* The vector's values as int64 (bools widened). */
-const int64_t *as_i64(ctx *c, const vec *v) {
-    if (v->lt != SC_LT_BOOL) return v->i;
-    int64_t *x = cx_alloc(c, (size_t)c->n * sizeof(int64_t));
-    if (x)
-        for (int64_t r = 0; r < c->n; r++) x[r] = v->b[r];
-    return x;
-}
-
-/* ---------------------------------------------------------------- string builder */
-
-int sb_open(ctx *c, sbld *b, size_t guess) {
-    b->c = c;
-    b->len = 0;
-    b->cap = guess < 64 ? 64 : guess;
-    b->at = cx_alloc(c, (size_t)c->n * sizeof(size_t));
-    b->p = cx_alloc(c, b->cap);
-    if (!b->at || !b->p) return SC_ENOMEM;
-    b->slot = c->nblk - 1;
-    memset(b->at, 0xFF, (size_t)c->n * sizeof(size_t));
-    return SC_OK;
-}
-
-int sb_room(sbld *b, size_t extra) {
-    if (b->len + extra <= b->cap) return SC_OK;
-    size_t cap = b->cap * 2;
-    while (cap < b->len + extra) cap *= 2;
-    char *q = realloc(b->p, cap);
-    if (!q) return SC_ENOMEM;
-    b->p = q;
-    b->cap = cap;
-    b->c->blk[b->slot] = q;
-    return SC_OK;
-}
-
-int sb_add(sbld *b, const char *s, size_t n) {
-    if (sb_room(b, n)) return SC_ENOMEM;
-    if (n) memcpy(b->p + b->len, s, n);
-    b->len += n;
-    return SC_OK;
-}
-
-int sb_end(sbld *b, vec *o, int64_t r) {
-    size_t n = b->len - b->at[r];
-    if (n > INT32_MAX) return SC_EINVAL;
-    o->sl[r] = (int32_t)n;
-    return SC_OK;
-}
-
-/* Point the vector's rows at the finished buffer. */
-void sb_close(sbld *b, vec *o) {
-    for (int64_t r = 0; r < b->c->n; r++)
-        if (b->at[r] != SIZE_MAX) o->s[r] = b->p + b->at[r];
-}
-
-
 /* --------------------------------------------------------------------------- leaves */
 
+/* A column, borrowed where its layout is the vector's (int64, double); validity from the
+ * bitmap, or none at all when the column has no null. */
 static int ev_col(ctx *c, vec *o, const sc_batch *in, int32_t col, uint8_t lt) {
     const sc_column *k = &in->cols[col];
-    size_t n = (size_t)c->n;
+    int64_t n = c->n;
     memset(o, 0, sizeof *o);
     o->lt = lt;
-    if (!(o->ok = cx_alloc(c, n))) return SC_ENOMEM;
-    for (int64_t r = 0; r < c->n; r++) o->ok[r] = (k->validity[r >> 3] >> (r & 7)) & 1;
-    if (lt == SC_LT_NULL) memset(o->ok, 0, n);
+    if (lt == SC_LT_NULL) {
+        o->ok = c->zeros;
+    } else if (k->null_count == 0 || !k->validity) {
+        o->ok = c->ones;
+        o->nonull = true;
+    } else {
+        if (!(o->ok = cx_alloc(c, (size_t)n))) return SC_ENOMEM;
+        bits_to_bytes(k->validity, n, o->ok);
+    }
     switch (k->type) {
     case SC_COL_INT64: o->i = k->values; break; /* borrowed: a node never writes its inputs */
     case SC_COL_DOUBLE: o->f = k->values; break;
     case SC_COL_BOOL:
-        if (!(o->b = cx_alloc(c, n))) return SC_ENOMEM;
-        for (int64_t r = 0; r < c->n; r++) o->b[r] = sc_bit_get(k->values, r);
+        if (!(o->b = cx_alloc(c, (size_t)n))) return SC_ENOMEM;
+        bits_to_bytes(k->values, n, o->b);
         break;
     case SC_COL_UTF8:
-        o->s = cx_alloc(c, n * sizeof(char *));
-        o->sl = cx_alloc(c, n * sizeof(int32_t));
+        o->s = cx_alloc(c, (size_t)n * sizeof(char *));
+        o->sl = cx_alloc(c, (size_t)n * sizeof(int32_t));
         if (!o->s || !o->sl) return SC_ENOMEM;
-        for (int64_t r = 0; r < c->n; r++) {
-            o->s[r] = o->ok[r] ? k->data + k->offsets[r] : EMPTY;
-            o->sl[r] = o->ok[r] ? k->offsets[r + 1] - k->offsets[r] : 0;
+        if (o->nonull) {
+            for (int64_t r = 0; r < n; r++) {
+                o->s[r] = k->data + k->offsets[r];
+                o->sl[r] = k->offsets[r + 1] - k->offsets[r];
+            }
+        } else {
+            for (int64_t r = 0; r < n; r++) {
+                o->s[r] = o->ok[r] ? k->data + k->offsets[r] : EMPTY;
+                o->sl[r] = o->ok[r] ? k->offsets[r + 1] - k->offsets[r] : 0;
+            }
         }
         break;
     }
     return SC_OK;
 }
 
+/* A literal is a scalar: its value in row 0, shared validity (v_broadcast widens it for the
+ * kernels that want full vectors). */
 static int ev_lit(ctx *c, const sc_enode *nd, vec *o) {
-    int rc = vnew(c, o, nd->lt);
-    if (rc) return rc;
+    memset(o, 0, sizeof *o);
+    o->lt = nd->lt;
+    o->scalar = true;
     bool valid = !nd->is_null && nd->lt != SC_LT_NULL;
-    memset(o->ok, valid, (size_t)c->n);
-    if (!valid) return SC_OK;
-    for (int64_t r = 0; r < c->n; r++) {
-        switch (is_strlike(nd->lt) ? SC_LT_STR : nd->lt) {
-        case SC_LT_FLOAT: o->f[r] = nd->f; break;
-        case SC_LT_BOOL: o->b[r] = nd->i != 0; break;
-        case SC_LT_STR:
-            o->s[r] = nd->s;
-            o->sl[r] = nd->slen;
-            break;
-        default: o->i[r] = nd->i; break;
-        }
+    o->ok = valid ? c->ones : c->zeros;
+    o->nonull = valid;
+    switch (is_strlike(nd->lt) ? SC_LT_STR : nd->lt) {
+    case SC_LT_FLOAT:
+        if (!(o->f = cx_alloc(c, sizeof(double)))) return SC_ENOMEM;
+        o->f[0] = valid ? nd->f : 0.0;
+        break;
+    case SC_LT_BOOL:
+        if (!(o->b = cx_alloc(c, 1))) return SC_ENOMEM;
+        o->b[0] = valid && nd->i != 0;
+        break;
+    case SC_LT_STR:
+        o->s = cx_alloc(c, sizeof(char *));
+        o->sl = cx_alloc(c, sizeof(int32_t));
+        if (!o->s || !o->sl) return SC_ENOMEM;
+        o->s[0] = valid ? nd->s : EMPTY;
+        o->sl[0] = valid ? nd->slen : 0;
+        break;
+    default:
+        if (!(o->i = cx_alloc(c, sizeof(int64_t)))) return SC_ENOMEM;
+        o->i[0] = valid ? nd->i : 0;
+        break;
     }
     return SC_OK;
 }
@@ -488,10 +359,21 @@ static int ev_cmp(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec *b
 
 /* Kleene and / or. The right side's error counts unless the left side decided the row. */
 static int ev_andor(ctx *c, int op, vec *o, const vec *a, const vec *b) {
+    bool isand = op == SC_E_AND;
+    if (a->nonull && b->nonull && a->lt == SC_LT_BOOL && b->lt == SC_LT_BOOL) { /* no null, no error */
+        if (vnew_raw(c, o, SC_LT_BOOL)) return SC_ENOMEM;
+        o->ok = c->ones;
+        o->nonull = true;
+        const uint8_t *av = a->b, *bv = b->b;
+        if (isand)
+            for (int64_t r = 0; r < c->n; r++) o->b[r] = av[r] & bv[r];
+        else
+            for (int64_t r = 0; r < c->n; r++) o->b[r] = av[r] | bv[r];
+        return SC_OK;
+    }
     int rc = vnew(c, o, SC_LT_BOOL);
     if (!rc && (a->err || b->err)) rc = err_alloc(c, o);
     if (rc) return rc;
-    bool isand = op == SC_E_AND;
     if (!o->err && a->lt == SC_LT_BOOL && b->lt == SC_LT_BOOL) { /* the common case, branch-free */
         const uint8_t *ad = a->ok, *av = a->b, *bd = b->ok, *bv = b->b;
         for (int64_t r = 0; r < c->n; r++) {
@@ -603,12 +485,21 @@ static int ev_is_null(ctx *c, const sc_enode *nd, vec *o, const vec *a) {
 
 /* ----------------------------------------------------------------------- evaluation */
 
+static bool is_arith(int op) { return op >= SC_E_ADD && op <= SC_E_POW; }
+static bool is_cmp(int op) { return op >= SC_E_EQ && op <= SC_E_GE; }
+
 static int eval_node(const sc_expr *e, int32_t k, const sc_batch *in, ctx *c, vec *v) {
     const sc_enode *nd = &e->nodes[k];
     vec *o = &v[k];
     if (nd->op == SC_E_COL) return ev_col(c, o, in, nd->a, nd->lt);
     if (nd->op == SC_E_LIT) return ev_lit(c, nd, o);
-    const vec *a = &v[nd->a], *b = nd->b >= 0 ? &v[nd->b] : NULL, *cc = nd->c >= 0 ? &v[nd->c] : NULL;
+    vec *a = &v[nd->a], *b = nd->b >= 0 ? &v[nd->b] : NULL, *cc = nd->c >= 0 ? &v[nd->c] : NULL;
+    if (is_arith(nd->op) && arith_fast_ok(nd, a, b)) return ev_arith_fast(c, nd, o, a, b);
+    if (is_cmp(nd->op) && cmp_fast_ok(a, b)) return ev_cmp_fast(c, nd, o, a, b);
+    /* the general kernels read full vectors */
+    if (v_broadcast(c, a) || (b && v_broadcast(c, b)) || (cc && v_broadcast(c, cc))) return SC_ENOMEM;
+    for (int32_t j = 0; nd->op == SC_E_UDF && j < nd->nlist; j++)
+        if (v_broadcast(c, &v[nd->ilist[j]])) return SC_ENOMEM;
     switch (nd->op) {
     case SC_E_NEG: return ev_neg(c, nd, o, a);
     case SC_E_NOT: return ev_not(c, o, a);
@@ -646,14 +537,13 @@ static int eval_node(const sc_expr *e, int32_t k, const sc_batch *in, ctx *c, ve
     }
 }
 
-/* Evaluate every node over `in`; *root is the last node's vector (scratch in c). */
 int eval_all(const sc_expr *e, const sc_batch *in, ctx *c, vec **root) {
     for (int32_t k = 0; k < e->n; k++) {
         const sc_enode *nd = &e->nodes[k];
         if (nd->op == SC_E_COL && (nd->a >= in->ncols || in->cols[nd->a].type != sc_ltype_physical((sc_ltype)nd->lt)))
             return SC_EINVAL;
     }
-    c->n = in->nrows;
+    if (c->n != in->nrows) return SC_EINTERNAL;
     vec *v = cx_zalloc(c, (size_t)e->n * sizeof(vec));
     if (!v) return SC_ENOMEM;
     for (int32_t k = 0; k < e->n; k++) {
@@ -661,32 +551,42 @@ int eval_all(const sc_expr *e, const sc_batch *in, ctx *c, vec **root) {
         if (rc) return rc;
     }
     *root = &v[e->n - 1];
-    return SC_OK;
+    return v_broadcast(c, *root);
 }
 
-/* Rows [0, n) of column col of out = the vector (validity and null_count kept exact). */
+/* Rows [0, n) of column col of out = the vector (validity and null_count kept exact; null
+ * rows hold 0 / false / ""). */
 static int write_col(const ctx *c, const vec *v, sc_batch *out, int32_t col) {
     sc_column *k = &out->cols[col];
-    int64_t n = c->n;
+    const int64_t n = c->n;
+    const uint8_t *ok = v->ok;
+    const bool all = v->nonull;
     switch (k->type) {
     case SC_COL_INT64: {
         int64_t *d = k->values;
-        for (int64_t r = 0; r < n; r++) d[r] = v->ok[r] ? v->i[r] : 0;
+        const int64_t *x = v->i;
+        if (all) memmove(d, x, (size_t)n * sizeof *d);
+        else
+            for (int64_t r = 0; r < n; r++) d[r] = ok[r] ? x[r] : 0;
         break;
     }
     case SC_COL_DOUBLE: {
         double *d = k->values;
-        for (int64_t r = 0; r < n; r++) d[r] = v->ok[r] ? v->f[r] : 0.0;
+        const double *x = v->f;
+        if (all) memmove(d, x, (size_t)n * sizeof *d);
+        else
+            for (int64_t r = 0; r < n; r++) d[r] = ok[r] ? x[r] : 0.0;
         break;
     }
     case SC_COL_BOOL:
-        for (int64_t r = 0; r < n; r++) sc_bit_set(k->values, r, v->ok[r] && v->b[r]);
+        if (all) bytes_to_bits(v->b, n, k->values);
+        else bytes_and_to_bits(v->b, ok, n, k->values);
         break;
-    case SC_COL_UTF8: {
+    case SC_COL_UTF8: { /* sc_batch_put_utf8 / sc_batch_set_null keep the validity */
         char *conv = NULL; /* list[int] rows of a list[float] vector, re-encoded */
         int rc = SC_OK;
         for (int64_t r = 0; !rc && r < n; r++) {
-            if (!v->ok[r]) {
+            if (!ok[r]) {
                 sc_batch_set_null(out, col, r);
                 continue;
             }
@@ -707,38 +607,41 @@ static int write_col(const ctx *c, const vec *v, sc_batch *out, int32_t col) {
         return rc;
     }
     }
-    for (int64_t r = 0; r < n; r++) {
-        bool was = sc_bit_get(k->validity, r), now = v->ok[r];
-        if (was != now) {
-            sc_bit_set(k->validity, r, now);
-            k->null_count += was ? 1 : -1;
-        }
-    }
+    /* the validity of rows [0, n), 8 rows at a time; null_count by the change in set bits */
+    int64_t before = k->null_count == 0 ? n : bits_count(k->validity, n);
+    if (all) bits_fill(k->validity, n);
+    else bytes_to_bits(ok, n, k->validity);
+    k->null_count += before - (all ? n : bits_count(k->validity, n));
     return SC_OK;
 }
 
-/* Evaluate into out[col]; codes[r] = the row's first error code (ERR_*), left if set. */
-int eval_into(const sc_expr *e, const sc_batch *in, sc_batch *out, int32_t col, uint8_t *codes) {
+int eval_into(const sc_expr *e, const sc_batch *in, sc_batch *out, int32_t col, ctx *c, uint8_t *codes,
+              bool *failed) {
     if (col < 0 || col >= out->ncols || out->capacity < in->nrows ||
         out->cols[col].type != sc_ltype_physical(sc_expr_type(e)))
         return SC_EINVAL;
-    ctx c = { 0, NULL, 0, 0 };
     vec *root = NULL;
-    int rc = eval_all(e, in, &c, &root);
-    if (!rc) rc = write_col(&c, root, out, col);
-    for (int64_t r = 0; !rc && codes && root->err && r < c.n; r++)
+    int rc = eval_all(e, in, c, &root);
+    if (!rc) rc = write_col(c, root, out, col);
+    if (rc || !root->err) return rc;
+    for (int64_t r = 0; r < c->n; r++) {
+        if (!root->err[r]) continue;
+        *failed = true;
         if (!codes[r]) codes[r] = root->err[r];
-    cx_free(&c);
-    return rc;
+    }
+    return SC_OK;
 }
 
 int sc_expr_eval(const sc_expr *e, const sc_batch *in, sc_batch *out, int32_t col, uint8_t *err) {
     if (!e || !in || !out) return SC_EINVAL;
     int64_t n = in->nrows;
-    uint8_t *codes = n ? calloc((size_t)n, 1) : NULL;
-    if (n && !codes) return SC_ENOMEM;
-    int rc = eval_into(e, in, out, col, codes);
-    for (int64_t r = 0; !rc && err && r < n; r++) err[r] |= codes[r] != 0;
-    free(codes);
+    cx_pool *pool = (cx_pool *)&e->pool; /* the pool is synchronized; the expression is not changed */
+    ctx *c = cx_take(pool, n);
+    if (!c) return SC_ENOMEM;
+    uint8_t *codes = cx_zalloc(c, (size_t)n);
+    bool failed = false;
+    int rc = codes ? eval_into(e, in, out, col, c, codes, &failed) : SC_ENOMEM;
+    for (int64_t r = 0; !rc && failed && err && r < n; r++) err[r] |= codes[r] != 0;
+    cx_give(pool, c);
     return rc;
 }

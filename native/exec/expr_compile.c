@@ -180,6 +180,7 @@ int sc_expr_create(sc_expr **out, const sc_enode *nodes, int32_t nnodes, const s
         free(e);
         return SC_ENOMEM;
     }
+    cx_pool_init(&e->pool);
     int rc = SC_OK;
     for (int32_t k = 0; k < nnodes; k++) {
         e->nodes[k] = nodes[k];
@@ -199,6 +200,7 @@ void sc_expr_destroy(sc_expr *e) {
     if (!e) return;
     for (int32_t k = 0; k < e->n; k++) free_payload(&e->nodes[k]);
     free(e->nodes);
+    cx_pool_destroy(&e->pool);
     free(e);
 }
 

@@ -1,6 +1,8 @@
 /* expr_internal: what the files of the expression evaluator share (not a public header).
  *
- *   expr.c              vectors, scratch, leaves, arithmetic, comparisons, logic; evaluation
+ *   expr_vec.c          scratch arenas and their pools, vectors, Arrow bitmaps <-> bytes
+ *   expr.c              leaves, arithmetic, comparisons, logic; evaluation
+ *   expr_fast.c         arithmetic and comparisons for column op literal and no-null inputs
  *   expr_funcs.c        casts and functions (is_in, abs, round, str.*, dt.*, user functions)
  *   expr_compile.c      type checking and compilation (sc_expr_create)
  *   expr_compat_num.c   Python / Polars numbers: float pow, int() / float() of text, number
@@ -16,6 +18,8 @@
 
 #include <locale.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,16 +42,31 @@ typedef struct vec {
     int32_t *sl;      /* STR: byte length of row r */
     uint8_t *isint;   /* FLOAT: 1 where the row holds a Python int; NULL when none does;
                        * list[float]: 1 where the row's list holds list[int] encoded values */
+    bool nonull;      /* every row valid and none failed: ok is the context's shared ones */
+    bool scalar;      /* a literal: row 0 of the value arrays holds every row's value (ok is
+                       * full length); v_broadcast makes it an ordinary vector */
 } vec;
 
 /* List vectors (lt >= SC_LT_LIST) hold each row's encoded list (lists.h) in s / sl. */
 static inline bool is_strlike(uint8_t lt) { return lt == SC_LT_STR || sc_ltype_is_list(lt); }
 
+/* An evaluation context: the rows of the batch and the scratch of one call (expr_vec.c). */
 typedef struct ctx {
-    int64_t n; /* rows */
-    void **blk;
-    size_t nblk, cap;
+    int64_t n;               /* rows */
+    char *arena;             /* bump-allocated block, reused across batches */
+    size_t cap, used, need;  /* need: what this batch asked for (the block grows to it) */
+    void **blk;              /* malloc'd blocks freed at the next reset (overflow, builders) */
+    size_t nblk, bcap;
+    uint8_t *ones, *zeros;   /* nfixed bytes of 1 / 0: shared, read-only validity */
+    int64_t nfixed;
+    struct ctx *next;        /* free list of a cx_pool */
 } ctx;
+
+/* Contexts for reuse, one taken per call (thread-safe; a mutex around a free list). */
+typedef struct cx_pool {
+    pthread_mutex_t mu;
+    ctx *free;
+} cx_pool;
 
 extern const char EMPTY[1]; /* the bytes of an empty or null string row */
 
@@ -55,16 +74,41 @@ extern const char EMPTY[1]; /* the bytes of an empty or null string row */
 struct sc_expr {
     int32_t n;
     sc_enode *nodes; /* copies; literal strings and lists are owned copies too */
+    cx_pool pool;    /* contexts of sc_expr_eval */
 };
 
-/* ---- scratch (owned by one call; cx_free frees every block) */
-void *cx_alloc(ctx *c, size_t bytes);
-void *cx_zalloc(ctx *c, size_t bytes);
+/* ---- scratch (expr_vec.c): allocations live until the context is given back */
+void *cx_alloc(ctx *c, size_t bytes);  /* from the arena, 64-byte aligned */
+void *cx_zalloc(ctx *c, size_t bytes); /* zeroed */
+void *cx_malloc(ctx *c, size_t bytes); /* a block of its own (may be realloc'd: sbld) */
+/* Set the row count (and the shared ones / zeros for it). */
+int cx_begin(ctx *c, int64_t n);
 void cx_free(ctx *c);
+void cx_pool_init(cx_pool *p);
+void cx_pool_destroy(cx_pool *p);
+/* A context for n rows (NULL: out of memory); give it back when the call is done. */
+ctx *cx_take(cx_pool *p, int64_t n);
+void cx_give(cx_pool *p, ctx *c);
+
+/* ---- Arrow bitmaps (LSB first) <-> one byte per row */
+void bits_to_bytes(const uint8_t *bm, int64_t n, uint8_t *out);
+/* bm bits [0, n) = v[r] != 0 (bits from n on kept). */
+void bytes_to_bits(const uint8_t *v, int64_t n, uint8_t *bm);
+/* bm bits [0, n) = v[r] != 0 && m[r] != 0 (bits from n on kept). */
+void bytes_and_to_bits(const uint8_t *v, const uint8_t *m, int64_t n, uint8_t *bm);
+/* Set bits [0, n). */
+void bits_fill(uint8_t *bm, int64_t n);
+/* Set bits among [0, n). */
+int64_t bits_count(const uint8_t *bm, int64_t n);
 
 /* ---- vectors */
 /* A fresh vector of type lt: values zeroed (strings empty), validity and errors unset. */
 int vnew(ctx *c, vec *v, uint8_t lt);
+/* The same without validity (the caller sets ok) and with values not initialized (the
+ * caller writes every row). */
+int vnew_raw(ctx *c, vec *v, uint8_t lt);
+/* A scalar made a full vector (no-op for others). */
+int v_broadcast(ctx *c, vec *v);
 /* Give a FLOAT vector room for int rows. */
 int v_mixed(ctx *c, vec *v);
 static inline void set_int_row(vec *v, int64_t r, int64_t x) {
@@ -113,10 +157,20 @@ int sb_end(sbld *b, vec *o, int64_t r);
 void sb_close(sbld *b, vec *o);
 
 /* ---- evaluation (expr.c) */
-/* Evaluate every node over `in`; *root is the last node's vector (scratch in c). */
+/* Evaluate every node over `in` (c begun for in->nrows); *root is the last node's vector,
+ * never a scalar (scratch in c). */
 int eval_all(const sc_expr *e, const sc_batch *in, ctx *c, vec **root);
-/* Evaluate into out[col]; codes[r] = the row's first error code (ERR_*), left if set. */
-int eval_into(const sc_expr *e, const sc_batch *in, sc_batch *out, int32_t col, uint8_t *codes);
+/* Evaluate into out[col]; codes[r] = the row's first error code (ERR_*), left if set.
+ * *failed is set when some row failed (codes untouched otherwise). */
+int eval_into(const sc_expr *e, const sc_batch *in, sc_batch *out, int32_t col, ctx *c, uint8_t *codes,
+              bool *failed);
+
+/* ---- fast kernels (expr_fast.c): numeric operands without Python ints in float vectors,
+ * at most one of them a scalar; the general kernels in expr.c handle the rest. */
+bool arith_fast_ok(const sc_enode *nd, const vec *a, const vec *b);
+int ev_arith_fast(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec *b);
+bool cmp_fast_ok(const vec *a, const vec *b);
+int ev_cmp_fast(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec *b);
 
 /* ---- casts and functions (expr_funcs.c) */
 int ev_cast(ctx *c, const sc_enode *nd, vec *o, const vec *a);

@@ -28,22 +28,20 @@ static bool schema_eq(const sc_schema *a, const sc_schema *b) {
 typedef struct filter_st {
     sc_op_base base;
     sc_expr *pred;
+    cx_pool pool; /* scratch of the calls, reused across batches */
 } filter_st;
 
 int sc_op_filter_create(void **st, const sc_op_base *base, const sc_enode *pred, int32_t npred) {
     if (!st || !base || !schema_eq(&base->in, &base->out)) return SC_EINVAL;
     filter_st *f = calloc(1, sizeof *f);
     if (!f) return SC_ENOMEM;
+    cx_pool_init(&f->pool);
     int rc = sc_expr_create(&f->pred, pred, npred, &base->in);
     if (!rc && !bool_or_null(sc_expr_type(f->pred))) rc = SC_EINVAL;
+    if (!rc) rc = sc_op_base_copy(&f->base, base);
     if (rc) {
         sc_expr_destroy(f->pred);
-        free(f);
-        return rc;
-    }
-    rc = sc_op_base_copy(&f->base, base);
-    if (rc) {
-        sc_expr_destroy(f->pred);
+        cx_pool_destroy(&f->pool);
         free(f);
         return rc;
     }
@@ -52,11 +50,11 @@ int sc_op_filter_create(void **st, const sc_op_base *base, const sc_enode *pred,
 }
 
 /* Rows of `in` with keep[r] into a new output batch (*out NULL when none). */
-static int gather(sc_op_base *base, sc_batch *in, const uint8_t *keep, int64_t nkeep, sc_batch **out) {
+static int gather(sc_op_base *base, ctx *c, sc_batch *in, const uint8_t *keep, int64_t nkeep, sc_batch **out) {
     *out = NULL;
     if (nkeep == 0) return SC_OK;
-    int64_t stack_idx[1024], *idx = stack_idx;
-    if (in->nrows > 1024 && !(idx = malloc((size_t)in->nrows * sizeof *idx))) return SC_ENOMEM;
+    int64_t *idx = cx_alloc(c, (size_t)in->nrows * sizeof *idx);
+    if (!idx) return SC_ENOMEM;
     int64_t j = 0;
     for (int64_t r = 0; r < in->nrows; r++) {
         idx[j] = r;
@@ -64,7 +62,6 @@ static int gather(sc_op_base *base, sc_batch *in, const uint8_t *keep, int64_t n
     }
     int rc = sc_op_new_out(base, in, out);
     if (!rc) rc = sc_batch_take(*out, in, idx, j);
-    if (idx != stack_idx) free(idx);
     if (rc && *out) {
         sc_batch_release(*out);
         *out = NULL;
@@ -94,27 +91,37 @@ int sc_op_filter_run(void *vst, sc_batch *in, sc_batch **out) {
     }
     int64_t n = in->nrows, npass = 0, ndead = 0;
     sc_count_in(&st->base, n);
-    ctx c = { 0, NULL, 0, 0 };
+    if (n == 0) {
+        sc_batch_release(in);
+        return SC_OK;
+    }
+    ctx *c = cx_take(&st->pool, n);
     vec *v = NULL;
     uint8_t *keep = NULL;
-    int rc = n ? eval_all(st->pred, in, &c, &v) : SC_OK;
-    if (!rc && n && !(keep = cx_alloc(&c, (size_t)n))) rc = SC_ENOMEM;
-    for (int64_t r = 0; !rc && r < n; r++) {
-        keep[r] = v->lt == SC_LT_BOOL && v->ok[r] && v->b[r];
-        npass += keep[r];
-        ndead += v->err && v->err[r];
+    int rc = c ? eval_all(st->pred, in, c, &v) : SC_ENOMEM;
+    if (!rc && v->lt == SC_LT_BOOL && v->nonull) { /* no null, no error: keep the values */
+        keep = v->b;
+        for (int64_t r = 0; r < n; r++) npass += keep[r] != 0;
+    } else if (!rc && !(keep = cx_alloc(c, (size_t)n))) {
+        rc = SC_ENOMEM;
+    } else if (!rc) {
+        if (v->lt == SC_LT_BOOL)
+            for (int64_t r = 0; r < n; r++) npass += keep[r] = v->ok[r] & (v->b[r] != 0);
+        else
+            memset(keep, 0, (size_t)n);
+        for (int64_t r = 0; v->err && r < n; r++) ndead += v->err[r] != 0;
     }
-    if (!rc && ndead) rc = dead_rows(&st->base, in, v->err, NULL, keep);
+    if (!rc && ndead) rc = dead_rows(&st->base, in, v->err, NULL, keep); /* keep is c's: v had errors */
     if (!rc) sc_count_filtered(&st->base, n - npass - ndead);
-    if (!rc && npass == n && n) {
+    if (!rc && npass == n) {
         *out = in; /* every row passes: forward the batch itself */
         in = NULL;
     } else if (!rc) {
-        rc = gather(&st->base, in, keep, npass, out);
+        rc = gather(&st->base, c, in, keep, npass, out);
     }
     if (!rc) sc_count_out(&st->base, npass);
     if (in) sc_batch_release(in);
-    cx_free(&c);
+    if (c) cx_give(&st->pool, c);
     return rc;
 }
 
@@ -122,6 +129,7 @@ void sc_op_filter_destroy(void *vst) {
     filter_st *st = vst;
     if (!st) return;
     sc_expr_destroy(st->pred);
+    cx_pool_destroy(&st->pool);
     sc_op_base_free(&st->base);
     free(st);
 }
@@ -132,6 +140,7 @@ typedef struct project_st {
     int32_t *src; /* per output column: input column, or -(expression + 1) */
     int32_t nex;
     sc_expr **ex;
+    cx_pool pool; /* scratch of the calls, reused across batches */
 } project_st;
 
 void sc_op_project_destroy(void *vst) {
@@ -140,6 +149,7 @@ void sc_op_project_destroy(void *vst) {
     for (int32_t j = 0; st->ex && j < st->nex; j++) sc_expr_destroy(st->ex[j]);
     free(st->ex);
     free(st->src);
+    cx_pool_destroy(&st->pool);
     sc_op_base_free(&st->base);
     free(st);
 }
@@ -160,6 +170,7 @@ int sc_op_project_create(void **st, const sc_op_base *base, const int32_t *src, 
         return SC_EINVAL;
     project_st *p = calloc(1, sizeof *p);
     if (!p) return SC_ENOMEM;
+    cx_pool_init(&p->pool);
     p->nout = nout;
     p->src = malloc((size_t)nout * sizeof(int32_t));
     p->ex = calloc((size_t)(nexprs ? nexprs : 1), sizeof(sc_expr *));
@@ -206,28 +217,33 @@ static int copy_col(sc_batch *dst, int32_t dc, const sc_batch *src, int32_t scol
         memcpy(d->values, s->values, (size_t)n * 8);
     }
     memcpy(d->validity, s->validity, (size_t)(n + 7) / 8);
-    d->null_count = 0;
-    for (int64_t r = 0; r < n; r++) d->null_count += !sc_bit_get(d->validity, r);
+    d->null_count = s->null_count == 0 ? 0 : n - bits_count(d->validity, n);
     return SC_OK;
 }
 
-/* Evaluate / copy every output column of `in` into o (code[r]: first error, col[r]: where).
+/* Evaluate / copy every output column of `in` into o (code[r]: first error; *colp: NULL, or
+ * where each row first failed, allocated at the first failure).
  * Expressions first; then columns passed through. When no row failed, a column passed through
  * once is moved (buffers swapped with o's empty ones) instead of copied: `in` is released
  * right after and nothing reads it again. */
-static int project_fill(project_st *st, sc_batch *in, sc_batch *o, uint8_t *code, int32_t *col) {
+static int project_fill(project_st *st, ctx *c, sc_batch *in, sc_batch *o, uint8_t *code, int32_t **colp) {
     int64_t n = in->nrows;
     bool failed = false;
     for (int32_t k = SC_NHIDDEN; k < st->nout; k++) {
         int32_t s = st->src[k];
         if (s >= 0) continue;
-        int rc = eval_into(st->ex[-s - 1], in, o, k, code);
+        bool f = false;
+        int rc = eval_into(st->ex[-s - 1], in, o, k, c, code, &f);
         if (rc) return rc;
+        if (!f) continue;
+        int32_t *col = *colp;
+        if (!col) {
+            if (!(col = *colp = cx_alloc(c, (size_t)n * sizeof(int32_t)))) return SC_ENOMEM;
+            for (int64_t r = 0; r < n; r++) col[r] = -1;
+        }
         for (int64_t r = 0; r < n; r++)
-            if (code[r] && col[r] < 0) {
-                col[r] = k;
-                failed = true;
-            }
+            if (code[r] && col[r] < 0) col[r] = k;
+        failed = true;
     }
     bool movable = !failed && in->pool == NULL && in->capacity == o->capacity;
     for (int32_t k = 0; k < st->nout; k++) {
@@ -262,18 +278,19 @@ int sc_op_project_run(void *vst, sc_batch *in, sc_batch **out) {
         return SC_OK;
     }
     sc_batch *o = NULL;
-    uint8_t *code = calloc((size_t)n, 2);
-    int32_t *col = malloc((size_t)n * sizeof(int32_t));
-    int rc = code && col ? sc_op_new_out(&st->base, in, &o) : SC_ENOMEM;
-    for (int64_t r = 0; !rc && r < n; r++) col[r] = -1;
-    if (!rc) rc = project_fill(st, in, o, code, col);
-    for (int64_t r = 0; !rc && r < n; r++) ndead += code[r] != 0;
+    ctx *c = cx_take(&st->pool, n);
+    uint8_t *code = c ? cx_zalloc(c, (size_t)n) : NULL;
+    int32_t *col = NULL;
+    int rc = code ? sc_op_new_out(&st->base, in, &o) : SC_ENOMEM;
+    if (!rc) rc = project_fill(st, c, in, o, code, &col);
+    for (int64_t r = 0; !rc && col && r < n; r++) ndead += code[r] != 0;
     if (!rc && ndead) {
-        uint8_t *keep = code + n; /* second half of the allocation */
-        memset(keep, 1, (size_t)n);
-        rc = dead_rows(&st->base, in, code, col, keep);
+        uint8_t *keep = cx_alloc(c, (size_t)n);
+        rc = keep ? SC_OK : SC_ENOMEM;
+        if (!rc) memset(keep, 1, (size_t)n);
+        if (!rc) rc = dead_rows(&st->base, in, code, col, keep);
         sc_batch *kept = NULL;
-        if (!rc) rc = gather(&st->base, o, keep, n - ndead, &kept);
+        if (!rc) rc = gather(&st->base, c, o, keep, n - ndead, &kept);
         sc_batch_release(o);
         o = kept;
     }
@@ -281,7 +298,6 @@ int sc_op_project_run(void *vst, sc_batch *in, sc_batch **out) {
     if (rc && o) sc_batch_release(o);
     else *out = o;
     sc_batch_release(in);
-    free(code);
-    free(col);
+    if (c) cx_give(&st->pool, c);
     return rc;
 }
