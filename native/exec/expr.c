@@ -1,9 +1,14 @@
-/* expr: vectorized evaluation of plan expressions (contract in expr.h; semantics are kernel/streamcell/backends/evaluate.py row for row).
+/* expr: vectorized evaluation of plan expressions (contract in expr.h; semantics are
+ * kernel/streamcell/backends/evaluate.py row for row). The other files of the evaluator are
+ * listed in expr_internal.h.
  *
- * How it works (the other files are listed in expr_internal.h): the post-order nodes are evaluated one after the other, each over the
+ * How it works: the post-order nodes are evaluated one after the other, each over the
  * whole batch, into a vector with one validity byte, one error byte and one value per row
- * (scratch owned by the call, so one sc_expr serves any number of threads). The root
- * vector is then written into the output column.
+ * (scratch from a pooled context, so one sc_expr serves any number of threads). Columns
+ * without nulls and the results computed from them carry no validity of their own,
+ * literals stay scalars, and arithmetic / comparisons over numbers take the fast kernels of
+ * expr_fast.c; the general kernels below handle everything else. The root vector is then
+ * written into the output column (a fast root writes it directly).
  *
  * Fidelity notes (each one is what the reference does):
  * - Errors are lazy like Python's: a child's error fails the row only where the reference
@@ -494,7 +499,8 @@ static int eval_node(const sc_expr *e, int32_t k, const sc_batch *in, ctx *c, ve
     if (nd->op == SC_E_COL) return ev_col(c, o, in, nd->a, nd->lt);
     if (nd->op == SC_E_LIT) return ev_lit(c, nd, o);
     vec *a = &v[nd->a], *b = nd->b >= 0 ? &v[nd->b] : NULL, *cc = nd->c >= 0 ? &v[nd->c] : NULL;
-    if (is_arith(nd->op) && arith_fast_ok(nd, a, b)) return ev_arith_fast(c, nd, o, a, b);
+    if (is_arith(nd->op) && arith_fast_ok(nd, a, b))
+        return ev_arith_fast(c, nd, o, a, b, k == e->n - 1 ? c->dest : NULL);
     if (is_cmp(nd->op) && cmp_fast_ok(a, b)) return ev_cmp_fast(c, nd, o, a, b);
     /* the general kernels read full vectors */
     if (v_broadcast(c, a) || (b && v_broadcast(c, b)) || (cc && v_broadcast(c, cc))) return SC_ENOMEM;
@@ -565,16 +571,16 @@ static int write_col(const ctx *c, const vec *v, sc_batch *out, int32_t col) {
     case SC_COL_INT64: {
         int64_t *d = k->values;
         const int64_t *x = v->i;
-        if (all) memmove(d, x, (size_t)n * sizeof *d);
-        else
+        if (all && x != d) memmove(d, x, (size_t)n * sizeof *d);
+        else if (!all)
             for (int64_t r = 0; r < n; r++) d[r] = ok[r] ? x[r] : 0;
         break;
     }
     case SC_COL_DOUBLE: {
         double *d = k->values;
         const double *x = v->f;
-        if (all) memmove(d, x, (size_t)n * sizeof *d);
-        else
+        if (all && x != d) memmove(d, x, (size_t)n * sizeof *d);
+        else if (!all)
             for (int64_t r = 0; r < n; r++) d[r] = ok[r] ? x[r] : 0.0;
         break;
     }
@@ -621,7 +627,10 @@ int eval_into(const sc_expr *e, const sc_batch *in, sc_batch *out, int32_t col, 
         out->cols[col].type != sc_ltype_physical(sc_expr_type(e)))
         return SC_EINVAL;
     vec *root = NULL;
+    sc_col_type t = out->cols[col].type;
+    c->dest = t == SC_COL_INT64 || t == SC_COL_DOUBLE ? out->cols[col].values : NULL;
     int rc = eval_all(e, in, c, &root);
+    c->dest = NULL;
     if (!rc) rc = write_col(c, root, out, col);
     if (rc || !root->err) return rc;
     for (int64_t r = 0; r < c->n; r++) {

@@ -69,7 +69,7 @@ static int fast_out(ctx *c, vec *o, uint8_t lt, const vec *a, const vec *b, bool
     return SC_OK;
 }
 
-int ev_arith_fast(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec *b) {
+int ev_arith_fast(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec *b, void *dest) {
     const int64_t n = c->n;
     const int op = nd->op;
     const bool ints = a->lt == SC_LT_INT && b->lt == SC_LT_INT, sa = a->scalar, sb = b->scalar;
@@ -79,6 +79,8 @@ int ev_arith_fast(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec *b
     const bool safe = !divides || (sb && (ints ? b->i[0] != 0 : bs != 0.0));
     int rc = fast_out(c, o, nd->lt, a, b, !safe);
     if (rc) return rc;
+    if (dest && nd->lt == SC_LT_FLOAT) o->f = dest;
+    else if (dest) o->i = dest;
     uint8_t *ok = o->ok; /* written only when !safe: then it is o's own */
     if (ints) {
         const int64_t *x = a->i, *y = b->i;

@@ -59,6 +59,8 @@ typedef struct ctx {
     size_t nblk, bcap;
     uint8_t *ones, *zeros;   /* nfixed bytes of 1 / 0: shared, read-only validity */
     int64_t nfixed;
+    void *dest;              /* eval_into: the output column's int64 / double values, which a
+                              * fast root node writes directly (NULL: none) */
     struct ctx *next;        /* free list of a cx_pool */
 } ctx;
 
@@ -168,7 +170,8 @@ int eval_into(const sc_expr *e, const sc_batch *in, sc_batch *out, int32_t col, 
 /* ---- fast kernels (expr_fast.c): numeric operands without Python ints in float vectors,
  * at most one of them a scalar; the general kernels in expr.c handle the rest. */
 bool arith_fast_ok(const sc_enode *nd, const vec *a, const vec *b);
-int ev_arith_fast(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec *b);
+/* dest: where to write the values (the output column of a root node), or NULL. */
+int ev_arith_fast(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec *b, void *dest);
 bool cmp_fast_ok(const vec *a, const vec *b);
 int ev_cmp_fast(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec *b);
 

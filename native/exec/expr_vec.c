@@ -98,6 +98,7 @@ static int cx_fixed(ctx *c, int64_t n) {
 
 int cx_begin(ctx *c, int64_t n) {
     c->n = n;
+    c->dest = NULL;
     return cx_fixed(c, n);
 }
 
