@@ -290,11 +290,6 @@ static int ev_arith(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec 
 
 /* ---------------------------------------------------------------------- comparisons */
 
-static inline int cmp_str(const char *a, int32_t la, const char *b, int32_t lb) {
-    int m = memcmp(a, b, (size_t)(la < lb ? la : lb));
-    return m ? (m < 0 ? -1 : 1) : cmp_i(la, lb);
-}
-
 /* cm[r] = order of a[r] and b[r] (-1, 0, 1) by the operands' Python types. */
 static int compare(ctx *c, int8_t *cm, const vec *a, const vec *b) {
     int64_t n = c->n;

@@ -49,6 +49,7 @@ bool arith_fast_ok(const sc_enode *nd, const vec *a, const vec *b) {
 
 bool cmp_fast_ok(const vec *a, const vec *b) {
     if (a->isint || b->isint || (a->scalar && b->scalar)) return false;
+    if (a->lt == SC_LT_STR && b->lt == SC_LT_STR) return a->scalar || b->scalar; /* str op literal */
     bool fa = a->lt == SC_LT_FLOAT, fb = b->lt == SC_LT_FLOAT;
     return (fa || int64ish(a->lt)) && (fb || int64ish(b->lt)) && (fa || fb || a->lt == b->lt);
 }
@@ -161,6 +162,24 @@ int ev_cmp_fast(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec *b) 
     int rc = fast_out(c, o, SC_LT_BOOL, a, b, false);
     if (rc) return rc;
     uint8_t *z = o->b;
+    if (a->lt == SC_LT_STR) { /* bytewise (code point) order against one literal */
+        const vec *v = sa ? b : a, *l = sa ? a : b;
+        const char *L = l->s[0];
+        const int32_t ll = l->sl[0];
+        const int flip = sa ? -1 : 1; /* order of (a, b) from the order of (column, literal) */
+        if (op == SC_E_EQ || op == SC_E_NE) {
+            const uint8_t eq = op == SC_E_EQ;
+            for (int64_t r = 0; r < n; r++)
+                z[r] = (uint8_t)((v->sl[r] == ll && memcmp(v->s[r], L, (size_t)ll) == 0) == eq);
+        } else {
+            for (int64_t r = 0; r < n; r++) {
+                int m = flip * cmp_str(v->s[r], v->sl[r], L, ll);
+                z[r] = (uint8_t)(op == SC_E_LT ? m < 0 : op == SC_E_LE ? m <= 0 : op == SC_E_GT ? m > 0 : m >= 0);
+            }
+        }
+        seal(c, o);
+        return SC_OK;
+    }
     const bool fa = a->lt == SC_LT_FLOAT, fb = b->lt == SC_LT_FLOAT;
     if (fa && fb) {
         CMP6(double, a->f, double, b->f, (A == B) | ((A != A) & (B != B)), (A < B) | ((B != B) & (A == A)),

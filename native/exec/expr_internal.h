@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "expr.h"
 
@@ -289,6 +290,12 @@ static inline int pn_cmp(pnum x, pnum y) {
     if (x.isint) return cmp_if(x.i, y.f);
     if (y.isint) return -cmp_if(y.i, x.f);
     return cmp_f(x.f, y.f);
+}
+
+/* Bytewise order of two strings (UTF-8: code point order): -1, 0, 1. */
+static inline int cmp_str(const char *a, int32_t la, const char *b, int32_t lb) {
+    int m = memcmp(a, b, (size_t)(la < lb ? la : lb));
+    return m ? (m < 0 ? -1 : 1) : cmp_i(la, lb);
 }
 
 /* ---- Python / Polars numbers (expr_compat_num.c) */

@@ -8,6 +8,7 @@
  *   (the shared-validity path), with nulls, and with a null literal; batches whose length is
  *   not a multiple of 8 (the bitmap tails), edge values (0, -0.0, NaN, +-inf, INT64_MIN / -1,
  *   2**53 + 1 against a float);
+ * - str against a str literal on either side (bytewise order, embedded NUL, non-ASCII);
  * - bool columns with nulls through not / and / or (bitmap <-> bytes both ways);
  * - writing into an output column that already holds nulls (null_count stays exact);
  * - one sc_expr over batches of changing sizes (its pooled scratch grows and is reused);
@@ -22,16 +23,21 @@
 
 #include "check.h"
 
-/* Columns: 0 seq, 1 pos, then I, J (int), F, G (float), T, U (datetime), D, E (date), B, C (bool). */
-enum { I = 2, J, F, G, T, U, D, E, B, C, NCOLS };
-static const uint8_t LTS[NCOLS] = { SC_LT_INT,      SC_LT_INT,      SC_LT_INT,  SC_LT_INT,  SC_LT_FLOAT, SC_LT_FLOAT,
-                                    SC_LT_DATETIME, SC_LT_DATETIME, SC_LT_DATE, SC_LT_DATE, SC_LT_BOOL,  SC_LT_BOOL };
+/* Columns: 0 seq, 1 pos, then I, J (int), F, G (float), T, U (datetime), D, E (date), B, C (bool),
+ * S, R (str). */
+enum { I = 2, J, F, G, T, U, D, E, B, C, S, R, NCOLS };
+static const uint8_t LTS[NCOLS] = { SC_LT_INT,  SC_LT_INT,  SC_LT_INT,      SC_LT_INT,      SC_LT_FLOAT,
+                                    SC_LT_FLOAT, SC_LT_DATETIME, SC_LT_DATETIME, SC_LT_DATE, SC_LT_DATE,
+                                    SC_LT_BOOL, SC_LT_BOOL, SC_LT_STR, SC_LT_STR };
 static sc_schema SCHEMA;
 
 static const int64_t IV[] = { 0, 1, -1, 7, -7, 2, -3, INT64_MIN, INT64_MAX, 5, 9007199254740993, -2 };
 static const double FV[] = { 0.0, -0.0, 1.5, -2.5, NAN, INFINITY, -INFINITY, 7.0, 3.0, 1e300, 9007199254740992.0, -1.0 };
+static const char *SV[] = { "", "a", "ab", "abc", "b", "\xc3\xa9", "purchase", "view", "Ab", "a\0b" };
+static const int32_t SL[] = { 0, 1, 2, 3, 1, 2, 8, 4, 2, 3 };
 #define NIV 12
 #define NFV 12
+#define NSV 10
 
 static uint64_t rng = 12345;
 static uint64_t next(void) {
@@ -58,8 +64,12 @@ static sc_batch *mk(int64_t n, bool nulls) {
         sc_batch_set_i64(b, E, r, (int64_t)(next() % 3) - 1);
         sc_batch_set_bool(b, B, r, next() & 1);
         sc_batch_set_bool(b, C, r, next() & 1);
+        for (int k = S; k <= R; k++) {
+            int w = (int)(next() % NSV);
+            CHECK_RC(sc_batch_put_utf8(b, k, r, SV[w], SL[w]));
+        }
         for (int k = I; nulls && k < NCOLS; k++)
-            if (next() % 5 == 0) sc_batch_set_null(b, k, r);
+            if (next() % 5 == 0) sc_batch_set_null(b, k, r); /* str: the last row written, so offsets stay cumulative */
     }
     b->nrows = n;
     return b;
@@ -310,6 +320,53 @@ static void test_arith_and_compare(void) {
         }
 }
 
+/* str op str literal (and literal op str, and str op str, the general path): bytewise order. */
+static void test_strings(void) {
+    for (int nulls = 0; nulls < 2; nulls++) {
+        sc_batch *in = mk(77, nulls);
+        uint8_t err[77];
+        for (int oi = 0; oi < 6; oi++) {
+            int op = COPS[oi];
+            for (int k = 0; k <= NSV; k++) { /* k == NSV: a null literal */
+                for (int side = 0; side < 3; side++) {
+                    sc_enode l = node(SC_E_LIT, SC_LT_STR, -1, -1);
+                    l.is_null = k == NSV;
+                    l.s = k < NSV ? SV[k] : NULL;
+                    l.slen = k < NSV ? SL[k] : 0;
+                    sc_enode cs = node(SC_E_COL, SC_LT_STR, S, -1), cr = node(SC_E_COL, SC_LT_STR, R, -1);
+                    sc_enode nd[] = { side == 1 ? l : cs, side == 0 ? l : side == 1 ? cs : cr, node(op, SC_LT_BOOL, 0, 1) };
+                    sc_batch *out = eval(nd, 3, in, SC_LT_BOOL, err);
+                    for (int64_t r = 0; r < 77; r++) {
+                        bool vs = sc_batch_is_valid(in, S, r), vr = sc_batch_is_valid(in, R, r);
+                        int32_t ls, lr;
+                        const char *ps = sc_batch_get_utf8(in, S, r, &ls), *pr = sc_batch_get_utf8(in, R, r, &lr);
+                        const char *x = ps, *y = side == 2 ? pr : SV[k % NSV];
+                        int32_t lx = ls, ly = side == 2 ? lr : SL[k % NSV];
+                        bool valid = vs && (side == 2 ? vr : k < NSV);
+                        if (side == 1) { /* literal op column */
+                            const char *t = x;
+                            x = y;
+                            y = t;
+                            int32_t tl = lx;
+                            lx = ly;
+                            ly = tl;
+                        }
+                        int m = memcmp(x, y, (size_t)(lx < ly ? lx : ly));
+                        int o = m ? (m < 0 ? -1 : 1) : (lx > ly) - (lx < ly);
+                        pv z = { valid, false, 0, 0.0 };
+                        z.i = op == SC_E_EQ ? o == 0 : op == SC_E_NE ? o != 0 : op == SC_E_LT ? o < 0
+                            : op == SC_E_LE ? o <= 0 : op == SC_E_GT ? o > 0 : o >= 0;
+                        expect(out, err, r, z, SC_LT_BOOL, "str");
+                    }
+                    null_count_exact(out);
+                    sc_batch_release(out);
+                }
+            }
+        }
+        sc_batch_release(in);
+    }
+}
+
 /* A fast node feeding a general one, and the other way round: (i % 7 + 0.5) * f > g. */
 static void test_mixed_chain(void) {
     sc_batch *in = mk(77, true);
@@ -489,6 +546,7 @@ static void test_operators(void) {
 int main(void) {
     sc_schema_init(&SCHEMA, NCOLS, LTS);
     test_arith_and_compare();
+    test_strings();
     test_mixed_chain();
     test_bools();
     test_rewrite_and_reuse();
