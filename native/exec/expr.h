@@ -26,7 +26,10 @@
  * row error, as the reference's TypeError is.
  *
  * Thread safety: a compiled sc_expr is immutable after sc_expr_create; sc_expr_eval may run
- * on any number of threads at once (scratch is per call or per thread).
+ * on any number of threads at once. Each call takes a scratch context from a pool inside the
+ * sc_expr (a mutex around a free list, held only to take and give back) and returns it
+ * for the next batch to reuse; the filter / project operators keep such a pool per
+ * operator.
  */
 #ifndef SC_EXEC_EXPR_H
 #define SC_EXEC_EXPR_H

@@ -1,0 +1,196 @@
+/* expr_fast: the arithmetic and comparison kernels for the common case (contract in
+ * expr_internal.h): numeric operands holding no Python ints in float vectors, either of
+ * them possibly a literal read once (column op literal, literal op column), results
+ * written straight into the output vector. Where both operands have no null row the result
+ * shares the context's all-ones validity and no validity is computed at all, unless a
+ * floor division or modulo by a column could give a null (a zero divisor).
+ *
+ * Semantics are the general kernels' in expr.c (evaluate.py): int results wrap, // and %
+ * floor like Python and are null for a zero divisor, / is IEEE float division, and
+ * comparisons order NaN above every number with NaN == NaN (the float forms below are that
+ * order written branch-free: A < B, or B is NaN and A is not; A == B, or both are NaN).
+ */
+#include "expr_internal.h"
+
+#include <string.h>
+
+/* Loops over rows [0, n) with A = row r of a (or a's only value when sa) and B likewise for
+ * b; BODY sees A, B and r. Never both scalars. */
+#define ROWS2(TA, xa, sa, TB, xb, sb, BODY)                  \
+    do {                                                     \
+        if (sa) {                                            \
+            const TA A = (xa)[0];                            \
+            for (int64_t r = 0; r < n; r++) {                \
+                const TB B = (xb)[r];                        \
+                BODY;                                        \
+            }                                                \
+        } else if (sb) {                                     \
+            const TB B = (xb)[0];                            \
+            for (int64_t r = 0; r < n; r++) {                \
+                const TA A = (xa)[r];                        \
+                BODY;                                        \
+            }                                                \
+        } else {                                             \
+            for (int64_t r = 0; r < n; r++) {                \
+                const TA A = (xa)[r];                        \
+                const TB B = (xb)[r];                        \
+                BODY;                                        \
+            }                                                \
+        }                                                    \
+    } while (0)
+
+static inline bool numeric(uint8_t lt) { return lt == SC_LT_INT || lt == SC_LT_FLOAT; }
+static inline bool int64ish(uint8_t lt) { return lt == SC_LT_INT || lt == SC_LT_DATETIME || lt == SC_LT_DATE; }
+
+bool arith_fast_ok(const sc_enode *nd, const vec *a, const vec *b) {
+    return nd->op != SC_E_POW && nd->lt != SC_LT_STR && numeric(a->lt) && numeric(b->lt) && !a->isint &&
+           !b->isint && !(a->scalar && b->scalar);
+}
+
+bool cmp_fast_ok(const vec *a, const vec *b) {
+    if (a->isint || b->isint || (a->scalar && b->scalar)) return false;
+    if (a->lt == SC_LT_STR && b->lt == SC_LT_STR) return a->scalar || b->scalar; /* str op literal */
+    bool fa = a->lt == SC_LT_FLOAT, fb = b->lt == SC_LT_FLOAT;
+    return (fa || int64ish(a->lt)) && (fb || int64ish(b->lt)) && (fa || fb || a->lt == b->lt);
+}
+
+/* The output vector of a fast kernel: values uninitialized (every row is written), errors
+ * as a strict binary node's, validity shared when nothing can be null. */
+static int fast_out(ctx *c, vec *o, uint8_t lt, const vec *a, const vec *b, bool may_null) {
+    int rc = vnew_raw(c, o, lt);
+    if (!rc) rc = err_strict(c, o, a, b);
+    if (rc) return rc;
+    if (a->nonull && b->nonull && !o->err && !may_null) {
+        o->ok = c->ones;
+        o->nonull = true;
+        return SC_OK;
+    }
+    if (!(o->ok = cx_alloc(c, (size_t)c->n))) return SC_ENOMEM;
+    and_ok(c, o, a, b);
+    return SC_OK;
+}
+
+int ev_arith_fast(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec *b, void *dest) {
+    const int64_t n = c->n;
+    const int op = nd->op;
+    const bool ints = a->lt == SC_LT_INT && b->lt == SC_LT_INT, sa = a->scalar, sb = b->scalar;
+    const bool divides = op == SC_E_FLOORDIV || op == SC_E_MOD;
+    /* a literal divisor that is not zero: // and % give no null */
+    const double bs = b->lt == SC_LT_FLOAT ? b->f[0] : (double)b->i[0];
+    const bool safe = !divides || (sb && (ints ? b->i[0] != 0 : bs != 0.0));
+    int rc = fast_out(c, o, nd->lt, a, b, !safe);
+    if (rc) return rc;
+    if (dest && nd->lt == SC_LT_FLOAT) o->f = dest;
+    else if (dest) o->i = dest;
+    uint8_t *ok = o->ok; /* written only when !safe: then it is o's own */
+    if (ints) {
+        const int64_t *x = a->i, *y = b->i;
+        int64_t *z = o->i;
+        double *zf = o->f;
+        switch (op) {
+        case SC_E_ADD: ROWS2(int64_t, x, sa, int64_t, y, sb, z[r] = wadd(A, B)); break;
+        case SC_E_SUB: ROWS2(int64_t, x, sa, int64_t, y, sb, z[r] = wsub(A, B)); break;
+        case SC_E_MUL: ROWS2(int64_t, x, sa, int64_t, y, sb, z[r] = wmul(A, B)); break;
+        case SC_E_DIV: ROWS2(int64_t, x, sa, int64_t, y, sb, zf[r] = (double)A / (double)B); break;
+        case SC_E_FLOORDIV:
+            if (safe) ROWS2(int64_t, x, sa, int64_t, y, sb, z[r] = ifloordiv(A, B));
+            else ROWS2(int64_t, x, sa, int64_t, y, sb, {
+                uint8_t k = ok[r] & (B != 0);
+                ok[r] = k;
+                z[r] = k ? ifloordiv(A, B) : 0;
+            });
+            break;
+        case SC_E_MOD:
+            if (safe) ROWS2(int64_t, x, sa, int64_t, y, sb, z[r] = imod(A, B));
+            else ROWS2(int64_t, x, sa, int64_t, y, sb, {
+                uint8_t k = ok[r] & (B != 0);
+                ok[r] = k;
+                z[r] = k ? imod(A, B) : 0;
+            });
+            break;
+        default: return SC_EINTERNAL;
+        }
+    } else { /* int op float: the int converted, as Python does */
+        double as = a->lt == SC_LT_FLOAT ? a->f[0] : (double)a->i[0];
+        const double *x = sa ? &as : as_f64(c, a), *y = sb ? &bs : as_f64(c, b);
+        double *z = o->f;
+        if (!x || !y) return SC_ENOMEM;
+        switch (op) {
+        case SC_E_ADD: ROWS2(double, x, sa, double, y, sb, z[r] = A + B); break;
+        case SC_E_SUB: ROWS2(double, x, sa, double, y, sb, z[r] = A - B); break;
+        case SC_E_MUL: ROWS2(double, x, sa, double, y, sb, z[r] = A * B); break;
+        case SC_E_DIV: ROWS2(double, x, sa, double, y, sb, z[r] = A / B); break;
+        case SC_E_FLOORDIV:
+            if (safe) ROWS2(double, x, sa, double, y, sb, z[r] = ffloordiv(A, B));
+            else ROWS2(double, x, sa, double, y, sb, {
+                uint8_t k = ok[r] & (B != 0.0);
+                ok[r] = k;
+                z[r] = k ? ffloordiv(A, B) : 0.0;
+            });
+            break;
+        case SC_E_MOD:
+            if (safe) ROWS2(double, x, sa, double, y, sb, z[r] = fmod_py(A, B));
+            else ROWS2(double, x, sa, double, y, sb, {
+                uint8_t k = ok[r] & (B != 0.0);
+                ok[r] = k;
+                z[r] = k ? fmod_py(A, B) : 0.0;
+            });
+            break;
+        default: return SC_EINTERNAL;
+        }
+    }
+    seal(c, o);
+    return SC_OK;
+}
+
+/* The six comparisons from an equality, a less-than and a greater-than expression in A, B. */
+#define CMP6(TA, xa, TB, xb, EQX, LTX, GTX)                                    \
+    switch (op) {                                                              \
+    case SC_E_EQ: ROWS2(TA, xa, sa, TB, xb, sb, z[r] = (uint8_t)(EQX)); break;  \
+    case SC_E_NE: ROWS2(TA, xa, sa, TB, xb, sb, z[r] = (uint8_t)!(EQX)); break; \
+    case SC_E_LT: ROWS2(TA, xa, sa, TB, xb, sb, z[r] = (uint8_t)(LTX)); break;  \
+    case SC_E_GE: ROWS2(TA, xa, sa, TB, xb, sb, z[r] = (uint8_t)!(LTX)); break; \
+    case SC_E_GT: ROWS2(TA, xa, sa, TB, xb, sb, z[r] = (uint8_t)(GTX)); break;  \
+    case SC_E_LE: ROWS2(TA, xa, sa, TB, xb, sb, z[r] = (uint8_t)!(GTX)); break; \
+    default: return SC_EINTERNAL;                                              \
+    }
+
+int ev_cmp_fast(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec *b) {
+    const int64_t n = c->n;
+    const int op = nd->op;
+    const bool sa = a->scalar, sb = b->scalar;
+    int rc = fast_out(c, o, SC_LT_BOOL, a, b, false);
+    if (rc) return rc;
+    uint8_t *z = o->b;
+    if (a->lt == SC_LT_STR) { /* bytewise (code point) order against one literal */
+        const vec *v = sa ? b : a, *l = sa ? a : b;
+        const char *L = l->s[0];
+        const int32_t ll = l->sl[0];
+        const int flip = sa ? -1 : 1; /* order of (a, b) from the order of (column, literal) */
+        if (op == SC_E_EQ || op == SC_E_NE) {
+            const uint8_t eq = op == SC_E_EQ;
+            for (int64_t r = 0; r < n; r++)
+                z[r] = (uint8_t)((v->sl[r] == ll && memcmp(v->s[r], L, (size_t)ll) == 0) == eq);
+        } else {
+            for (int64_t r = 0; r < n; r++) {
+                int m = flip * cmp_str(v->s[r], v->sl[r], L, ll);
+                z[r] = (uint8_t)(op == SC_E_LT ? m < 0 : op == SC_E_LE ? m <= 0 : op == SC_E_GT ? m > 0 : m >= 0);
+            }
+        }
+        seal(c, o);
+        return SC_OK;
+    }
+    const bool fa = a->lt == SC_LT_FLOAT, fb = b->lt == SC_LT_FLOAT;
+    if (fa && fb) {
+        CMP6(double, a->f, double, b->f, (A == B) | ((A != A) & (B != B)), (A < B) | ((B != B) & (A == A)),
+             (A > B) | ((A != A) & (B == B)));
+    } else if (fb) {
+        CMP6(int64_t, a->i, double, b->f, cmp_if(A, B) == 0, cmp_if(A, B) < 0, cmp_if(A, B) > 0);
+    } else if (fa) {
+        CMP6(double, a->f, int64_t, b->i, cmp_if(B, A) == 0, cmp_if(B, A) > 0, cmp_if(B, A) < 0);
+    } else {
+        CMP6(int64_t, a->i, int64_t, b->i, A == B, A < B, A > B);
+    }
+    seal(c, o);
+    return SC_OK;
+}
