@@ -104,7 +104,7 @@ bench-spark: build
 bench-structures:
 	mkdir -p native/build
 	$(CC) -O2 -pthread -Inative -Inative/common bench/bench_runtime_structures.c -o native/build/bench_rs -lm
-	native/build/bench_rs
+	native/build/bench_rs $(BENCH_ARGS)
 
 lint: venv node_modules
 	$(BIN)/ruff check kernel widgets tests examples hatch_build.py
