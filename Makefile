@@ -74,8 +74,12 @@ bench: build
 bench-memory: build
 	$(BIN)/python bench/bench_runtime.py --memory-rows $${ROWS:-1000000000}
 
-## bench-sketch: sketch ingest/query throughput vs DataSketches and Polars (same run)
+## bench-sketch: sketch ingest/query throughput vs DataSketches and Polars (same run); concurrent Θ
+## vs a lock per update and its accuracy against the 2Nb relaxation bound (C, Rinberg et al.)
 bench-sketch: build
+	mkdir -p native/build
+	$(CC) -O2 -pthread -Inative -Inative/common bench/bench_sketch_concurrent.c native/sketch/theta.c native/sketch/murmur3.c native/sketch/concurrent.c -o native/build/bench_sc -lm
+	native/build/bench_sc
 	$(BIN)/python bench/bench_sketch_theta.py
 	$(BIN)/python bench/bench_sketch_kll.py
 	$(BIN)/python bench/bench_sketch_stage.py
