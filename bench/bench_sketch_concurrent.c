@@ -22,13 +22,14 @@
  *     sketch, 3 * (sqrt(1 / (k - 2)) + r / (k - 2)) (sec. 6: the RSE of an r-relaxed Θ sketch
  *     is at most sqrt(1/(k-2)) + r/(k-2); a query that misses r buffered hashes, all below the
  *     hint, lowers the estimate by about r/k however long the stream; expected >= 99%).
- * The outside load of the machine during the run (/proc/stat busy minus this process) and the
+ * Claims about 2 threads are marked "not testable here" when private sketches on 2 threads
+ * reach less than 1.5x of 1 thread in the same run. The outside load of the machine during the run (/proc/stat busy minus this process) and the
  * load average before and after are printed, and each claim says "not reproduced here" when it
  * fails.
  *
  * Build: cc -O2 -pthread -Inative -Inative/common bench/bench_sketch_concurrent.c
  *           native/sketch/theta.c native/sketch/murmur3.c native/sketch/concurrent.c -lm
- * Usage: bench_sc [rows=20000000] [reps=5] [buffer=256]
+ * Usage: bench_sc [rows=40000000] [reps=9] [buffer=256]
  */
 #include <math.h>
 #include <pthread.h>
@@ -255,8 +256,8 @@ static const char *met(bool ok, double outside) {
 }
 
 int main(int argc, char **argv) {
-    g_n = argc > 1 ? (size_t)atoll(argv[1]) : 20000000;
-    int reps = argc > 2 ? atoi(argv[2]) : 5;
+    g_n = argc > 1 ? (size_t)atoll(argv[1]) : 40000000;
+    int reps = argc > 2 ? atoi(argv[2]) : 9;
     if (argc > 3) g_buffer = (uint32_t)atoi(argv[3]);
     if (reps < 1) reps = 1;
     if (reps > 64) reps = 64;
@@ -302,15 +303,19 @@ int main(int argc, char **argv) {
            sysconf(_SC_NPROCESSORS_ONLN), outside, load0, load1, cpu, wall);
 
     double scale = cc2.rate / cc1.rate, ceiling = pv2.rate / pv1.rate;
+    /* a claim about what 2 threads do needs a machine that gives 2 threads more than 1 */
+    char untestable[96];
+    snprintf(untestable, sizeof untestable, "not testable here (private 2 thr / 1: %.2fx)", ceiling);
+    bool two_cores = ceiling >= 1.5;
     printf("\n   %-56s %12s %10s  met\n", "claim (Rinberg et al. sec. 6)", "measured", "target");
     printf("   %-56s %11.2fx %10s  %s\n", "concurrent 2 writers / lock-based 2 threads", cc2.rate / lk2.rate, "> 1x",
            met(cc2.rate > lk2.rate, outside));
     printf("   %-56s %11.2fx %10s  %s\n", "concurrent 1 writer / sequential sketch", cc1.rate / seq.rate, ">= 1x",
            met(cc1.rate >= seq.rate, outside));
-    printf("   %-56s %11.2fx %10s  %s\n", "concurrent 2 writers / 1 writer", scale, ">= 1.6x", met(scale >= 1.6, outside));
+    printf("   %-56s %11.2fx %10s  %s\n", "concurrent 2 writers / 1 writer", scale, ">= 1.6x", two_cores ? met(scale >= 1.6, outside) : untestable);
     printf("   %-56s %11.2fx %10s  -\n", "  (private sketches 2 threads / 1: the cores' ceiling)", ceiling, "");
     printf("   %-56s %11.2fx %10s  %s\n", "lock-based 2 threads / 1 thread (does not scale)", lk2.rate / lk1.rate,
-           "< 1.2x", met(lk2.rate / lk1.rate < 1.2, outside));
+           "< 1.2x", two_cores ? met(lk2.rate / lk1.rate < 1.2, outside) : untestable);
     printf("   %-56s %11.3f%% %10s  %s\n", "final error, concurrent (after flush)", 100 * ec, "<= 3 RSE",
            met(ec <= 3 * rse, outside));
     printf("   %-56s %11.2f%% %10s  %s\n", "mid-stream queries within the relaxed bound", 100 * frac, ">= 99%",

@@ -1,6 +1,6 @@
 """Θ sketch ingest benchmark (issue 4): measured vs target, ratios against baselines from this run.
 
-Usage: python bench/bench_sketch_theta.py [--rows 10_000_000] [--reps 5]
+Usage: python bench/bench_sketch_theta.py [--rows 20_000_000] [--reps 9]
 
 Every figure is the median of ``--reps`` runs over the same Arrow int64 column of distinct
 values (estimation mode from the first few thousand rows on), with the median CPU time of the
@@ -119,8 +119,8 @@ def query_latency_us(col, writers, chunk):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--rows", type=int, default=10_000_000)
-    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--rows", type=int, default=20_000_000)
+    ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--buffer", type=int, default=256, help="writer-local buffer (updates)")
     ap.add_argument("--chunk", type=int, default=1 << 20, help="rows per update_batch call")
     ap.add_argument("--ds-rows", type=int, default=1_000_000, help="rows for the per-item loop")
@@ -181,6 +181,8 @@ def main():
     pol = rate(pol_s)
     ns = lambda k: CPU[k] * 1e9 / n  # noqa: E731  (CPU ns per update)
     ds_m = ds_rate / 1e6
+    ceiling = ind1_s / ind2_s
+    cores2 = ceiling >= 1.5  # a 2-thread claim needs a machine that gives 2 threads more than 1
     rows = [
         (
             "Θ ingest, sequential ThetaSketch (M upd/s, CPU ns/upd)",
@@ -200,7 +202,12 @@ def main():
             "",
             None,
         ),
-        ("2 writers / 1 writer", f"{two / one:.2f}×", "≥ 1.6×", two / one >= 1.6),
+        (
+            "2 writers / 1 writer",
+            f"{two / one:.2f}×",
+            "≥ 1.6×",
+            two / one >= 1.6 if cores2 else "na",
+        ),
         (
             "2 threads / 1 thread, private sketches (machine ceiling)",
             f"{ind1_s / ind2_s:.2f}×",
@@ -233,7 +240,12 @@ def main():
     w = max(len(r[0]) for r in rows)
     print(f"{'figure':<{w}}  {'measured':>10}  {'target':>8}  met")
     for name, meas, target, ok in rows:
-        print(f"{name:<{w}}  {meas:>10}  {target:>8}  {verdict(ok, win)}")
+        v = (
+            f"not testable here (private 2 thr / 1: {ceiling:.2f}×)"
+            if ok == "na"
+            else verdict(ok, win)
+        )
+        print(f"{name:<{w}}  {meas:>10}  {target:>8}  {v}")
 
 
 if __name__ == "__main__":
