@@ -74,17 +74,23 @@ bench: build
 bench-memory: build
 	$(BIN)/python bench/bench_runtime.py --memory-rows $${ROWS:-1000000000}
 
-## bench-sketch: sketch ingest/query throughput vs DataSketches and Polars (same run)
+## bench-sketch: sketch ingest/query throughput vs DataSketches and Polars (same run); concurrent Θ
+## vs a lock per update and its accuracy against the 2Nb relaxation bound (C, Rinberg et al.)
 bench-sketch: build
+	mkdir -p native/build
+	$(CC) -O2 -pthread -Inative -Inative/common bench/bench_sketch_concurrent.c native/sketch/theta.c native/sketch/murmur3.c native/sketch/concurrent.c -o native/build/bench_sc -lm
+	native/build/bench_sc
 	$(BIN)/python bench/bench_sketch_theta.py
 	$(BIN)/python bench/bench_sketch_kll.py
 	$(BIN)/python bench/bench_sketch_stage.py
 
-## bench-entities: multi-entity transfers, ticket ordering vs one global lock, 1 and 2 workers
+## bench-entities: transfers with per-event work, ticket ordering vs one global lock vs sequential, 1 and 2 workers
 bench-entities: build
+	mkdir -p native/build
+	$(CC) -O2 -pthread -Inative -Inative/common bench/bench_entities_work.c native/exec/ops_state.c native/exec/keyhash.c native/exec/rowstore.c native/exec/common.c native/runtime/batch.c native/runtime/ring.c native/exec/lists.c -o native/build/bench_ent -lm
 	$(BIN)/python bench/bench_entities.py $(BENCH_ARGS)
 
-## bench-speculate: speculate stage, 2 workers vs 1, 0/10/20% conflicts, 1/10/100 µs tasks
+## bench-speculate: speculate stage at 1 and 2 workers vs a plain sequential stage, 0/10/20% conflicts, 1/10/100 µs tasks
 bench-speculate: build
 	$(BIN)/python bench/bench_speculate.py $(BENCH_ARGS)
 
@@ -104,7 +110,7 @@ bench-spark: build
 bench-structures:
 	mkdir -p native/build
 	$(CC) -O2 -pthread -Inative -Inative/common bench/bench_runtime_structures.c -o native/build/bench_rs -lm
-	native/build/bench_rs
+	native/build/bench_rs $(BENCH_ARGS)
 
 lint: venv node_modules
 	$(BIN)/ruff check kernel widgets tests examples hatch_build.py
