@@ -5,8 +5,8 @@ Each case draws two or three input frames (int keys with nulls; int or datetime 
 with nulls and disorder; floats with NaN, inf, -0.0 and nulls; extreme ints; strings; lists)
 and an arrival order (which input each next row comes from). The reference operator is fed
 (row, port) pairs; the native operator, alone in a Program, is fed the same rows in the tagged
-layout (backends/native.py: tagged_schema) in random slices. Output rows, dead letters (with
-their reasons) and late rows, in order, and the step's counters must be equal.
+layout (backends/native/lowering.py: tagged_schema) in random slices. Output rows, dead
+letters (with their reasons) and late rows, in order, and the step's counters must be equal.
 """
 
 from __future__ import annotations

@@ -83,9 +83,9 @@ def test_live_snapshots_are_consistent_prefixes(monkeypatch):
     """Every snapshot taken while the run ingests equals the aggregate of a prefix of the
     input (the prefix whose length is the sum of the counts). Publishing every 2 ms (instead
     of 100 ms) makes the table change many times within the run."""
-    from streamcell.backends import native as native_backend
+    from streamcell.backends.native import program  # builds the Program: reads PUBLISH_NS
 
-    monkeypatch.setattr(native_backend, "PUBLISH_NS", 2_000_000)
+    monkeypatch.setattr(program, "PUBLISH_NS", 2_000_000)
     n = 8_000_000
     rng = np.random.default_rng(5)
     df = pl.DataFrame({"k": rng.integers(0, 2000, n), "v": rng.integers(0, 100, n)})

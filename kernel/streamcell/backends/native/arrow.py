@@ -1,0 +1,118 @@
+"""Arrow in and out: the Arrow types of the plan's types, exported runtime batches decoded
+into frames (list columns from the runtime's encoding), and source batches conformed to the
+types the runtime reads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+
+from ...types import DATE, NULL, DType, Schema, polars_schema
+from .typecodes import _lt
+
+_ARROW = {
+    "int": pa.int64(),
+    "float": pa.float64(),
+    "bool": pa.bool_(),
+    "str": pa.large_string(),
+    "datetime": pa.timestamp("us"),
+    "date": pa.date32(),
+    "null": pa.null(),
+}
+
+
+def _arrow_type(t: DType) -> pa.DataType:
+    if t.name == "list":
+        assert t.inner is not None
+        return pa.large_list(_arrow_type(t.inner))
+    return _ARROW[t.name]
+
+
+def _arrow_target(schema: Schema) -> pa.Schema:
+    return pa.schema([pa.field(n, _arrow_type(t)) for n, t in schema])
+
+
+def _decode_list(a: pa.Array, t: DType) -> pa.Array:
+    """An exported list column (encoded values, lists.h) as a large-list array."""
+    from ... import _runtime as R
+
+    assert t.inner is not None
+    inner = _arrow_type(t.inner)
+    n, valid, offs, m, evalid, values, soffs, sdata = R.decode_list(a, _lt(t.inner))
+    vb = pa.py_buffer(evalid)
+    if t.inner.name == "null":
+        child = pa.nulls(m)
+    elif t.inner.name == "list":  # the elements are encoded lists: decode them in turn
+        enc = pa.Array.from_buffers(
+            pa.large_binary(), m, [vb, pa.py_buffer(soffs), pa.py_buffer(sdata or b"")]
+        ).cast(pa.binary())
+        child = _decode_list(enc, t.inner)
+    elif t.inner.name == "str":
+        child = pa.Array.from_buffers(
+            inner, m, [vb, pa.py_buffer(soffs), pa.py_buffer(sdata or b"")]
+        )
+    else:
+        child = pa.Array.from_buffers(inner, m, [vb, pa.py_buffer(values or b"")])
+    return pa.Array.from_buffers(
+        pa.large_list(inner),
+        n,
+        [None if valid is None else pa.py_buffer(valid), pa.py_buffer(offs)],
+        children=[child],
+    )
+
+
+def to_frame(rb: pa.RecordBatch | list[pa.RecordBatch], schema: Schema) -> pl.DataFrame:
+    """Exported runtime batches (hidden columns first) as one frame of ``schema``."""
+    data: Any = rb
+    if isinstance(rb, list):
+        data = rb[0] if len(rb) == 1 else pa.Table.from_batches(rb)
+    cols = []
+    for k, (_, t) in enumerate(schema):
+        a = data.column(k + 2)
+        if t.name == "list":
+            chunks = a.chunks if isinstance(a, pa.ChunkedArray) else [a]
+            a = pa.chunked_array([_decode_list(x, t) for x in chunks], type=_arrow_type(t))
+        elif t == DATE:
+            a = a.cast(pa.int32()).cast(pa.date32())
+        elif t == NULL:
+            a = pa.nulls(len(a))
+        cols.append(a)
+    tbl = pa.Table.from_arrays(cols, names=[n for n, _ in schema]) if schema else None
+    if tbl is None:
+        return pl.DataFrame(schema=polars_schema(schema))
+    return pl.from_arrow(tbl, schema_overrides=polars_schema(schema))  # type: ignore[return-value]
+
+
+def _conform_batch(b: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+    if b.schema.equals(target):
+        return b
+    arrays = []
+    for k, f in enumerate(target):
+        a = b.column(k)
+        if f.type == pa.large_string() and a.type in (pa.string(), pa.string_view()):
+            arrays.append(a)  # read as is (u / vu)
+            continue
+        if pa.types.is_timestamp(a.type) and pa.types.is_timestamp(f.type) and a.type.unit == "us":
+            arrays.append(a)
+            continue
+        if pa.types.is_large_list(f.type) and _list_readable(a.type, f.type.value_type):
+            arrays.append(a)  # read as is (+l / +L with a child the runtime reads)
+            continue
+        arrays.append(a.cast(f.type))
+    return pa.RecordBatch.from_arrays(arrays, names=target.names)
+
+
+def _list_readable(t: pa.DataType, value: pa.DataType) -> bool:
+    if not (pa.types.is_list(t) or pa.types.is_large_list(t)):
+        return False
+    v = t.value_type
+    if pa.types.is_large_list(value):
+        return _list_readable(v, value.value_type)
+    if value == pa.large_string():
+        return v in (pa.string(), pa.large_string(), pa.string_view())
+    if pa.types.is_timestamp(value):
+        return pa.types.is_timestamp(v) and v.unit == "us"
+    return bool(v == value)

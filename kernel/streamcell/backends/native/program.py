@@ -1,0 +1,211 @@
+"""Building a runtime Program (not started) from a lowered plan: a chain's operators, or a
+DAG's vertices, sources, sinks, merges and edges.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ... import plan as P
+from ...compiler import Compiled
+from ...types import Schema
+from .lowering import Lowered, tagged_schema
+from .typecodes import _lts
+
+PHASES = 16  # phases in flight at once on the DAG runtime
+OUT_ROWS = 65_536  # rows per chunk handed to the sink
+PUBLISH_NS = 100_000_000  # while rows arrive, a publishing aggregate publishes this often
+
+
+def build(low: Lowered, c: Compiled) -> Any:
+    """A Program (not started) for a lowered plan."""
+    from ... import _runtime as R
+
+    dag = low.vertices is not None
+    if dag:
+        prog = _dag_program(low, c)
+    else:
+        prog = R.Program(low.nsteps, 64)
+        prog.set_input(_lts(low.in_schema))
+    parts = 1 if dag else low.partitions  # a DAG vertex runs its phases in order
+    for kind, a in low.ops:
+        if dag:
+            prog.vertex = a["vertex"]
+        if kind == "filter":
+            prog.add_filter(a["step"], a["cin"], a["cout"], a["lts"], a["pred"], a["capacity"])
+        elif kind == "project":
+            prog.add_project(
+                a["step"],
+                a["cin"],
+                a["cout"],
+                a["in_lts"],
+                a["out_lts"],
+                a["src"],
+                a["exprs"],
+                a["capacity"],
+            )
+        elif kind == "keyed":
+            prog.add_keyed(
+                a["kind"],
+                a["step"],
+                a["cin"],
+                a["cout"],
+                a["in_lts"],
+                a["out_lts"],
+                a["keys"],
+                parts,
+                a["capacity"],
+                aggs=a.get("aggs"),
+                outs=a.get("outs"),
+                by=a.get("by", -1),
+                k=a.get("k", 0),
+                descending=a.get("descending", False),
+                publish_ns=PUBLISH_NS if a.get("publish") else 0,
+            )
+        elif kind == "window":
+            prog.add_window(
+                a["step"],
+                a["cin"],
+                a["cout"],
+                a["in_lts"],
+                a["out_lts"],
+                a["keys"],
+                a["aggs"],
+                a["outs"],
+                a["kind"],
+                a["time_col"],
+                a["size"],
+                a["every"],
+                a["lateness"],
+                a["capacity"],
+            )
+        elif kind == "transfer":
+            low.entities[a["sid"]] = prog.add_transfer(
+                a["step"],
+                a["in_lts"],
+                a["mid_lts"],
+                a["out_lts"],
+                a["keys"],
+                a["amount"],
+                a["is_float"],
+                a["initial_f"],
+                a["initial_i"],
+                a["overdraft"],
+                a["serial"],
+                a["reasons"],
+                a["rejected"],
+                a["capacity"],
+            )
+        elif kind == "speculate":
+            low.speculators[a["sid"]] = prog.add_speculate(
+                a["step"],
+                a["in_lts"],
+                a["out_lts"],
+                a["kernel"],
+                a["args"],
+                a["kinds"],
+                a["workers"],
+                a["horizon"],
+                a["max_horizon"],
+                a["capacity"],
+            )
+        elif kind == "step":
+            prog.add_step(
+                a["step"],
+                a["in_lts"],
+                a["out_lts"],
+                a["kernel"],
+                a["keys"],
+                a["args"],
+                a["kinds"],
+                a["ret"],
+                a["state_size"],
+                parts,
+                a["capacity"],
+            )
+        elif kind == "sketch":
+            low.taps[a["sid"]] = prog.add_sketch(
+                a["step"],
+                a["cin"],
+                a["cout"],
+                a["lts"],
+                a["keys"],
+                a["specs"],
+                parts,
+                a["capacity"],
+            )
+        elif kind in ("join", "correlate"):  # a ("join" | "correlate", kwargs) of lower_fanin
+            getattr(prog, f"add_{kind}")(**{k: v for k, v in a.items() if k != "vertex"})
+        elif kind == "explode":
+            prog.add_explode(
+                a["step"],
+                a["cin"],
+                a["cout"],
+                a["in_lts"],
+                a["out_lts"],
+                a["cols"],
+                a["reason"],
+                a["capacity"],
+            )
+    if dag:
+        assert low.vertices is not None
+        for w, x in enumerate(low.vertices):
+            for port, u in enumerate(x.inputs):
+                prog.dag_edge(u, w, port)
+    else:
+        prog.set_output(_lts(c.schemas[low.sink.inputs[0].step_id]), OUT_ROWS)
+    return prog
+
+
+def merge_layout(s: P.Step, c: Compiled) -> tuple[Schema, list[list[int]], int]:
+    """How a multi-input step's vertex merges its inputs (exec/dag.h sc_dag_merge): the
+    merged schema, per port the input column of each merged column (-1: null), and the
+    port column (-1: none). A union maps columns by name into its schema; other steps get
+    the tagged layout: a port column, then each input's columns (null on the other ports'
+    rows)."""
+    ins = [c.schemas[i.step_id] for i in s.inputs]
+    if isinstance(s, P.Union):
+        out = c.schemas[s.step_id]
+        maps = []
+        for sch in ins:
+            at = {n: k + 2 for k, (n, _) in enumerate(sch)}
+            maps.append([0, 1] + [at[n] for n, _ in out])
+        return out, maps, -1
+    merged = tagged_schema(s, c)
+    width = len(merged) + 2
+    maps = []
+    off = 3  # seq, pos, port
+    for sch in ins:
+        m = [0, 1, -1] + [-1] * (width - 3)
+        for k in range(len(sch)):
+            m[off + k] = 2 + k
+        maps.append(m)
+        off += len(sch)
+    return merged, maps, 2
+
+
+def _dag_program(low: Lowered, c: Compiled) -> Any:
+    """A DAG-mode Program with its vertices, sources, sinks and merges declared."""
+    from ... import _runtime as R
+
+    verts = low.vertices
+    assert verts is not None
+    sinks = [x.sink for x in verts if x.sink is not None]
+    sources = [x for x in verts if x.source is not None]
+    prog = R.Program(low.nsteps, 64, dag=(len(verts), len(sources), len(sinks), PHASES))
+    sink_no = {id(x.sink): k for k, x in enumerate(v for v in verts if v.sink is not None)}
+    for v, x in enumerate(verts):
+        nin = max(1, len(x.inputs))
+        prog.dag_vertex(v, x.name, nin, sink_no.get(id(x.sink), -1) if x.sink else -1)
+    for i, x in enumerate(sources):
+        assert x.source is not None
+        prog.dag_source(i, verts.index(x), _lts(c.schemas[x.source.step_id]))
+    for x in verts:
+        if x.sink is not None:
+            prog.dag_sink(_lts(c.schemas[x.sink.inputs[0].step_id]))
+    for v, x in enumerate(verts):
+        if len(x.inputs) > 1:
+            head = c.plan.step(x.name)
+            merged, maps, port_col = merge_layout(head, c)
+            prog.dag_merge(v, _lts(merged), maps, port_col)
+    return prog
