@@ -73,6 +73,8 @@ def build_extensions(names: list[str], out_dir: Path) -> list[Path]:
         modules = cythonize(
             exts,
             compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False},
+            # cimports resolve under native/: the .pxd beside each C header, e.g. exec/dag.pxd
+            include_path=["native"],
             quiet=True,
         )
         dist = Distribution({"ext_modules": modules})

@@ -13,38 +13,70 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, uintptr_
 from libc.stdlib cimport free, malloc, calloc, realloc, abort
 from libc.string cimport memcpy, memset
 from cpython.pycapsule cimport PyCapsule_GetPointer
+from posix.time cimport nanosleep, timespec
 
 include "common/status.pxi"
 
-cdef extern from "runtime/batch.h":
-    ctypedef struct sc_column:
-        int64_t null_count
-        void *values
-        uint8_t *validity
-        int32_t *offsets
-        char *data
-    ctypedef struct sc_batch:
-        uint64_t serial
-        uint64_t first_row
-        int64_t nrows
-        int64_t capacity
-        int32_t ncols
-        uint8_t eos
-        sc_batch *next
-        sc_column *cols
-    void sc_batch_release(sc_batch *b) nogil
-    void sc_batch_release_chain(sc_batch *b) nogil
-
-cdef extern from "runtime/atomic_ext.h":
-    uint64_t sc_now_ns() nogil
-    ctypedef struct sc_backoff:
-        pass
-
-cdef extern from "<time.h>":
-    struct timespec:
-        long tv_sec
-        long tv_nsec
-    int nanosleep(const timespec *req, timespec *rem) nogil
+# the C components' declarations: one .pxd beside each header (native/runtime, native/exec)
+from runtime.batch cimport sc_batch, sc_batch_release, sc_batch_release_chain, sc_column
+from runtime.atomic_ext cimport sc_now_ns
+from runtime.scheduler cimport (
+    SC_OP_STATEFUL, SC_OP_STATELESS, sc_op_kind, sc_sched, sc_sched_op_stats, sc_sched_stats,
+)
+from runtime.metrics cimport sc_latency_summary, sc_metrics_snapshot, sc_op_counters
+from runtime.pool cimport sc_op_run_fn, sc_pool_config
+from exec.exec cimport (
+    sc_batch_concat, sc_batch_new, sc_exec_tune_allocator, sc_op_base, sc_op_base_free,
+    sc_op_base_init, sc_schema, sc_schema_free, sc_schema_init, sc_side, sc_side_meta,
+    sc_side_meta_free, sc_side_schema, sc_side_step, sc_side_take, sc_step_counters,
+    sc_u64_load_relaxed,
+)
+from exec.expr cimport (
+    sc_enode, sc_op_filter_create, sc_op_filter_destroy, sc_op_filter_run, sc_op_project_create,
+    sc_op_project_destroy, sc_op_project_run,
+)
+from exec.ops_state cimport (
+    sc_agg_spec, sc_keyed_spec, sc_op_aggregate_create, sc_op_aggregate_destroy,
+    sc_op_aggregate_run, sc_op_dedup_create, sc_op_dedup_destroy, sc_op_dedup_run,
+    sc_op_topk_create, sc_op_topk_destroy, sc_op_topk_run, sc_op_window_create,
+    sc_op_window_destroy, sc_op_window_run, sc_out_col, sc_window_spec,
+)
+from exec.program cimport (
+    sc_op_destroy_fn, sc_prog, sc_prog_add, sc_prog_add_keyed, sc_prog_counters, sc_prog_create,
+    sc_prog_destroy, sc_prog_error, sc_prog_finish, sc_prog_metrics, sc_prog_nops, sc_prog_op_name,
+    sc_prog_pause, sc_prog_push, sc_prog_resume, sc_prog_sched, sc_prog_set_coalesce,
+    sc_prog_set_publish, sc_prog_sides, sc_prog_start, sc_prog_state_size, sc_prog_stop,
+    sc_prog_take,
+)
+from exec.dag cimport (
+    sc_dag, sc_dag_add_op, sc_dag_counters, sc_dag_create, sc_dag_destroy, sc_dag_edge,
+    sc_dag_error, sc_dag_finish, sc_dag_merge, sc_dag_nvertices, sc_dag_push, sc_dag_sides,
+    sc_dag_source, sc_dag_start, sc_dag_stats, sc_dag_stats_get, sc_dag_stop, sc_dag_take,
+    sc_dag_vertex, sc_dag_vertex_name, sc_dag_vertex_stats, sc_dag_vstats, sc_dag_wait,
+)
+from exec.lists cimport (
+    sc_list_decode, sc_list_decoded, sc_list_decoded_free, sc_op_explode_create,
+    sc_op_explode_destroy, sc_op_explode_run,
+)
+from exec.ops_sketch cimport (
+    sc_op_sketch_bytes, sc_op_sketch_create, sc_op_sketch_destroy, sc_op_sketch_keys,
+    sc_op_sketch_nkeys, sc_op_sketch_run, sc_op_sketch_summary, sc_sketch_spec,
+)
+from exec.ops_entities cimport (
+    sc_entities, sc_entities_count, sc_entities_create, sc_entities_destroy, sc_entities_waits,
+    sc_op_apply_create, sc_op_apply_destroy, sc_op_apply_run, sc_op_order_create,
+    sc_op_order_destroy, sc_op_order_run,
+)
+from exec.ops_step cimport sc_op_step_create, sc_op_step_destroy, sc_op_step_run, sc_step_kernel
+from exec.ops_speculate cimport (
+    sc_op_speculate_cancel, sc_op_speculate_create, sc_op_speculate_destroy, sc_op_speculate_run,
+    sc_op_speculate_stats, sc_spec_config, sc_spec_stats, sc_txn_kernel,
+)
+from exec.ops_join cimport sc_join_spec, sc_op_join_create, sc_op_join_destroy, sc_op_join_run
+from exec.ops_correlate cimport (
+    sc_corr_agg, sc_corr_spec, sc_op_correlate_create, sc_op_correlate_destroy, sc_op_correlate_run,
+)
+from exec.arrow_bridge cimport ArrowArray, ArrowSchema, sc_arrow_export, sc_arrow_import
 
 
 sc_exec_tune_allocator()
@@ -53,328 +85,6 @@ sc_exec_tune_allocator()
 def now_ns():
     """The runtime's monotonic clock (ns): the time base of paced pushes and latency markers."""
     return sc_now_ns()
-
-
-cdef extern from "runtime/scheduler.h":
-    ctypedef enum sc_op_kind:
-        SC_OP_STATELESS, SC_OP_PARTITIONED, SC_OP_STATEFUL
-    ctypedef struct sc_sched_config:
-        int policy
-        uint64_t slice_ns
-    ctypedef struct sc_sched:
-        pass
-    ctypedef struct sc_sched_op_stats:
-        double cost_ns, selectivity
-        int64_t queued
-        uint32_t workers, max_workers
-        uint64_t items_in, items_out, ns_total, grants
-    int sc_sched_stats(const sc_sched *s, uint32_t op, sc_sched_op_stats *out) nogil
-
-cdef extern from "runtime/metrics.h":
-    ctypedef struct sc_metrics:
-        pass
-    ctypedef struct sc_latency_summary:
-        uint64_t count, p50_ns, p99_ns, max_ns
-        double mean_ns
-    ctypedef struct sc_op_counters:
-        uint64_t rows_in, rows_out, batches_in, batches_out, ns
-        int64_t queue_depth
-        uint32_t workers
-    int sc_metrics_snapshot(const sc_metrics *m, sc_op_counters *ops, uint32_t nops, sc_latency_summary *lat) nogil
-
-cdef extern from "runtime/pool.h":
-    ctypedef int (*sc_op_run_fn)(void *op_state, sc_batch *inp, sc_batch **out) nogil
-    ctypedef struct sc_pool_config:
-        uint32_t workers
-        sc_sched_config sched
-        int reorder
-        int keyed
-        uint32_t partitions
-        uint32_t partition_capacity
-        uint32_t window
-        uint32_t marker_every
-        uint64_t idle_sleep_ns
-        uint8_t unordered
-
-cdef extern from "exec/exec.h":
-    void sc_exec_tune_allocator() nogil
-    ctypedef struct sc_schema:
-        int32_t ncols
-        uint8_t *lt
-    int sc_schema_init(sc_schema *s, int32_t ncols, const uint8_t *lt) nogil
-    void sc_schema_free(sc_schema *s) nogil
-    ctypedef struct sc_atomic_u64:
-        pass
-    uint64_t sc_u64_load_relaxed(const sc_atomic_u64 *a) nogil
-    ctypedef struct sc_step_counters:
-        sc_atomic_u64 rows_in, rows_out, filtered, dead, late
-    ctypedef struct sc_side:
-        pass
-    ctypedef struct sc_side_meta:
-        uint8_t kind
-        uint64_t serial
-        int64_t row
-        char *reason
-    int sc_side_take(sc_side *s, sc_batch **rows, sc_side_meta **meta, int64_t *n) nogil
-    void sc_side_meta_free(sc_side_meta *meta, int64_t n) nogil
-    uint32_t sc_side_step(const sc_side *s) nogil
-    const sc_schema *sc_side_schema(const sc_side *s) nogil
-    ctypedef struct sc_op_base:
-        sc_side *side
-    int sc_op_base_init(sc_op_base *b, uint32_t step, bint count_in, bint count_out,
-                        sc_step_counters *counters, const sc_schema *inp, const sc_schema *out,
-                        int64_t capacity, bint with_side) nogil
-    void sc_op_base_free(sc_op_base *b) nogil
-    int sc_batch_new(sc_batch **out, const sc_schema *s, int64_t capacity) nogil
-    int sc_batch_concat(sc_batch **out, const sc_schema *s, sc_batch *const *parts, int32_t n) nogil
-
-cdef extern from "exec/expr.h":
-    ctypedef struct sc_enode:
-        int32_t op
-        uint8_t lt
-        int32_t a, b, c
-        bint is_null
-        int64_t i
-        double f
-        const char *s
-        int32_t slen
-        int32_t nlist
-        const int64_t *ilist
-        const double *flist
-        const char *const *slist
-        const int32_t *slens
-        bint list_has_null
-    int sc_op_filter_create(void **st, const sc_op_base *base, const sc_enode *pred, int32_t npred) nogil
-    int sc_op_project_create(void **st, const sc_op_base *base, const int32_t *src, int32_t nout,
-                             const sc_enode *const *exprs, const int32_t *nnodes, int32_t nexprs) nogil
-    int sc_op_filter_run(void *st, sc_batch *inp, sc_batch **out) nogil
-    int sc_op_project_run(void *st, sc_batch *inp, sc_batch **out) nogil
-    void sc_op_filter_destroy(void *st) nogil
-    void sc_op_project_destroy(void *st) nogil
-
-cdef extern from "exec/ops_state.h":
-    ctypedef struct sc_agg_spec:
-        int32_t fn
-        int32_t arg
-        uint8_t lt
-    ctypedef struct sc_out_col:
-        int32_t kind
-        int32_t arg
-    ctypedef struct sc_keyed_spec:
-        const int32_t *keys
-        int32_t nkeys
-        const sc_agg_spec *aggs
-        int32_t naggs
-        const sc_out_col *outs
-        int32_t publish
-    ctypedef struct sc_window_spec:
-        sc_keyed_spec keyed
-        int32_t kind
-        int32_t time_col
-        int64_t size, every, lateness
-    int sc_op_aggregate_create(void **st, const sc_op_base *base, const sc_keyed_spec *spec) nogil
-    int sc_op_aggregate_run(void *st, sc_batch *inp, sc_batch **out) nogil
-    void sc_op_aggregate_destroy(void *st) nogil
-    int sc_op_topk_create(void **st, const sc_op_base *base, const int32_t *keys, int32_t nkeys, int32_t by,
-                          int32_t k, bint descending, const sc_out_col *outs) nogil
-    int sc_op_topk_run(void *st, sc_batch *inp, sc_batch **out) nogil
-    void sc_op_topk_destroy(void *st) nogil
-    int sc_op_dedup_create(void **st, const sc_op_base *base, const int32_t *keys, int32_t nkeys) nogil
-    int sc_op_dedup_run(void *st, sc_batch *inp, sc_batch **out) nogil
-    void sc_op_dedup_destroy(void *st) nogil
-    int sc_op_window_create(void **st, const sc_op_base *base, const sc_window_spec *spec) nogil
-    int sc_op_window_run(void *st, sc_batch *inp, sc_batch **out) nogil
-    void sc_op_window_destroy(void *st) nogil
-
-cdef extern from "exec/program.h":
-    ctypedef struct sc_prog:
-        pass
-    ctypedef void (*sc_op_destroy_fn)(void *state) nogil
-    int sc_prog_create(sc_prog **out, uint32_t nsteps, uint32_t max_out) nogil
-    void sc_prog_destroy(sc_prog *p) nogil
-    sc_step_counters *sc_prog_counters(sc_prog *p, uint32_t step) nogil
-    int sc_prog_add(sc_prog *p, const char *name, sc_op_kind kind, sc_op_run_fn run, sc_op_destroy_fn destroy,
-                    void *state, sc_op_base *base) nogil
-    int sc_prog_add_keyed(sc_prog *p, const char *name, sc_op_run_fn run, sc_op_destroy_fn destroy,
-                          void **states, sc_op_base **bases, uint32_t partitions, const int32_t *keys,
-                          int32_t nkeys, const sc_schema *inp, const sc_schema *out) nogil
-    int sc_prog_set_publish(sc_prog *p, uint64_t interval_ns) nogil
-    uint32_t sc_prog_nops(const sc_prog *p) nogil
-    const char *sc_prog_op_name(const sc_prog *p, uint32_t op) nogil
-    int64_t sc_prog_state_size(const sc_prog *p, uint32_t op) nogil
-    int sc_prog_start(sc_prog *p, const sc_pool_config *cfg) nogil
-    int sc_prog_push(sc_prog *p, sc_batch *b, int64_t timeout_ns) nogil
-    int sc_prog_finish(sc_prog *p, int64_t timeout_ns) nogil
-    int sc_prog_take(sc_prog *p, int64_t timeout_ns, sc_batch **b) nogil
-    int sc_prog_set_coalesce(sc_prog *p, const sc_schema *out, int64_t chunk_rows) nogil
-    int sc_prog_pause(sc_prog *p) nogil
-    int sc_prog_resume(sc_prog *p) nogil
-    int sc_prog_stop(sc_prog *p) nogil
-    int sc_prog_error(const sc_prog *p, uint32_t *op) nogil
-    sc_metrics *sc_prog_metrics(sc_prog *p) nogil
-    const sc_sched *sc_prog_sched(const sc_prog *p) nogil
-    int sc_prog_sides(sc_prog *p, sc_side ***sides, uint32_t *n) nogil
-
-cdef extern from "exec/dag.h":
-    ctypedef struct sc_dag:
-        pass
-    ctypedef struct sc_dag_vstats:
-        uint64_t executions
-        uint64_t rows_in
-        uint64_t rows_out
-        uint64_t ns
-        int64_t state_size
-        uint32_t index_limit
-    ctypedef struct sc_dag_stats:
-        uint64_t phases
-        uint64_t pairs
-        uint64_t in_flight_max
-        uint64_t concurrent_max
-        uint64_t lat_count, lat_p50_ns, lat_p99_ns, lat_max_ns
-        double lat_mean_ns
-    int sc_dag_create(sc_dag **out, uint32_t nsteps, uint32_t nvertices, uint32_t nsources, uint32_t nsinks,
-                      uint32_t max_phases, uint32_t max_out) nogil
-    void sc_dag_destroy(sc_dag *d) nogil
-    sc_step_counters *sc_dag_counters(sc_dag *d, uint32_t step) nogil
-    int sc_dag_vertex(sc_dag *d, uint32_t v, const char *name, uint32_t nin, int32_t sink) nogil
-    int sc_dag_source(sc_dag *d, uint32_t i, uint32_t v) nogil
-    int sc_dag_edge(sc_dag *d, uint32_t frm, uint32_t to, uint32_t port) nogil
-    int sc_dag_merge(sc_dag *d, uint32_t v, const sc_schema *out, const int32_t *map, int32_t port_col) nogil
-    int sc_dag_add_op(sc_dag *d, uint32_t v, const char *name, bint stateless, sc_op_run_fn run,
-                      sc_op_destroy_fn destroy, void *state, sc_op_base *base) nogil
-    int sc_dag_start(sc_dag *d, uint32_t workers) nogil
-    int sc_dag_push(sc_dag *d, sc_batch **inp, int64_t timeout_ns) nogil
-    int sc_dag_finish(sc_dag *d, int64_t timeout_ns) nogil
-    int sc_dag_take(sc_dag *d, uint32_t sink, sc_batch **b) nogil
-    int sc_dag_wait(sc_dag *d, int64_t timeout_ns) nogil
-    int sc_dag_stop(sc_dag *d) nogil
-    int sc_dag_error(const sc_dag *d, uint32_t *vertex) nogil
-    uint32_t sc_dag_nvertices(const sc_dag *d) nogil
-    const char *sc_dag_vertex_name(const sc_dag *d, uint32_t v) nogil
-    int sc_dag_vertex_stats(const sc_dag *d, uint32_t v, sc_dag_vstats *out) nogil
-    void sc_dag_stats_get(sc_dag *d, sc_dag_stats *out) nogil
-    int sc_dag_sides(sc_dag *d, sc_side ***sides, uint32_t *n) nogil
-
-cdef extern from "exec/lists.h":
-    ctypedef struct sc_list_decoded:
-        int64_t n, m
-        int64_t *offsets
-        uint8_t *validity
-        void *values
-        int64_t *str_offsets
-        char *str_data
-        int64_t str_bytes
-    int sc_list_decode(const sc_column *c, int64_t n, uint8_t inner, sc_list_decoded *out) nogil
-    void sc_list_decoded_free(sc_list_decoded *d) nogil
-    int sc_op_explode_create(void **st, const sc_op_base *base, const int32_t *cols, int32_t ncols,
-                             const char *reason) nogil
-    int sc_op_explode_run(void *st, sc_batch *inp, sc_batch **out) nogil
-    void sc_op_explode_destroy(void *st) nogil
-
-cdef extern from "exec/ops_sketch.h":
-    ctypedef struct sc_sketch_spec:
-        int32_t kind
-        int32_t col
-        int32_t param
-    int sc_op_sketch_create(void **st, const sc_op_base *base, const int32_t *keys, int32_t nkeys,
-                            const sc_sketch_spec *specs, int32_t nspecs) nogil
-    int sc_op_sketch_run(void *st, sc_batch *inp, sc_batch **out) nogil
-    void sc_op_sketch_destroy(void *st) nogil
-    int64_t sc_op_sketch_nkeys(void *st) nogil
-    int sc_op_sketch_keys(void *st, sc_batch **out) nogil
-    int sc_op_sketch_bytes(void *st, int64_t key, int32_t spec, uint8_t **buf, size_t *len) nogil
-    int sc_op_sketch_summary(void *st, int64_t key, int32_t spec, double *out) nogil
-
-cdef extern from "exec/ops_entities.h":
-    ctypedef struct sc_entities:
-        pass
-    int sc_entities_create(sc_entities **out, bint is_float, double initial_f, int64_t initial_i,
-                           bint overdraft, bint serial) nogil
-    void sc_entities_destroy(sc_entities *e) nogil
-    int64_t sc_entities_count(const sc_entities *e) nogil
-    uint64_t sc_entities_waits(const sc_entities *e) nogil
-    int sc_op_order_create(void **st, const sc_op_base *base, sc_entities *ents, const int32_t *keys,
-                           int32_t amount, const char *const *reasons) nogil
-    int sc_op_order_run(void *st, sc_batch *inp, sc_batch **out) nogil
-    void sc_op_order_destroy(void *st) nogil
-    int sc_op_apply_create(void **st, const sc_op_base *base, sc_entities *ents, int32_t amount,
-                           const char *rejected) nogil
-    int sc_op_apply_run(void *st, sc_batch *inp, sc_batch **out) nogil
-    void sc_op_apply_destroy(void *st) nogil
-
-cdef extern from "exec/ops_step.h":
-    ctypedef void (*sc_step_kernel)(int64_t n, void **states, const void **vals, const uint8_t **oks, void *out,
-                                    uint8_t *out_ok) noexcept nogil
-    int sc_op_step_create(void **st, const sc_op_base *base, sc_step_kernel kernel, const int32_t *keys,
-                          int32_t nkeys, const int32_t *args, const char *kinds, int32_t nargs, char ret,
-                          int64_t state_size)
-    int sc_op_step_run(void *st, sc_batch *inp, sc_batch **out) nogil
-    void sc_op_step_destroy(void *st) nogil
-
-cdef extern from "exec/ops_speculate.h":
-    ctypedef void (*sc_txn_kernel)(void *tx, const void **vals, const uint8_t **oks, int64_t r, void *out,
-                                   uint8_t *out_ok) noexcept nogil
-    ctypedef struct sc_spec_config:
-        uint32_t workers
-        uint32_t horizon
-        uint32_t max_horizon
-    ctypedef struct sc_spec_stats:
-        uint64_t commits
-        uint64_t aborts
-        uint32_t horizon
-        uint32_t workers
-        bint adaptive
-        double horizon_mean
-        int64_t keys
-        int64_t store_bytes
-    int sc_op_speculate_create(void **st, const sc_op_base *base, sc_txn_kernel kernel, const int32_t *args,
-                               const char *kinds, int32_t nargs, const sc_spec_config *cfg) nogil
-    int sc_op_speculate_run(void *st, sc_batch *inp, sc_batch **out) nogil
-    void sc_op_speculate_destroy(void *st) nogil
-    void sc_op_speculate_cancel(void *st) nogil
-    void sc_op_speculate_stats(void *st, sc_spec_stats *out) nogil
-
-cdef extern from "exec/ops_join.h":
-    ctypedef struct sc_join_spec:
-        int32_t width[2]
-        const int32_t *keys[2]
-        int32_t nkeys
-        int32_t time_col[2]
-        int64_t within, lateness
-        const int32_t *outs
-        const char *dead_reason
-    int sc_op_join_create(void **st, const sc_op_base *base, const sc_join_spec *spec) nogil
-    int sc_op_join_run(void *st, sc_batch *inp, sc_batch **out) nogil
-    void sc_op_join_destroy(void *st) nogil
-
-cdef extern from "exec/ops_correlate.h":
-    ctypedef struct sc_corr_agg:
-        int32_t fn, port, col
-    ctypedef struct sc_corr_spec:
-        int32_t nports
-        const int32_t *width
-        const int32_t *keys
-        int32_t nkeys
-        const int32_t *time_col
-        int64_t over, lateness
-        const sc_corr_agg *aggs
-        int32_t naggs
-        const int32_t *out_kind
-        const int32_t *out_arg
-        const char *dead_reason
-    int sc_op_correlate_create(void **st, const sc_op_base *base, const sc_corr_spec *spec) nogil
-    int sc_op_correlate_run(void *st, sc_batch *inp, sc_batch **out) nogil
-    void sc_op_correlate_destroy(void *st) nogil
-
-cdef extern from "exec/arrow_bridge.h":
-    struct ArrowSchema:
-        void (*release)(ArrowSchema *) nogil
-    struct ArrowArray:
-        int64_t length
-        void (*release)(ArrowArray *) nogil
-    int sc_arrow_import(const ArrowSchema *schema, const ArrowArray *array, int64_t offset, int64_t n,
-                        const sc_schema *target, sc_batch *out, int64_t seq0) nogil
-    int sc_arrow_export(sc_batch *b, const sc_schema *s, ArrowSchema *schema, ArrowArray *array) nogil
 
 
 # status codes the driver branches on

@@ -1,0 +1,15 @@
+# Cython declarations of exec/arrow_bridge.h (the contract is stated in the header).
+
+from libc.stdint cimport int64_t
+from runtime.batch cimport sc_batch
+from exec.exec cimport sc_schema
+
+cdef extern from "exec/arrow_bridge.h":
+    struct ArrowSchema:
+        void (*release)(ArrowSchema *) nogil
+    struct ArrowArray:
+        int64_t length
+        void (*release)(ArrowArray *) nogil
+    int sc_arrow_import(const ArrowSchema *schema, const ArrowArray *array, int64_t offset, int64_t n,
+                        const sc_schema *target, sc_batch *out, int64_t seq0) nogil
+    int sc_arrow_export(sc_batch *b, const sc_schema *s, ArrowSchema *schema, ArrowArray *array) nogil
