@@ -28,6 +28,7 @@ import time
 from collections import deque
 from typing import Any
 
+from streamcell import plan as P
 from streamcell.snapshot import (
     MetricsSnapshot,
     SketchSnapshot,
@@ -143,16 +144,26 @@ def headline_html(snap: MetricsSnapshot, in_rate: float, out_rate: float) -> str
     )
 
 
-def status_html(snap: MetricsSnapshot) -> str:
+def throttle_text(rates: tuple[float, ...]) -> str:
+    """``throttled to 20,000 rows/s`` for sources with ``rate=`` (a cap), else empty."""
+    if not rates:
+        return ""
+    return "throttled to " + " + ".join(f"{r:,.0f}" for r in rates) + " rows/s"
+
+
+def status_html(snap: MetricsSnapshot, rates: tuple[float, ...] = ()) -> str:
     color = _COLORS.get(snap.status, "#757575")
     err = ""
     if snap.error:
         err = f" <span class='sc-error' style='color:#c62828'>{html.escape(snap.error)}</span>"
+    throttle = ""
+    if rates:
+        throttle = f" · <span class='sc-throttle'>{throttle_text(rates)}</span>"
     return (
         f"<div class='streamcell-dashboard-status' data-status='{snap.status}' "
         f"style='font-family:monospace'><span style='color:{color}'>●</span> "
         f"<b>{html.escape(snap.name)}</b> <span class='sc-status'>{snap.status}</span> "
-        f"({html.escape(snap.engine)}){err}</div>"
+        f"({html.escape(snap.engine)}){throttle}{err}</div>"
     )
 
 
@@ -171,6 +182,8 @@ class Dashboard:
         self.updates = 0
         self._prev: tuple[float, int, int] | None = None
         self._chart_every = max(1, round(hz))  # charts at ~1 Hz, numbers at hz
+        steps = getattr(getattr(run, "plan", None), "steps", ())
+        self.rates = tuple(s.rate for s in steps if isinstance(s, P.Source) and s.rate)
 
         self.status = W.HTML()
         self.pause_button = W.Button(description="pause", icon="pause")
@@ -313,7 +326,7 @@ class Dashboard:
         with contextlib.ExitStack() as stack:
             for w in (self.status, self.headline, self.operators, self.sketches):
                 stack.enter_context(w.hold_sync())
-            self.status.value = status_html(snap)
+            self.status.value = status_html(snap, self.rates)
             self.headline.value = headline_html(snap, in_rate, out_rate)
             self.operators.value = operators_html(snap)
             if snap.sketches:
