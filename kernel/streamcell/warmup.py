@@ -2,12 +2,13 @@
 started by ``%load_ext streamcell`` (and by the first dashboard), so that the first
 ``%%stream`` cell returns as fast as the next ones and an interrupt is answered at once:
 
-1. IPython's traceback machinery: the first traceback of a kernel parses every source file
-   it shows (stack_data), 0.5-1 s for an interrupted ``%%stream --wait`` cell, so those files
-   are parsed here first;
-2. imports a first cell needs anyway (a cell that needs one meanwhile waits for this import,
+1. imports a first cell needs anyway (a cell that needs one meanwhile waits for this import,
    never runs it twice): pandas, which pyarrow imports on its first ``pa.array`` (half a
    second; when pandas is installed), and ipywidgets, the dashboard's widgets;
+2. IPython's traceback machinery: the first traceback of a kernel parses every
+   source file it shows (stack_data) and maps every module to its file (``inspect``), 0.5-1 s
+   for an interrupted ``%%stream --wait`` cell, so that is done here, and the module map is
+   brought up to date again at the end;
 3. the dashboard's charts (:func:`streamcell.widgets.charts.load`: Altair, seconds).
 
 No garbage collection runs while it works: importing Altair makes ~300K long-lived objects,
@@ -51,13 +52,14 @@ def _work() -> None:
     collecting = gc.isenabled()
     gc.disable()
     try:
-        _format_a_traceback()  # the quickest, and what an interrupt needs: first
         for name in _IMPORTS:
             try:
                 importlib.import_module(name)
             except Exception:  # optional here: whoever needs it reports it
                 pass
+        _format_a_traceback()  # what an interrupt needs, before the long one
         charts.load()
+        _map_modules()
     finally:
         if collecting:
             from .run import registry
@@ -65,6 +67,18 @@ def _work() -> None:
             if not registry():
                 gc.freeze()
             gc.enable()
+
+
+def _map_modules() -> None:
+    """Let :func:`inspect.getmodule` (IPython calls it for every frame of a traceback) map the
+    modules imported since its last look (hundreds, Altair's), one ``realpath`` each: asking
+    about a file no module has makes it look at every new module."""
+    import inspect
+
+    try:
+        inspect.getmodule(compile("0", "<streamcell-warmup>", "eval"))
+    except Exception:
+        pass
 
 
 def _format_a_traceback() -> None:
