@@ -1,5 +1,10 @@
 """The live dashboard a ``%%stream`` cell displays (ipywidgets + Altair ``JupyterChart``).
 
+It appears at once: Altair is loaded in the background (:mod:`.charts`), the numbers are drawn
+first and the charts are attached when Altair is ready, drawing the history recorded since the
+run's t=0 (the dashboard's own samples, from t=0 and the run's metrics rows taken before it
+existed), so a chart never misses the run's first seconds.
+
 It reads only :func:`streamcell.snapshot.metrics_snapshot`, so every engine gets the same
 dashboard. A publisher thread takes a snapshot a few times per second (``hz``, 4-20) and pushes
 the changed widget state in one batch per widget (``hold_sync``); ipykernel >= 7.1 makes widget
@@ -23,6 +28,7 @@ import time
 from collections import deque
 from typing import Any
 
+from streamcell import plan as P
 from streamcell.snapshot import (
     MetricsSnapshot,
     SketchSnapshot,
@@ -30,46 +36,8 @@ from streamcell.snapshot import (
     metrics_snapshot,
 )
 
+from . import charts
 from .status import _COLORS, _fmt_rate
-
-_OFFLINE = False
-
-
-def _enable_offline() -> None:
-    """Altair charts without a CDN: the Vega bundle comes from vl-convert (once per kernel)."""
-    global _OFFLINE
-    if not _OFFLINE:
-        import altair as alt
-
-        try:
-            alt.JupyterChart.enable_offline()
-        except Exception:  # no vl-convert: charts still work where a CDN is reachable
-            pass
-        _OFFLINE = True
-
-
-_TEMPLATES: dict[str, dict[str, Any]] = {}
-
-
-def _template(title: str) -> dict[str, Any]:
-    """The Vega-Lite spec of a dashboard line chart (series/value over t), data left out."""
-    if title not in _TEMPLATES:
-        import altair as alt
-
-        chart = (
-            alt.Chart(alt.Data(values=[]), title=title)
-            .mark_line()
-            .encode(
-                x=alt.X("t:Q", title="s"),
-                y=alt.Y("value:Q", title=None),
-                color=alt.Color("series:N", legend=alt.Legend(orient="top", title=None)),
-            )
-            .properties(width=260, height=120)
-        )
-        spec = chart.to_dict()
-        spec.pop("data", None)
-        _TEMPLATES[title] = spec
-    return _TEMPLATES[title]
 
 
 def _fmt(x: float | int | None, unit: str = "", digits: int = 2) -> str:
@@ -176,16 +144,26 @@ def headline_html(snap: MetricsSnapshot, in_rate: float, out_rate: float) -> str
     )
 
 
-def status_html(snap: MetricsSnapshot) -> str:
+def throttle_text(rates: tuple[float, ...]) -> str:
+    """``throttled to 20,000 rows/s`` for sources with ``rate=`` (a cap), else empty."""
+    if not rates:
+        return ""
+    return "throttled to " + " + ".join(f"{r:,.0f}" for r in rates) + " rows/s"
+
+
+def status_html(snap: MetricsSnapshot, rates: tuple[float, ...] = ()) -> str:
     color = _COLORS.get(snap.status, "#757575")
     err = ""
     if snap.error:
         err = f" <span class='sc-error' style='color:#c62828'>{html.escape(snap.error)}</span>"
+    throttle = ""
+    if rates:
+        throttle = f" · <span class='sc-throttle'>{throttle_text(rates)}</span>"
     return (
         f"<div class='streamcell-dashboard-status' data-status='{snap.status}' "
         f"style='font-family:monospace'><span style='color:{color}'>●</span> "
         f"<b>{html.escape(snap.name)}</b> <span class='sc-status'>{snap.status}</span> "
-        f"({html.escape(snap.engine)}){err}</div>"
+        f"({html.escape(snap.engine)}){throttle}{err}</div>"
     )
 
 
@@ -197,13 +175,15 @@ class Dashboard:
 
         if not 0 < hz <= 20:
             raise ValueError(f"Dashboard: hz must be in (0, 20], got {hz}")
-        _enable_offline()
+        charts.prefetch()
         self.run = run
         self.interval = 1.0 / hz
         self.history: deque[dict[str, Any]] = deque(maxlen=history)
         self.updates = 0
         self._prev: tuple[float, int, int] | None = None
         self._chart_every = max(1, round(hz))  # charts at ~1 Hz, numbers at hz
+        steps = getattr(getattr(run, "plan", None), "steps", ())
+        self.rates = tuple(s.rate for s in steps if isinstance(s, P.Source) and s.rate)
 
         self.status = W.HTML()
         self.pause_button = W.Button(description="pause", icon="pause")
@@ -224,13 +204,16 @@ class Dashboard:
         self.sketches = W.HTML()
         self.sketch_box = W.VBox([W.HTML("<b>sketches</b>"), self.sketches])
         self.sketch_box.layout.display = "none"
-        self.throughput = self._chart("rows/s", ["in", "out"])
-        self.latency = self._chart("latency ms", ["p50", "p99"])
+        self.throughput: Any = None  # the JupyterCharts, once attached (see _attach_charts)
+        self.latency: Any = None
+        self.chart_box = W.HBox([W.HTML(self._charts_note())])
+        self.chart_box.add_class("sc-charts")
+        self._seed_history()
         self.widget = W.VBox(
             [
                 W.HBox([self.status, self.pause_button, self.resume_button, self.stop_button]),
                 self.headline,
-                W.HBox([self.throughput, self.latency]),
+                self.chart_box,
                 W.HTML("<b>operators</b>"),
                 self.operators,
                 self.sketch_box,
@@ -250,24 +233,50 @@ class Dashboard:
         self._thread.start()
 
     # ----------------------------------------------------------------- charts
-    # Altair builds (and validates) each chart's Vega-Lite spec once per kernel; updates only
-    # swap the inline data of that spec, so a refresh costs no Altair work.
-    def _spec(self, title: str, series: list[str]) -> dict[str, Any]:
-        rows = [
+    def _seed_history(self) -> None:
+        """Start the charts' history at the run's t=0, whenever this dashboard was made: a
+        zero point, then the run's own metrics rows (about 1/s) taken before now."""
+        self.history.append({"t": 0.0, "in": 0.0, "out": 0.0, "p50": None, "p99": None})
+        for m in list(getattr(self.run, "_metrics", ())):
+            t = m.get("elapsedSeconds")
+            if t is None or t <= 0:
+                continue
+            self.history.append(
+                {
+                    "t": round(t, 2),
+                    "in": m.get("inputRowsPerSecond"),
+                    "out": m.get("processedRowsPerSecond"),
+                    "p50": m.get("latencyP50Ms"),
+                    "p99": m.get("latencyP99Ms"),
+                }
+            )
+
+    def _rows(self, series: tuple[str, ...]) -> list[dict[str, Any]]:
+        return [
             {"t": h["t"], "series": s, "value": h[s]}
             for h in self.history
             for s in series
             if h.get(s) is not None
         ]
-        return {**_template(title), "data": {"values": rows}}
 
-    def _chart(self, title: str, series: list[str]) -> Any:
-        import altair as alt
+    def _charts_note(self) -> str:
+        err = charts.error()
+        if err is not None:
+            why = html.escape(f"{type(err).__name__}: {err}")
+            return f"<i class='sc-charts-note'>charts unavailable ({why})</i>"
+        return "<i class='sc-charts-note' style='color:#777'>loading charts…</i>"
 
-        ch = alt.JupyterChart(None)  # type: ignore[arg-type]  # spec set below
-        ch._sc_title, ch._sc_series = title, series
-        ch.spec = self._spec(title, series)
-        return ch
+    def _attach_charts(self) -> None:
+        """Draw the charts (the history so far) once Altair is loaded; called by publish."""
+        titles = list(charts.CHARTS)
+        self.throughput, self.latency = (
+            charts.chart(t, self._rows(charts.CHARTS[t])) for t in titles
+        )
+        self.chart_box.children = (self.throughput, self.latency)
+
+    def _draw_charts(self) -> None:
+        for ch, title in ((self.throughput, "rows/s"), (self.latency, "latency ms")):
+            ch.spec = charts.spec(title, self._rows(charts.CHARTS[title]))
 
     # ----------------------------------------------------------------- controls
     def _stop_clicked(self) -> None:
@@ -317,7 +326,7 @@ class Dashboard:
         with contextlib.ExitStack() as stack:
             for w in (self.status, self.headline, self.operators, self.sketches):
                 stack.enter_context(w.hold_sync())
-            self.status.value = status_html(snap)
+            self.status.value = status_html(snap, self.rates)
             self.headline.value = headline_html(snap, in_rate, out_rate)
             self.operators.value = operators_html(snap)
             if snap.sketches:
@@ -328,9 +337,13 @@ class Dashboard:
             self.pause_button.disabled = not live or snap.status == "paused"
             self.resume_button.disabled = snap.status != "paused"
             self.stop_button.disabled = not live
-        if self.updates % self._chart_every == 0 or not live:
-            for ch in (self.throughput, self.latency):
-                ch.spec = self._spec(ch._sc_title, ch._sc_series)
+        if self.throughput is None:
+            if charts.ready():
+                self._attach_charts()
+            elif charts.state() == "failed":
+                self.chart_box.children[0].value = self._charts_note()
+        elif self.updates % self._chart_every == 0 or not live:
+            self._draw_charts()
         self.updates += 1
         self.snapshot = snap
         return snap
@@ -344,7 +357,11 @@ class Dashboard:
                 return
         with contextlib.suppress(Exception):
             self.publish()
+        if self.throughput is None and charts.wait():  # the run ended before the charts loaded
+            with contextlib.suppress(Exception):
+                self.publish()
 
     def join(self, timeout: float | None = None) -> None:
-        """Wait for the publisher to show the final state (after the run ended)."""
+        """Wait for the publisher to show the final state (after the run ended), charts
+        included (they wait for Altair when the run ended before it was loaded)."""
         self._thread.join(timeout)

@@ -186,6 +186,9 @@ def _user_frames(shell: Any) -> dict[str, Any]:
 
 def load(ipython: Any) -> None:
     ipython.register_magics(StreamMagics)
+    from .widgets import charts
+
+    charts.prefetch()  # Altair takes seconds to import: load it now, off the cells' path
     try:
         from .comm import register_comm_target
 

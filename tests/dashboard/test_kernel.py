@@ -44,7 +44,12 @@ def test_publisher_thread_updates_reach_the_frontend(tmp_path, engine):
             "source clickstream(users=500, seed=1), rate=20_000\n"
             "key_by event\nagg n=count()"
         ),
-        new_code_cell("import time; time.sleep(1.5)"),
+        # the charts attach once Altair is loaded (in the background), then refresh at ~1 Hz
+        new_code_cell(
+            "import time\nfrom streamcell.widgets import charts\n"
+            "assert charts.wait(180)\nwhile clicks.dashboard.throughput is None: time.sleep(0.05)\n"
+            "time.sleep(1.5)"
+        ),
         new_code_cell("%stream stop clicks\nclicks.dashboard.join(5)\nclicks.status"),
         new_code_cell("import time; time.sleep(0.5)"),
     ]

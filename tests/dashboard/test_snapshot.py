@@ -188,7 +188,7 @@ def test_dashboard_updates_and_stops_the_run():
     assert not d.stop_button.disabled
     d.stop_button.click()
     run._done.wait(5)
-    d.join(5)
+    d.join(120)  # the charts attach once Altair has loaded (in the background)
     assert run.status == "stopped"
     assert "data-status='stopped'" in d.status.value and d.stop_button.disabled
     values = d.throughput.spec["data"]["values"]

@@ -24,6 +24,7 @@ from ..sources import BadRow
 from ..stores import StepCounters
 from ..types import DATE, DATETIME, FLOAT, Schema
 from .evaluate import RowError, compile_row_expr, epoch_us, from_epoch_us, wrap64
+from .pacing import TokenBucket
 
 Row = dict[str, Any]
 
@@ -850,15 +851,13 @@ class Env(Protocol):
 
 
 def _throttled(rows: Iterator[Any], rate: float | None) -> Iterator[Any]:
+    """``rows`` at most ``rate`` per second (a token bucket: no catch-up after a pause)."""
     if rate is None:
         yield from rows
         return
-    start = time.monotonic()
+    bucket = TokenBucket(rate)
     for i, r in enumerate(rows):
-        due = start + i / rate
-        delay = due - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
+        bucket.wait(i)
         yield r
 
 

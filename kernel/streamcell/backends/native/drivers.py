@@ -15,6 +15,7 @@ from ... import plan as P
 from ...compiler import Compiled
 from ...options import RunOptions
 from ...sources import BadRow, locate_serial, merged_serials, row_batches
+from ..pacing import TokenBucket
 from ..evaluate import RowError, compile_row_expr
 from .arrow import _arrow_target, _conform_batch, to_frame
 from .lowering import lower, tagged_schema, untag_row
@@ -146,7 +147,7 @@ class Driver:
         bs = self.options.batch_size
         seq = 0
         rate = self.source.rate
-        t0 = R.now_ns()
+        bucket = TokenBucket(rate, lambda: R.now_ns() / 1e9) if rate else None
         for item in self._batches(self.source):
             if isinstance(item, BadRow):
                 cnt.rows_in += 1
@@ -175,9 +176,14 @@ class Driver:
                     # paced in C: each batch_size slice is pushed when its rows are due; a
                     # slow stream pushes what is due at least every FLUSH_S (low latency); one
                     # call covers at most ~20 ms and 32 batches, so stop / pause stay prompt
-                    # and the driver drains outputs before the output queue fills
+                    # and the driver drains outputs before the output queue fills. The
+                    # schedule's origin comes from the token bucket: after a pause or a stall
+                    # it restarts from now, a cap, not a quota to catch up on
+                    assert bucket is not None
                     b = min(bs, max(1, int(rate * FLUSH_S)))
                     m = min(n - off, max(1, int(rate * 0.02)), 32 * b)
+                    bucket.due(seq)
+                    t0 = int(bucket.origin * 1e9)
                     rc, took = prog.push_many(item, off, m, seq, b, 2_000_000, rate, t0)
                 else:
                     # one call, no GIL: cut into batch_size runtime batches; a full pipeline
@@ -444,7 +450,7 @@ class DagDriver(Driver):
             k, chunk = max(1, min(int(r * 0.02) for r in rates if r)), 1
         local = [0] * n
         seq = 0
-        t0 = time.monotonic()
+        buckets = [TokenBucket(r) if r else None for r in rates]
         live = list(range(n))
         while live and self.source_error is None:  # a failed source ends the input
             if env.should_stop() or not env.wait_if_paused():
@@ -455,11 +461,9 @@ class DagDriver(Driver):
                 takes[i], counts[i] = self._take(its[i], bufs[i], k * chunk)
             if not any(counts):
                 break
-            for i, r in enumerate(rates):
-                if r and counts[i]:
-                    delay = t0 + (local[i] + counts[i] - 1) / r - time.monotonic()
-                    if delay > 0:
-                        time.sleep(delay)
+            for i, bucket in enumerate(buckets):
+                if bucket is not None and counts[i]:
+                    bucket.wait(local[i] + counts[i] - 1)
             serials = merged_serials(seq, counts)
             active = [i for i in live if counts[i]]
             fast = len({counts[i] for i in active}) == 1 and all(
