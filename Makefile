@@ -10,7 +10,7 @@ EXT_OUT := kernel/streamcell/labextension
 EXT_SRC := package.json tsconfig.json $(wildcard ext/src/*.ts ext/style/*.css ext/schema/*.json)
 EXT_LINK := $(VENV)/share/jupyter/labextensions/streamcell
 
-.PHONY: venv build node_modules ext test test-quick demo lab lint format clean sanitize bench bench-memory bench-structures bench-sketch bench-dashboard bench-entities bench-speculate bench-spark bench-dag
+.PHONY: venv build node_modules ext test test-quick demo lab lint format clean sanitize bench bench-expr bench-memory bench-structures bench-sketch bench-dashboard bench-entities bench-speculate bench-spark bench-dag
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -105,6 +105,10 @@ bench-dashboard: build
 ## bench-spark: TPCx-BB Q1-Q4, Q15 on Spark local[2] vs native, same input, same run (ratios)
 bench-spark: build
 	$(BIN)/python bench/bench_spark.py $(BENCH_ARGS)
+
+## bench-expr: the expression kernel (filter + with_columns) in C, CPU ns per row vs a plain C loop
+bench-expr:
+	$(MAKE) -C native/tests bench-expr
 
 ## bench-structures: reorder-buffer and keyed-queue ablation micro-benchmark (C)
 bench-structures:

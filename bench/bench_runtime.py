@@ -414,6 +414,28 @@ def fig7(clicks: pl.DataFrame, sales: pl.DataFrame, repeat: int) -> None:
         )
 
 
+def fig10() -> None:
+    """A run's fixed cost: start to ``wait()`` returning over a 1-row source (median of 30)."""
+    one = pl.DataFrame({"user_id": [1], "price": [2.0]})
+    for label, stream in (("stateless", stateless_one(one)), ("keyed", keyed(one))):
+        times = []
+        for _ in range(30):
+            t0 = time.perf_counter()
+            stream.start("bench_fixed", options=native(2)).wait()
+            times.append(time.perf_counter() - t0)
+        t = statistics.median(times)
+        report(
+            f"10 fixed cost of a run, 1-row source, {label}",
+            f"{t * 1e3:.2f} ms",
+            "<= 5 ms",
+            t <= 0.005,
+        )
+
+
+def stateless_one(src: Any) -> sc.Stream:
+    return sc.source(src).filter(col("price") > 1.0).with_columns(total=col("price") * 1.1)
+
+
 def rss_mb() -> float:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
@@ -455,7 +477,7 @@ def main() -> int:
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--memory-rows", type=int, default=0)
-    ap.add_argument("--figures", default="1,3,9,4,5,6,7", help="which figures to run")
+    ap.add_argument("--figures", default="1,3,9,10,4,5,6,7", help="which figures to run")
     a = ap.parse_args()
     print(
         f"streamcell native runtime benchmark: {a.rows:,} rows, median of {a.repeat}, "
@@ -472,6 +494,8 @@ def main() -> int:
         fig3(a.rows, a.repeat)
     if "9" in figs:
         fig9(clicks, a.repeat)
+    if "10" in figs:
+        fig10()
     if "4" in figs:
         fig4(clicks.head(a.rows // 4), a.repeat)
     if "5" in figs:
