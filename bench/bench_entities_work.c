@@ -34,22 +34,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_machine.h"
 #include "exec/ops_entities.h"
 #include "exec/ops_state.h"
 
 /* ---- the per-event work, inside the tickets ---- */
-static double g_spins_per_ns;
 static uint64_t g_half_work_ns;
 static _Atomic uint64_t g_work_calls;
-static inline void busy(uint64_t ns) {
-    uint64_t n = (uint64_t)((double)ns * g_spins_per_ns);
-    for (volatile uint64_t i = 0; i < n; i++) {
-    }
-}
 static inline void event_work(void) {
     busy(g_half_work_ns);
     atomic_fetch_add_explicit(&g_work_calls, 1, memory_order_relaxed);
@@ -60,57 +54,12 @@ static inline void event_work(void) {
 #include "exec/ops_entities.c"
 #undef sc_batch_set_f64
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-static double cpu_s(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
-           ru.ru_stime.tv_usec / 1e6;
-}
-static double proc_busy(void) {
-    FILE *f = fopen("/proc/stat", "r");
-    if (!f) return -1;
-    unsigned long long v[8] = { 0 };
-    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
-                   &v[6], &v[7]);
-    fclose(f);
-    if (n < 4) return -1;
-    return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)sysconf(_SC_CLK_TCK);
-}
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 static void check(int rc, const char *what) {
     if (rc) {
         fprintf(stderr, "bench_entities_work: %s failed (%d)\n", what, rc);
         exit(1);
     }
 }
-/* spins per ns of this thread's CPU time (not wall time: on a loaded machine a preempted
- * calibration would make every busy() too short); the fastest of 5 tries */
-static void calibrate(void) {
-    g_spins_per_ns = 1;
-    double best = 0;
-    for (int i = 0; i < 5; i++) {
-        struct timespec a, b;
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
-        busy(10000000);
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
-        double ns = (double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec);
-        if (ns > 0 && 10000000.0 / ns > best) best = 10000000.0 / ns;
-    }
-    g_spins_per_ns = best;
-}
-
 enum { C_SRC = 2, C_DST = 3, C_AMT = 4, NIN = 5, MAXB = 1 << 16 };
 
 static int64_t g_rows, g_batch, g_nb;

@@ -26,9 +26,9 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
+#include "bench_machine.h"
 #include "runtime/hybrid_queue.c"
 #include "runtime/reorder.c"
 #include "runtime/ring.c"
@@ -36,46 +36,21 @@
 static double g_seconds = 0.4;
 static int g_reps = 7;
 
-/* ---------------- CPU time and the machine's outside load ---------------- */
-static double cpu_now(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
-           ru.ru_stime.tv_usec / 1e6;
-}
-static double proc_busy(void) { /* busy seconds of all cores since boot, -1 if unknown */
-    FILE *f = fopen("/proc/stat", "r");
-    if (!f) return -1;
-    unsigned long long v[8] = { 0 };
-    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
-                   &v[5], &v[6], &v[7]);
-    fclose(f);
-    if (n < 4) return -1;
-    unsigned long long busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
-    return (double)busy / (double)sysconf(_SC_CLK_TCK);
-}
+/* ---------------- the machine's outside load during a section ---------------- */
 typedef struct { double t, cpu, busy, load; } window;
 static window win_open(void) {
-    window w = { (double)sc_now_ns() / 1e9, cpu_now(), proc_busy(), 0 };
+    window w = { (double)sc_now_ns() / 1e9, cpu_s(), proc_busy(), 0 };
     getloadavg(&w.load, 1);
     return w;
 }
 static void win_print(const char *what, window w) {
-    double wall = (double)sc_now_ns() / 1e9 - w.t, cpu = cpu_now() - w.cpu, busy = proc_busy(), load = 0;
+    double wall = (double)sc_now_ns() / 1e9 - w.t, cpu = cpu_s() - w.cpu, busy = proc_busy(), load = 0;
     getloadavg(&load, 1);
     double outside = w.busy < 0 || busy < 0 ? -1 : (busy - w.busy - cpu) / wall;
     if (outside < 0 && w.busy >= 0) outside = 0;
     printf("   %s: outside load %.2f cores (/proc/stat busy minus this process); loadavg(1 min) %.2f "
            "before, %.2f after; this process %.1f s CPU in %.1f s wall\n",
            what, outside, w.load, load, cpu, wall);
-}
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 /* one measurement: items/s and CPU ns per item */
 typedef struct { double rate, cpu_ns; } meas;
@@ -87,28 +62,6 @@ static uint64_t rnd(uint64_t *s) { *s ^= *s << 13; *s ^= *s >> 7; *s ^= *s << 17
 static void wait_step(unsigned *k) {
     if ((*k)++ < 64) sc_cpu_relax();
     else sched_yield();
-}
-
-static double g_spins_per_ns;
-static void busy(uint64_t ns) {
-    uint64_t n = (uint64_t)((double)ns * g_spins_per_ns);
-    for (volatile uint64_t i = 0; i < n; i++) {
-    }
-}
-/* spins per ns of this thread's CPU time (not wall time: on a loaded machine a preempted
- * calibration would make every busy() too short); the fastest of 5 tries */
-static void calibrate(void) {
-    g_spins_per_ns = 1;
-    double best = 0;
-    for (int i = 0; i < 5; i++) {
-        struct timespec a, b;
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
-        busy(10000000);
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
-        double ns = (double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec);
-        if (ns > 0 && 10000000.0 / ns > best) best = 10000000.0 / ns;
-    }
-    g_spins_per_ns = best;
 }
 
 /* ---------------- 1. reorder ---------------- */
@@ -141,7 +94,7 @@ static void *ro_worker(void *v) {
 
 static meas run_reorder_once(sc_reorder_kind kind, int workers, uint64_t work_ns, uint64_t emit_ns) {
     meas m = { 0, 0 };
-    double c0 = cpu_now();
+    double c0 = cpu_s();
     {
         ro_bench b = { .work_ns = work_ns, .emit_ns = emit_ns };
         atomic_init(&b.next, 0);
@@ -157,7 +110,7 @@ static meas run_reorder_once(sc_reorder_kind kind, int workers, uint64_t work_ns
         sc_reorder_drain(b.r);
         double secs = (double)(sc_now_ns() - t0) / 1e9;
         m.rate = (double)b.emitted / secs;
-        m.cpu_ns = b.emitted ? (cpu_now() - c0) * 1e9 / (double)b.emitted : 0;
+        m.cpu_ns = b.emitted ? (cpu_s() - c0) * 1e9 / (double)b.emitted : 0;
         sc_reorder_destroy(b.r, NULL, NULL);
     }
     return m;
@@ -241,7 +194,7 @@ static uint32_t *make_keys(uint64_t n, double s) {
 
 static meas run_keyed_once(sc_hq_kind kind, int workers, uint32_t *keys, uint64_t nkeys_seq, uint64_t work_ns) {
     meas m = { 0, 0 };
-    double c0 = cpu_now();
+    double c0 = cpu_s();
     {
         kq_bench *b = calloc(1, sizeof *b);
         b->keys = keys;
@@ -266,7 +219,7 @@ static meas run_keyed_once(sc_hq_kind kind, int workers, uint32_t *keys, uint64_
         pthread_join(tp, NULL);
         for (int i = 0; i < workers; i++) pthread_join(tw[i], NULL);
         m.rate = (double)emitted / secs;
-        m.cpu_ns = emitted ? (cpu_now() - c0) * 1e9 / (double)emitted : 0;
+        m.cpu_ns = emitted ? (cpu_s() - c0) * 1e9 / (double)emitted : 0;
         sc_hq_destroy(b->q, NULL, NULL);
         sc_reorder_destroy(b->r, NULL, NULL);
         free(b->items);

@@ -38,10 +38,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_machine.h"
 #include "sketch/concurrent.h"
 #include "sketch/theta.h"
 
@@ -54,35 +54,6 @@ static int64_t *g_vals;
 static size_t g_n;
 static uint32_t g_buffer = 256;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-static double cpu_s(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
-           ru.ru_stime.tv_usec / 1e6;
-}
-static double proc_busy(void) {
-    FILE *f = fopen("/proc/stat", "r");
-    if (!f) return -1;
-    unsigned long long v[8] = { 0 };
-    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
-                   &v[6], &v[7]);
-    fclose(f);
-    if (n < 4) return -1;
-    return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)sysconf(_SC_CLK_TCK);
-}
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 static void check(int rc, const char *what) {
     if (rc < 0) {
         fprintf(stderr, "%s failed: %d\n", what, rc);
