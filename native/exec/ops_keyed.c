@@ -150,7 +150,8 @@ static int agg_groups(agg_op *op, const sc_batch *in) {
         op->koff_cap = n;
     }
     const sc_column *k0 = &in->cols[op->kp.keys[0]];
-    if (op->kp.nkeys == 1 && k0->type == SC_COL_INT64 && k0->null_count == 0) {
+    bool int_key = op->kp.nkeys == 1 && k0->type == SC_COL_INT64 && k0->null_count == 0;
+    if (int_key) {
         /* one int key, no nulls: its encoding (sc_key_encode) written directly */
         int rc = sc_buf_reserve(&op->kbuf, (size_t)n * 9);
         if (rc) return rc;
@@ -165,7 +166,7 @@ static int agg_groups(agg_op *op, const sc_batch *in) {
         }
         op->kbuf.len = (size_t)n * 9;
     }
-    for (int64_t r = op->kbuf.len ? n : 0; r < n; r++) {
+    for (int64_t r = int_key ? n : 0; r < n; r++) {
         op->koff[r] = op->kbuf.len;
         int rc = sc_key_encode(&op->kbuf, in, r, op->kp.keys, op->kp.nkeys, NULL);
         if (rc) return rc;

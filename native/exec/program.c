@@ -131,7 +131,8 @@ static int split_run(void *vst, sc_batch *in, sc_batch **out) {
     int rc = part && count && sub ? SC_OK : SC_ENOMEM;
     sc_buf key = { 0 };
     const sc_column *k0 = st->nkeys == 1 ? &in->cols[st->keys[0]] : NULL;
-    if (rc == SC_OK && k0 && k0->type == SC_COL_INT64 && k0->null_count == 0) {
+    bool int_key = k0 && k0->type == SC_COL_INT64 && k0->null_count == 0;
+    if (rc == SC_OK && int_key) {
         /* one int key, no nulls: hash its encoding (sc_key_encode) without building it */
         const int64_t *v = k0->values;
         uint8_t kb[9] = { 1 };
@@ -141,7 +142,7 @@ static int split_run(void *vst, sc_batch *in, sc_batch **out) {
             count[part[r]]++;
         }
     }
-    for (int64_t r = k0 && k0->type == SC_COL_INT64 && k0->null_count == 0 ? n : 0; rc == SC_OK && r < n; r++) {
+    for (int64_t r = int_key ? n : 0; rc == SC_OK && r < n; r++) {
         /* partition by the keyed operators' own key bytes (null == null, NaN == NaN,
          * -0.0 == 0.0), so equal keys always meet in one partition */
         key.len = 0;

@@ -67,10 +67,7 @@ class _SinkOut:
             cnt.rows_in += df.height
         store = self.frame_writer
         if store is not None and hasattr(store, "write_frame"):
-            if stands_for is None:
-                store.write_frame(df)
-            else:
-                store.write_frame(df, stands_for=stands_for)
+            store.write_frame(df, stands_for=stands_for)  # the run's _FrameGate
             return
         # callbacks see batches of up to 1024 rows, as on the reference
         self.callback_buf.extend(df.to_dicts())
