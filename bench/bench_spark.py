@@ -57,7 +57,7 @@ def main() -> int:
     ap.add_argument("--check-rows", type=int, default=5000)
     ap.add_argument("--queries", default="Q1,Q2,Q3,Q4,Q15")
     a = ap.parse_args()
-    from streamcell.backends.spark_session import MASTER, get_session
+    from streamcell.backends.spark.session import MASTER, get_session
 
     t0 = time.perf_counter()
     get_session()

@@ -71,7 +71,7 @@ def _err(msg: str, pos: Any, step: P.Step | None) -> PlanError:
     return PlanError(msg, step=step.step_id if step else None)
 
 
-class _Typer:
+class Typer:
     def __init__(self, schema: Schema, step: P.Step):
         self.cols = dict(schema)
         self.step = step
@@ -291,7 +291,7 @@ def _duration_for(step: P.Step, d: P.Duration, time_type: DType, what: str) -> i
 
 
 def _time_col(step: P.Step, schema: Schema, name: str) -> DType:
-    t = _Typer(schema, step).col(name, step)
+    t = Typer(schema, step).col(name, step)
     if t not in (DATETIME, DATE, INT):
         raise _err(f"time column {name!r} must be datetime, date or int, not {t}", step.pos, step)
     return t
@@ -330,7 +330,7 @@ def _udf_step_schema(
 ) -> Schema:
     """The input plus the function's result column ``s.name``; the argument columns must
     have the parameters' types (an int column may feed a float parameter)."""
-    ty = _Typer(schema, s)
+    ty = Typer(schema, s)
     for c, want in zip(cols, spec.arg_types):
         t = ty.col(c, s)
         if not (t == want or (want == FLOAT and t == INT)):
@@ -368,7 +368,7 @@ def _apply_schema(s: P.Apply, schema: Schema) -> Schema:
 
 
 def _check_keys(step: P.Step, schema: Schema, keys: tuple[str, ...]) -> None:
-    ty = _Typer(schema, step)
+    ty = Typer(schema, step)
     for k in keys:
         t = ty.col(k, step)
         if t.name == "list":
@@ -404,7 +404,7 @@ def _step_schema(s: P.Step, ins: list[Schema], opened: dict[str, Reader]) -> Sch
                 raise _err(str(e), s.pos, s) from None
         return opened[s.step_id].schema
     schema = ins[0]
-    ty = _Typer(schema, s)
+    ty = Typer(schema, s)
     if isinstance(s, P.Filter):
         t = ty.type(s.predicate)
         if t not in (BOOL, NULL):

@@ -164,7 +164,7 @@ def store_sales_chunk(spec: SourceSpec, chunk: int, n: int) -> pa.RecordBatch:
     )
 
 
-_GENERATORS = {"clickstream": clickstream_chunk, "store_sales": store_sales_chunk}
+GENERATORS = {"clickstream": clickstream_chunk, "store_sales": store_sales_chunk}
 
 
 class GeneratorReader(Reader):
@@ -173,7 +173,7 @@ class GeneratorReader(Reader):
     def __init__(self, spec: SourceSpec):
         self.spec = spec
         self.label = spec.kind
-        self.fn = _GENERATORS[spec.kind]
+        self.fn = GENERATORS[spec.kind]
         check_generator_args(spec.kind, dict(spec.args))  # specs not built by sc.clickstream()
         self.schema = schema_from_arrow(self.fn(spec, 0, 1).schema)
         self.total: int | None = spec.arg("rows")
@@ -457,7 +457,7 @@ def watch(
     return SourceSpec(format, tuple(args))
 
 
-_EXTS = {
+EXTENSIONS = {
     "parquet": (".parquet", ".pq"),
     "csv": (".csv", ".tsv", ".txt"),
     "ndjson": (".json", ".ndjson", ".jsonl"),
@@ -475,7 +475,7 @@ def read_file(spec: SourceSpec, schema: Schema, path: str) -> Iterator[pa.Record
 
     A Parquet file whose schema differs from the folder's is one BadRow; CSV/NDJSON files
     are read with the folder's schema. Used by every engine, so all agree row for row."""
-    from .backends.spark_ops import arrow_schema
+    from .backends.spark.ops import arrow_schema
 
     target = arrow_schema(schema)
     if spec.kind == "parquet":
@@ -536,7 +536,7 @@ class WatchReader(Reader):
         self.spec = spec
         self.path = str(spec.arg("path"))
         self.label = f"watch({self.path!r}, format={spec.kind!r})"
-        self.exts = _EXTS[spec.kind]
+        self.exts = EXTENSIONS[spec.kind]
         self.idle_timeout: float | None = spec.arg("idle_timeout")
         self.poll = float(spec.arg("poll", 0.2))
         given = _user_schema(spec)
@@ -784,7 +784,7 @@ class IterableReader(Reader):
 
 def open_source(spec: SourceSpec) -> Reader:
     """Open a source spec (raises :class:`SourceError` with a clear message)."""
-    if spec.kind in _GENERATORS:
+    if spec.kind in GENERATORS:
         return GeneratorReader(spec)
     if spec.arg("watch", False):
         return WatchReader(spec)

@@ -29,7 +29,7 @@ N = 60_000  # > 4096: Θ with lg_k=12 is in estimation mode, KLL compacts
 def data() -> Iterator[tuple[Any, Any, Any, Any]]:
     from pyspark.sql import functions as F
 
-    from streamcell.backends.spark_session import get_session
+    from streamcell.backends.spark.session import get_session
 
     spark = get_session()
     df = (
@@ -54,7 +54,7 @@ def _row(spark: Any, *cols: Any, **blobs: bytes) -> Any:
 def test_theta_partials_merge_with_spark_theta_functions(data):
     from pyspark.sql import functions as F
 
-    from streamcell.backends.spark_sketch import sketch_column
+    from streamcell.backends.spark.sketch import sketch_column
 
     spark, df, a, b = data
     ours_a = sketch_column(a, "v", "theta", lg_k=12)
@@ -84,7 +84,7 @@ def test_theta_partials_merge_with_spark_theta_functions(data):
 def test_theta_of_strings_hashes_like_spark(data):
     from pyspark.sql import functions as F
 
-    from streamcell.backends.spark_sketch import sketch_column
+    from streamcell.backends.spark.sketch import sketch_column
 
     spark, _, a, b = data
     ours = sketch_column(a, "s", "theta")
@@ -104,7 +104,7 @@ def test_theta_of_strings_hashes_like_spark(data):
 def test_hll_bytes_go_both_ways(data):
     from pyspark.sql import functions as F
 
-    from streamcell.backends.spark_sketch import sketch_column
+    from streamcell.backends.spark.sketch import sketch_column
 
     spark, df, a, b = data
     ours_a = sketch_column(a, "v", "hll", lg_k=12)
@@ -134,7 +134,7 @@ def test_hll_bytes_go_both_ways(data):
 def test_kll_bytes_go_both_ways(data):
     from pyspark.sql import functions as F
 
-    from streamcell.backends.spark_sketch import sketch_column
+    from streamcell.backends.spark.sketch import sketch_column
 
     spark, df, a, b = data
     ours_a = sketch_column(a, "x", "kll", k=200)
@@ -168,7 +168,7 @@ def test_kll_bytes_go_both_ways(data):
 
 
 def test_frequent_items_and_partials_merge_on_the_driver(data):
-    from streamcell.backends.spark_sketch import sketch_column
+    from streamcell.backends.spark.sketch import sketch_column
 
     _, df, _, _ = data
     sk = sketch_column(df, "f", "frequent", lg_max_map_size=8)
@@ -184,7 +184,7 @@ def test_frequent_items_and_partials_merge_on_the_driver(data):
 
 
 def test_bad_arguments_are_named(data):
-    from streamcell.backends.spark_sketch import sketch_column
+    from streamcell.backends.spark.sketch import sketch_column
 
     _, df, _, _ = data
     with pytest.raises(ValueError, match="kind must be one of"):

@@ -89,7 +89,7 @@ def _mod(a: Any, b: Any) -> Any:
     return wrap64(r) if _is_int(r) else r
 
 
-def _pow(a: Any, b: Any) -> Any:
+def python_pow(a: Any, b: Any) -> Any:
     if _is_int(a) and _is_int(b):
         if b < 0:  # int ** int is typed int: a negative exponent has no int result (as in Polars)
             raise RowError(f"integer {a} ** negative exponent {b}; cast to float first")
@@ -114,7 +114,7 @@ def _arith(op: str) -> Callable[[Any, Any], Any]:
             return wrap64(r) if _is_int(r) else r
 
         return f
-    return {"/": _div, "//": _floordiv, "%": _mod, "**": _pow}[op]
+    return {"/": _div, "//": _floordiv, "%": _mod, "**": python_pow}[op]
 
 
 _CMP = {

@@ -324,7 +324,7 @@ class _EventTime:
         return self.max_t - self.lateness
 
 
-class _Win:
+class WindowState:
     __slots__ = ("key", "start", "last", "end", "seq", "state", "alive")
 
     def __init__(self, key: tuple[Any, ...], start: int, end: int, seq: int, state: list[_Acc]):
@@ -358,14 +358,14 @@ class WindowOp(Op):
         self.every = P.parse_duration(w.every) if w.every is not None else self.size
         self.open: dict[
             tuple[Any, ...], Any
-        ] = {}  # (key, start) -> _Win, or key -> [_Win] for sessions
-        self.heap: list[tuple[int, int, int, int, _Win]] = []
+        ] = {}  # (key, start) -> WindowState, or key -> [WindowState] for sessions
+        self.heap: list[tuple[int, int, int, int, WindowState]] = []
         self.nwin = 0
         self.uid = itertools.count()
 
-    def _new(self, key: tuple[Any, ...], start: int, end: int) -> _Win:
+    def _new(self, key: tuple[Any, ...], start: int, end: int) -> WindowState:
         self.nwin += 1
-        win = _Win(key, start, end, self.nwin, self.spec.new())
+        win = WindowState(key, start, end, self.nwin, self.spec.new())
         heapq.heappush(self.heap, (end, start, win.seq, next(self.uid), win))
         return win
 
@@ -390,7 +390,7 @@ class WindowOp(Op):
 
     def _session(self, k: tuple[Any, ...], t: int, vals: list[Any]) -> None:
         gap = self.size
-        sessions: list[_Win] = self.open.setdefault(k, [])
+        sessions: list[WindowState] = self.open.setdefault(k, [])
         hit = [s for s in sessions if s.start - gap < t < s.last + gap]
         if not hit:
             win = self._new(k, t, t + gap)
@@ -411,7 +411,7 @@ class WindowOp(Op):
         keep.end = keep.last + gap
         heapq.heappush(self.heap, (keep.end, keep.start, keep.seq, next(self.uid), keep))
 
-    def _emit(self, win: _Win) -> Row:
+    def _emit(self, win: WindowState) -> Row:
         out = {n: v for n, v in zip(self.keys, win.key)}
         if self.keys:
             out = {n: self._key_value(n, v) for n, v in out.items()}
@@ -424,7 +424,7 @@ class WindowOp(Op):
     def _key_value(n: str, v: Any) -> Any:
         return list(v) if isinstance(v, tuple) else v
 
-    def _valid(self, end: int, start: int, seq: int, win: _Win) -> bool:
+    def _valid(self, end: int, start: int, seq: int, win: WindowState) -> bool:
         return win.alive and win.end == end and win.start == start and win.seq == seq
 
     def _close(self, wm: int | None) -> list[Row]:

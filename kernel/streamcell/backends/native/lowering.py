@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ... import plan as P
-from ...compiler import Compiled, _Typer
+from ...compiler import Compiled, Typer
 from ...errors import NotSupportedError
 from ...expr import IR, Binary, Call, Col, Lit, Unary, When
 from ...options import RunOptions
@@ -155,7 +155,7 @@ def _in_list(values: tuple[Any, ...], t: DType) -> tuple[str, list[Any]]:
 
 def lower_expr(e: IR, schema: Schema, step: P.Step) -> list[dict[str, Any]]:
     """An expression as post-order sc_enode dicts over ``schema`` (user columns from 2)."""
-    typer = _Typer(schema, step)
+    typer = Typer(schema, step)
     index = {n: i + 2 for i, (n, _) in enumerate(schema)}
     nodes: list[dict[str, Any]] = []
 
@@ -267,7 +267,7 @@ def _agg_args(
 ) -> tuple[Schema, list[tuple[int, int, int]], bool]:
     """Aggregate specs (fn, arg column, result lt); puts a project in front when an argument
     is an expression. Returns the keyed operator's input schema and whether it counts rows_in."""
-    typer = _Typer(schema, s)
+    typer = Typer(schema, s)
     extra: list[tuple[str, IR]] = []
     specs: list[tuple[int, int, int]] = []
     names = {n: i + 2 for i, (n, _) in enumerate(schema)}

@@ -15,7 +15,7 @@ import tempfile
 import threading
 from typing import Any
 
-from ..errors import StreamcellError
+from ...errors import StreamcellError
 
 _LOCK = threading.Lock()
 _SESSION: Any = None

@@ -23,7 +23,7 @@ import pyarrow as pa
 KINDS = ("theta", "hll", "kll", "frequent")
 
 
-def _new(kind: str, params: dict[str, Any], arrow_type: pa.DataType) -> Any:
+def new_sketch(kind: str, params: dict[str, Any], arrow_type: pa.DataType) -> Any:
     from streamcell import sketches as S
 
     if kind == "theta":
@@ -47,7 +47,7 @@ def _load(kind: str, params: dict[str, Any], arrow_type: pa.DataType, blob: byte
         return S.CompactThetaSketch.from_bytes(blob)
     if kind == "hll":
         return S.HllSketch.from_bytes(blob)
-    return type(_new(kind, params, arrow_type)).from_bytes(blob)  # type: ignore[union-attr]
+    return type(new_sketch(kind, params, arrow_type)).from_bytes(blob)  # type: ignore[union-attr]
 
 
 def _check(df: Any, col: str, kind: str, params: dict[str, Any]) -> pa.DataType:
@@ -106,7 +106,7 @@ def sketch_column(df: Any, col: str, kind: str, **params: Any) -> Any:
     arrow_type = _check(df, col, kind, params)
     from pyspark.sql import functions as F
 
-    from .spark_expr import qcol
+    from .expr import qcol
 
     kll_float = kind == "kll" and params.get("type", "double") == "float"
     if pa.types.is_integer(arrow_type):
@@ -122,7 +122,7 @@ def sketch_column(df: Any, col: str, kind: str, **params: Any) -> Any:
         arrow_type = pa.float32()
 
     def per_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        sk = _new(kind, params, arrow_type)
+        sk = new_sketch(kind, params, arrow_type)
         for b in batches:
             values = b.column(0).drop_null()
             if len(values):
@@ -151,7 +151,7 @@ def merge_bytes(kind: str, blobs: list[bytes], arrow_type: Any = None, **params:
         if not blobs:
             return S.HllSketch(lg_k)
         return S.hll_union([S.HllSketch.from_bytes(b) for b in blobs], lg_k=lg_k)
-    out = _new(kind, params, arrow_type)
+    out = new_sketch(kind, params, arrow_type)
     for b in blobs:
         out.merge(_load(kind, params, arrow_type, b))
     return out

@@ -20,11 +20,11 @@ import datetime as _dt
 import math
 from typing import Any
 
-from .. import plan as P
-from ..compiler import _Typer
-from ..errors import NotSupportedError
-from ..expr import IR, Binary, Call, Col, Lit, Unary, When
-from ..types import DType, Schema, parse_dtype
+from ... import plan as P
+from ...compiler import Typer
+from ...errors import NotSupportedError
+from ...expr import IR, Binary, Call, Col, Lit, Unary, When
+from ...types import DType, Schema, parse_dtype
 
 NAME = "spark"
 
@@ -87,12 +87,12 @@ def _udf(kind: str, out: DType) -> Any:
     if kind == "pow":
 
         def f(a: Any, b: Any) -> tuple[Any, bool]:
-            from streamcell.backends.evaluate import RowError, _pow
+            from streamcell.backends.evaluate import RowError, python_pow
 
             if a is None or b is None:
                 return (None, False)
             try:
-                v = _pow(a, b)
+                v = python_pow(a, b)
             except RowError:
                 return (None, True)
             return (float(v) if out.name == "float" else v, False)
@@ -123,7 +123,7 @@ class Translator:
         self.schema = schema
         self.types = dict(schema)
         self.step = step
-        self.typer = _Typer(schema, step)
+        self.typer = Typer(schema, step)
 
     def unsupported(self, what: str) -> NotSupportedError:
         return NotSupportedError(self.step.step_id, NAME, what)
@@ -505,7 +505,7 @@ def _round_half_even(v: Any, d: int) -> Any:
     that is not finite (nan, inf, overflow)."""
     from pyspark.sql import functions as F
 
-    from .evaluate import powi
+    from ..evaluate import powi
 
     if d >= 326:
         return v

@@ -37,13 +37,13 @@ from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 
-from .. import plan as P
-from ..compiler import Compiled
-from ..options import RunOptions
-from ..sources import CHUNK, BadRow, read_file
-from ..types import Schema
-from .spark import SIDE_DDL, Lowering, ddl, source_spec
-from .spark_ops import DEAD, LIVE, SIDE_FIELDS, STATS, arrow_schema
+from ... import plan as P
+from ...compiler import Compiled
+from ...options import RunOptions
+from ...sources import CHUNK, BadRow, read_file
+from ...types import Schema
+from .backend import SIDE_DDL, Lowering, ddl, source_spec
+from .ops import DEAD, LIVE, SIDE_FIELDS, STATS, arrow_schema
 
 WINDOW_REASON = (
     "windows on a streaming source: Spark's micro-batch watermark cannot close windows in "
@@ -78,7 +78,7 @@ def file_reader_fn(
     def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pickle
 
-        from streamcell.backends.spark import _conform
+        from streamcell.backends.spark.backend import conform_to_spark
 
         target = arrow_schema(schema)
         for b in batches:
@@ -92,7 +92,7 @@ def file_reader_fn(
                         n += 1
                         bad += 1
                         continue
-                    item = _conform(item, target)
+                    item = conform_to_spark(item, target)
                     k = item.num_rows
                     o = _triples(batch_id, rank, n, k)
                     yield pa.RecordBatch.from_arrays(
@@ -131,10 +131,10 @@ def generator_fn(
     def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import numpy as np
 
-        from streamcell.backends.spark import order_array
-        from streamcell.sources import _GENERATORS
+        from streamcell.backends.spark.backend import order_array
+        from streamcell.sources import GENERATORS
 
-        gen = _GENERATORS[spec.kind]
+        gen = GENERATORS[spec.kind]
         cache: dict[int, pa.RecordBatch] = {}
         for b in batches:
             ids = b.column(0).to_numpy()
@@ -161,7 +161,7 @@ _STATE_ATTRS = ("state", "seen", "seq", "bal")  # "bal": transfer balances
 def get_state(op: Any) -> dict[str, Any]:
     """A reference operator's state as plain data (aggregates: each accumulator's value and
     count; its argument function is rebuilt from the step on restore)."""
-    from .reference import AggregateOp
+    from ..reference import AggregateOp
 
     st = {k: getattr(op, k) for k in _STATE_ATTRS if hasattr(op, k)}
     if isinstance(op, AggregateOp):
@@ -170,7 +170,7 @@ def get_state(op: Any) -> dict[str, Any]:
 
 
 def set_state(op: Any, st: dict[str, Any]) -> None:
-    from .reference import AggregateOp
+    from ..reference import AggregateOp
 
     for k, v in st.items():
         if k == "state" and isinstance(op, AggregateOp):
@@ -190,7 +190,7 @@ def keyed_state_fn(
     """The cogroup function of a keyed step on a stream: for one key, the reference operator
     is restored from the key's state (the right side: zero or one ``_st`` row), fed the key's
     new rows sorted by ``_o`` (the left side), and its state is emitted as a STATE row."""
-    from .spark_ops import SIDE_FIELDS, detach
+    from .ops import SIDE_FIELDS, detach
 
     step = detach(step)
     multi = isinstance(step, P.TopK)
@@ -201,7 +201,7 @@ def keyed_state_fn(
         import pickle
 
         from streamcell.backends.reference import make_op
-        from streamcell.backends.spark_ops import _MiniCompiled, _Out, _PartitionEnv, push_row
+        from streamcell.backends.spark.ops import MiniCompiled, PartitionEnv, PartitionOut, push_row
 
         key_src = left if left.num_rows else right
         key_vals = {h: key_src.column(h)[0].as_py() for h in hidden}
@@ -213,12 +213,12 @@ def keyed_state_fn(
             blob = right.column("_st")[0].as_py()
             row = {"_o": [], "_k": STATE, "_st": blob, **key_vals}
             return pa.Table.from_pylist([row], schema=schema)
-        env = _PartitionEnv()
-        op = make_op(step, _MiniCompiled(schemas), env)  # type: ignore[arg-type]
+        env = PartitionEnv()
+        op = make_op(step, MiniCompiled(schemas), env)  # type: ignore[arg-type]
         if right.num_rows:
             set_state(op, pickle.loads(right.column("_st")[0].as_py()))
         cnt = op.cnt
-        out = _Out(schema, [n for n, _ in out_schema])
+        out = PartitionOut(schema, [n for n, _ in out_schema])
         rows = left.select([*in_names, "_o"]).to_pylist()
         rows.sort(key=lambda r: r["_o"])  # the key's rows in arrival order
         for r in rows:
@@ -243,7 +243,7 @@ class StreamLowering(Lowering):
     def keyed(self, j: int, s: P.Step, df: Any) -> Any:
         from pyspark.sql import functions as F
 
-        from .spark_expr import qcol
+        from .expr import qcol
 
         schema = self.in_schema(s)
         out_schema = self.c.schemas[s.step_id]
@@ -295,7 +295,7 @@ class StreamDriver:
     """Runs a plan over a streaming source as one Structured Streaming query."""
 
     def __init__(self, c: Compiled, env: Any, options: RunOptions, steps: list[P.Step]):
-        from .spark import BatchDriver
+        from .backend import BatchDriver
 
         self.c, self.env, self.options, self.steps = c, env, options, steps
         src = steps[0]
@@ -329,9 +329,9 @@ class StreamDriver:
         if self.files:
             from pyspark.sql import types as T
 
-            from ..sources import _EXTS
+            from ...sources import EXTENSIONS
 
-            exts = _EXTS[self.spec.kind]
+            exts = EXTENSIONS[self.spec.kind]
             binary = T.StructType(  # exactly the binaryFile source's schema
                 [
                     T.StructField("path", T.StringType(), False),
@@ -357,7 +357,7 @@ class StreamDriver:
         )
 
     def run(self) -> bool:
-        from .spark_session import get_session
+        from .session import get_session
 
         spark = get_session()
         env = self.env
@@ -392,7 +392,7 @@ class StreamDriver:
                 self._raise()
             exc = q.exception()
             if exc is not None:
-                from ..errors import StreamcellError
+                from ...errors import StreamcellError
 
                 raise StreamcellError(f"the Spark streaming query failed: {exc}")
             return not env.should_stop()
@@ -426,7 +426,7 @@ class StreamDriver:
     def _micro_batch(self, batch_df: Any, batch_id: int) -> None:
         from pyspark.sql import functions as F
 
-        from .spark import ORDER_DDL, Lowered, to_polars
+        from .backend import ORDER_DDL, Lowered, to_polars
 
         env, b = self.env, self.batch
         if self.stopping or env.should_stop() or not env.wait_if_paused():

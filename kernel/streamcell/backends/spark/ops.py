@@ -26,9 +26,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from .. import plan as P
-from ..stores import StepCounters
-from ..types import Schema
+from ... import plan as P
+from ...stores import StepCounters
+from ...types import Schema
 
 LIVE, DEAD, LATE, STATS = 0, 1, 2, 3
 END = 2**62  # first element of the order key of rows flushed at end of stream
@@ -54,14 +54,14 @@ ORDER_FIELD = pa.field("_o", pa.list_(pa.int64()))
 SIDE_FIELDS = [ORDER_FIELD, pa.field("_k", pa.int8()), pa.field("_b", pa.binary())]
 
 
-class _MiniCompiled:
+class MiniCompiled:
     """What a reference operator reads from its Compiled: the schemas."""
 
     def __init__(self, schemas: dict[str, Schema]):
         self.schemas = schemas
 
 
-class _PartitionEnv:
+class PartitionEnv:
     """The reference ``Env`` inside a Spark task: side outputs are kept with the current
     row's order key and shipped to the driver as side rows."""
 
@@ -84,7 +84,7 @@ def detach(step: P.Step) -> P.Step:
     return dataclasses.replace(step, inputs=stubs)
 
 
-class _Out:
+class PartitionOut:
     """Buffers output rows of one partition and yields Arrow batches of a fixed schema."""
 
     def __init__(self, schema: pa.Schema, names: list[str]):
@@ -108,7 +108,7 @@ class _Out:
         return pa.RecordBatch.from_pylist(rows, schema=self.schema)
 
 
-def push_row(op: Any, env: _PartitionEnv, out: _Out, r: dict[str, Any], multi: bool) -> None:
+def push_row(op: Any, env: PartitionEnv, out: PartitionOut, r: dict[str, Any], multi: bool) -> None:
     """Run one input row (with its order key ``_o``) through a reference operator inside a
     Spark task: outputs get the row's order key (extended by the output's index when the step
     emits several rows), side outputs go out as side rows."""
@@ -148,10 +148,10 @@ def keyed_fn(
     def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from streamcell.backends.reference import make_op
 
-        env = _PartitionEnv()
-        op = make_op(step, _MiniCompiled(schemas), env)  # type: ignore[arg-type]
+        env = PartitionEnv()
+        op = make_op(step, MiniCompiled(schemas), env)  # type: ignore[arg-type]
         cnt = op.cnt
-        out = _Out(schema, names)
+        out = PartitionOut(schema, names)
         for b in batches:
             for r in b.to_pylist():
                 push_row(op, env, out, r, multi)
@@ -187,26 +187,26 @@ def window_fn(
         import heapq
 
         from streamcell.backends.evaluate import RowError
-        from streamcell.backends.reference import WindowOp, _Win
+        from streamcell.backends.reference import WindowOp, WindowState
 
-        env = _PartitionEnv()
+        env = PartitionEnv()
         made: list[Any] = []
         cur: dict[str, Any] = {"o": [], "n": 0}
 
         class Op(WindowOp):
-            def _new(self, key: Any, start: int, end: int) -> _Win:
+            def new_sketch(self, key: Any, start: int, end: int) -> WindowState:
                 cur["n"] += 1
-                win = _Win(key, start, end, tuple(cur["o"]) + (cur["n"],), self.spec.new())  # type: ignore[arg-type]
+                win = WindowState(key, start, end, tuple(cur["o"]) + (cur["n"],), self.spec.new())  # type: ignore[arg-type]
                 heapq.heappush(self.heap, (end, start, win.seq, next(self.uid), win))
                 return win
 
-            def _emit(self, win: _Win) -> dict[str, Any]:
+            def _emit(self, win: WindowState) -> dict[str, Any]:
                 row = super()._emit(win)
                 row["_ws"], row["_we"], row["_wq"] = win.start, win.end, list(win.seq)  # type: ignore[call-overload]
                 made.append(row)
                 return row
 
-        op = Op(step, _MiniCompiled(schemas), env)  # type: ignore[arg-type]
+        op = Op(step, MiniCompiled(schemas), env)  # type: ignore[arg-type]
         cnt = op.cnt
         et = op.et
         flags: dict[str, bool] = {"late": False}
@@ -221,7 +221,7 @@ def window_fn(
             return admit(row) if t is None else t
 
         et.admit = spark_admit  # type: ignore[method-assign]
-        out = _Out(schema, names + ["_ws", "_we", "_wq"])
+        out = PartitionOut(schema, names + ["_ws", "_we", "_wq"])
         for b in batches:
             for r in b.to_pylist():
                 o = r.pop("_o")
@@ -264,9 +264,9 @@ SKETCH = 4  # side row: a partition's partial sketches (see sketch_fn)
 
 def new_sketch(call: P.SketchCall, is_str: bool) -> Any:
     """An empty streamcell sketch for ``call`` (the native engine's kinds and parameters)."""
-    from .spark_sketch import _new
+    from .sketch import new_sketch
 
-    return _new(call.fn, {call.param_name: call.param}, pa.string() if is_str else pa.int64())
+    return new_sketch(call.fn, {call.param_name: call.param}, pa.string() if is_str else pa.int64())
 
 
 def sketch_column(call: P.SketchCall, col: pa.Array) -> pa.Array:
@@ -328,7 +328,7 @@ def sketch_fn(
             ]
             yield pa.RecordBatch.from_arrays(cols, schema=out_schema)
         payload = {k: (o, [bytes(sk.to_bytes()) for sk in sks]) for k, (o, sks) in parts.items()}
-        side = _Out(out_schema, names)
+        side = PartitionOut(out_schema, names)
         side.side(SKETCH, [], payload)
         side.side(STATS, [], {"rows_in": n, "rows_out": n, "filtered": 0, "late": 0, "dead": 0})
         yield side.batch()
@@ -354,7 +354,7 @@ def merge_sketches(
 ) -> dict[tuple[Any, ...], list[Any]]:
     """The driver's half: merge every partition's partial sketches per key (``merge_bytes``);
     keys in order of their first row (as the reference lists them)."""
-    from .spark_sketch import merge_bytes
+    from .sketch import merge_bytes
 
     types = dict(schema)
     calls = [c for _, c in step.sketches]

@@ -5,17 +5,17 @@ Two modes, chosen by the source:
 - **finite sources** (files, DataFrames, iterables, generators with ``rows=N``) run as one
   Spark batch job (:class:`BatchDriver`);
 - **streaming sources** (a folder watched for new files, an unbounded generator) run as a
-  Structured Streaming query (:mod:`.spark_stream`): each micro-batch is lowered like a
+  Structured Streaming query (:mod:`.stream`): each micro-batch is lowered like a
   finite run and delivered sorted by serial number; keyed steps carry per-key state across
   micro-batches; windows are refused.
 
 Lowering, step by step (both modes share it):
 
 - ``filter`` / ``select`` / ``with_columns`` -> DataFrame operations over Spark SQL functions
-  (:mod:`.spark_expr`); rows whose expression fails (a bad cast) are dead letters;
+  (:mod:`.expr`); rows whose expression fails (a bad cast) are dead letters;
 - ``agg`` / ``running`` (unwindowed), ``top_k``, ``dedup`` -> ``repartition(keys)`` +
   ``sortWithinPartitions(_o)`` + ``mapInArrow`` running the reference operator per partition
-  (:mod:`.spark_ops`): Spark's own ``groupBy`` would give the final aggregate, not the
+  (:mod:`.ops`): Spark's own ``groupBy`` would give the final aggregate, not the
   changelog of updates our semantics define, and its float sums are not in arrival order;
 - windowed ``agg`` -> the watermark in arrival order by a Spark window function, windows
   per key as above, and each window's closing point by an as-of join on the watermark.
@@ -37,16 +37,16 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
-from .. import plan as P
-from ..compiler import Compiled
-from ..errors import NotSupportedError, StreamcellError
-from ..expr import FUNCTIONS, IR, Binary, Call, Col, Lit, Unary, When
-from ..options import RunOptions
-from ..sources import BadRow, locate_serial, merged_serials, row_batches
-from ..types import BOOL, Schema, polars_schema
-from .evaluate import RowError, compile_row_expr
-from .spark_expr import NAME, Translator, can_fail, qcol, spark_type
-from .spark_ops import (
+from ... import plan as P
+from ...compiler import Compiled
+from ...errors import NotSupportedError, StreamcellError
+from ...expr import FUNCTIONS, IR, Binary, Call, Col, Lit, Unary, When
+from ...options import RunOptions
+from ...sources import BadRow, locate_serial, merged_serials, row_batches
+from ...types import BOOL, Schema, polars_schema
+from ..evaluate import RowError, compile_row_expr
+from .expr import NAME, Translator, can_fail, qcol, spark_type
+from .ops import (
     DEAD,
     END,
     LATE,
@@ -177,7 +177,7 @@ def check_step(s: P.Step, streaming: bool) -> None:
         for _, a in s.aggs:
             check_expr(a.arg, s)
     if streaming:
-        from .spark_stream import streaming_refusal
+        from .stream import streaming_refusal
 
         why = streaming_refusal(s)
         if why is not None:
@@ -192,7 +192,7 @@ _ENV_PROBLEM: list[str | None] = []
 def environment_problem() -> str | None:
     """Why Spark cannot run here (no PySpark, no Java 17), checked once per kernel."""
     if not _ENV_PROBLEM:
-        from .spark_session import java_problem, pyspark_problem
+        from .session import java_problem, pyspark_problem
 
         _ENV_PROBLEM.append(pyspark_problem() or java_problem())
     return _ENV_PROBLEM[0]
@@ -221,7 +221,7 @@ class SparkBackend:
 
     def execute(self, c: Compiled, env: Any, options: RunOptions) -> bool:
         if any(is_streaming(s) for s in c.plan.sources):
-            from .spark_stream import StreamDriver
+            from .stream import StreamDriver
 
             return StreamDriver(c, env, options, chain(c)).run()
         return BatchDriver(c, env, options, graph(c)).run()
@@ -260,7 +260,7 @@ def source_table(
     called as rows are read: it throttles (``rate=``), waits while paused, reports progress,
     and returns False to stop reading (the run was stopped). With ``on_error``, an error the
     source raises is handed to it and ends the table: the rows read before it are kept."""
-    from .spark_ops import arrow_schema
+    from .ops import arrow_schema
 
     reader = c.readers[source.step_id]
     target = arrow_schema(schema)
@@ -270,7 +270,7 @@ def source_table(
 
     def add(b: pa.RecordBatch) -> None:
         nonlocal seq
-        b = _conform(b, target)
+        b = conform_to_spark(b, target)
         for off in range(0, b.num_rows, step):
             part = b.slice(off, step)
             seqs = pa.array(range(seq, seq + part.num_rows), type=pa.int64())
@@ -317,7 +317,7 @@ def _reserial(tbl: pa.Table, serials: Any) -> pa.Table:
     return tbl.set_column(tbl.schema.get_field_index("_o"), "_o", order_array(merged))
 
 
-def _conform(b: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+def conform_to_spark(b: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     if b.schema.equals(target):
         return b
     arrays = []
@@ -614,7 +614,7 @@ class BatchDriver:
 
     def _action(self, fn: Callable[[], Any]) -> Any:
         """Run a Spark action on a helper thread so a stop request cancels it promptly."""
-        from .spark_session import get_session
+        from .session import get_session
 
         sc = get_session().sparkContext
         box: dict[str, Any] = {}
@@ -639,7 +639,7 @@ class BatchDriver:
         return box["v"]
 
     def run(self) -> bool:
-        from .spark_session import get_session
+        from .session import get_session
 
         spark = get_session()
         try:
@@ -761,8 +761,8 @@ class BatchDriver:
         """Merge each sketch stage's partials and publish the answers (``run.sketch``); with
         ``compact`` (a streaming run, after each micro-batch) keep the merged sketches as the
         only partial for the next micro-batch."""
-        from ..sketching import FixedStage
-        from .spark_ops import as_payload
+        from ...sketching import FixedStage
+        from .ops import as_payload
 
         for s in self.steps:
             if isinstance(s, P.Sketch):
