@@ -30,8 +30,8 @@ def main(folder: str, out: str, checkpoint: str) -> int:
     options = RunOptions(
         engine="spark", display=False, trigger_interval=0.2, checkpoint_dir=checkpoint
     )
-    plan = pipeline(sc.watch(folder, format="csv", schema=SCHEMA)).sink_parquet(out)
-    run = sc.start(plan, name="restart", options=options)
+    plan = sc.combine(pipeline(sc.watch(folder, format="csv", schema=SCHEMA)).sink_parquet(out))
+    run = plan.start("restart", options=options)
     print("running", flush=True)
     while not os.path.exists(out + ".stop"):
         if run.done():

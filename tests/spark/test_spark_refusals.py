@@ -85,16 +85,6 @@ def test_windows_on_streaming_sources_are_accepted():
     get_backend("spark").check(compile_plan(stream.agg(n=sc.count()).plan()), SPARK)
 
 
-def test_apply_on_streaming_sources_is_refused():
-    def total(state, row):  # type: ignore[no-untyped-def]
-        return state
-
-    stream = sc.source(sc.clickstream(rows=None)).key_by("user_id").apply(total, "price")
-    msg = _refusal(stream)
-    assert "not supported on spark: step apply#3 (apply on a streaming source" in msg
-    assert "finite source" in msg
-
-
 def test_rate_on_a_watched_folder_is_refused(tmp_path):
     (tmp_path / "a.csv").write_text("x\n1\n")
     msg = _refusal(sc.source(sc.watch(str(tmp_path), format="csv"), rate=10))

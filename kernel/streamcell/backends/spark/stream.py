@@ -246,14 +246,18 @@ class StreamDriver:
 
     # ----------------------------------------------------------------- one micro-batch
     def micro_batch(self, batch_df: Any, batch_id: int) -> None:
+        # What this raises reaches Spark as a Py4J error whose message Spark matches with a
+        # backtracking regex (is it an interrupt?): a long message (a Java stack trace inside a
+        # Py4JJavaError) overflows the JVM stack. So a short exception, without its context,
+        # leaves; the run thread re-raises the real one.
         try:
             self._micro_batch(batch_df, batch_id)
-        except _Stopped:
-            raise
-        except BaseException as e:  # kept for the run thread: a failed micro-batch fails the run
-            if self.error is None and not self.stopping and not self.env.should_stop():
+        except BaseException as e:
+            if self.stopping or self.env.should_stop():
+                raise _Stopped() from None  # uncommitted: a restart runs this batch again
+            if self.error is None:  # kept for the run thread: a failed micro-batch fails the run
                 self.error = e
-            raise
+            raise RuntimeError(f"streamcell: micro-batch {batch_id} failed") from None
 
     def _micro_batch(self, batch_df: Any, batch_id: int) -> None:
         from ...stores import _pl_frame
