@@ -38,8 +38,9 @@ def main(folder: str, out: str, checkpoint: str) -> int:
             print(f"ended: {run.status} {run.error!r}", flush=True)
             return 1
         time.sleep(0.1)
-    run.stop()
-    print(f"stopped: {run.status}", flush=True)
+    t0 = time.monotonic()
+    run.stop(timeout=120)  # prompt stops are test_spark_stream_state's; this one is loaded
+    print(f"stopped: {run.status} in {time.monotonic() - t0:.2f} s {run.error!r}", flush=True)
     return 0 if run.status == "stopped" else 1
 
 

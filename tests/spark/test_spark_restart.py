@@ -47,7 +47,7 @@ def written(out: Path) -> int:
     return sum(pl.read_parquet(p).height for p in parts(out))
 
 
-def start(folder: Path, out: Path, checkpoint: Path) -> subprocess.Popen[str]:
+def start(folder: Path, out: Path, checkpoint: Path, log: Path) -> subprocess.Popen[str]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "kernel"), str(ROOT)]))
     p = subprocess.Popen(
         [
@@ -61,7 +61,7 @@ def start(folder: Path, out: Path, checkpoint: Path) -> subprocess.Popen[str]:
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=log.open("w"),
         text=True,
         start_new_session=True,  # its own process group: the JVM and workers die with it
     )
@@ -78,6 +78,16 @@ def until(cond, p: subprocess.Popen[str], timeout: float = 240.0) -> None:  # ty
         time.sleep(0.1)
 
 
+def batch_ids(folder: Path) -> set[int]:
+    return {int(p.name) for p in folder.glob("[0-9]*")} if folder.is_dir() else set()
+
+
+def in_flight(checkpoint: Path) -> int | None:
+    """The micro-batch the query has planned but not committed, if any."""
+    planned = batch_ids(checkpoint / "offsets") - batch_ids(checkpoint / "commits")
+    return max(planned) if planned else None
+
+
 def group_gone(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
@@ -91,13 +101,14 @@ def test_driver_killed_and_restarted_continues_exactly_once(tmp_path: Path) -> N
     folder.mkdir()
     for i in range(2):
         put(folder, i)
-    first = start(folder, out, ckpt)
+    first = start(folder, out, ckpt, tmp_path / "first.log")
     try:
         until(lambda: len(parts(out)) >= 1, first)
         before = len(parts(out))
         put(folder, 2)
         put(folder, 3)
-        time.sleep(1.0)  # the new files' micro-batch is under way (or about to be)
+        # kill while the new files' micro-batch runs: planned (in the offset log), not committed
+        until(lambda: in_flight(ckpt) is not None and in_flight(ckpt) >= before, first)
         os.killpg(first.pid, signal.SIGKILL)
         first.wait(30)
         until_gone = time.monotonic() + 30
@@ -108,18 +119,24 @@ def test_driver_killed_and_restarted_continues_exactly_once(tmp_path: Path) -> N
         if first.poll() is None:
             os.killpg(first.pid, signal.SIGKILL)
     killed_at = len(parts(out))
+    assert in_flight(ckpt) is not None  # the kill left a micro-batch uncommitted
     put(folder, 4)
-    second = start(folder, out, ckpt)
+    second = start(folder, out, ckpt, tmp_path / "second.log")
     try:
         put(folder, 5)
-        ref = run_plan(
-            pipeline(sc.csv(str(folder), schema=SCHEMA)).plan(), RunOptions(engine="reference")
-        )
-        want = ref.table()
+        # one uninterrupted run: the reference over every file, into a Parquet sink too
+        ref_dir = tmp_path / "reference"
+        plan = sc.combine(pipeline(sc.csv(str(folder), schema=SCHEMA)).sink_parquet(str(ref_dir)))
+        run_plan(plan, RunOptions(engine="reference"))
+        want = pl.read_parquet(sorted(ref_dir.glob("*.parquet")))
+        assert want.height > 200
         until(lambda: written(out) >= want.height, second)
         time.sleep(2.0)  # a duplicated micro-batch would add rows after this point
         (tmp_path / "out.stop").touch()
-        assert second.wait(120) == 0
+        code = second.wait(120)
+        assert second.stdout is not None
+        said = second.stdout.read()
+        assert code == 0, (said, (tmp_path / "second.log").read_text()[-3000:])
     finally:
         if second.poll() is None:
             os.killpg(second.pid, signal.SIGKILL)

@@ -139,6 +139,7 @@ def test_stop_is_prompt_with_keyed_state(tmp_path: Path) -> None:
     t0 = time.monotonic()
     run.stop()
     took = time.monotonic() - t0
+    print(f"stop() returned in {took:.2f} s")
     assert run.status == "stopped", run.error
     assert run.error is None
     assert get_session().streams.active == []
