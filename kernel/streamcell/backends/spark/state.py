@@ -381,8 +381,9 @@ def keyed_state_fn(
 
         out = Out()
         live: list[tuple[str, list[int], bytes]] = []
-        for pdf in pdfs:
-            for f, o, k, blob in zip(pdf["_f"], pdf["_o"], pdf["_k"], pdf["_b"]):
+        for pdf in pdfs:  # by position: transformWithStateInPandas names them _0, _1, ...
+            cols = [pdf.iloc[:, i] for i in range(4)]  # _f, _o, _k, _b
+            for f, o, k, blob in zip(*cols):
                 o = [int(x) for x in o]
                 if int(k) != LIVE:  # side rows of earlier steps pass through
                     out.add(f, o, int(k), blob)
@@ -403,6 +404,52 @@ def keyed_state_fn(
             yield out.pandas()
 
     return fn
+
+
+class _ValueState:
+    """A ``transformWithStateInPandas`` value state seen as the ``GroupState`` that
+    :func:`keyed_state_fn` uses (``exists``, ``get``, ``update``)."""
+
+    def __init__(self, vs: Any):
+        self.vs = vs
+
+    @property
+    def exists(self) -> bool:
+        return bool(self.vs.exists())
+
+    @property
+    def get(self) -> Any:
+        return self.vs.get()
+
+    def update(self, v: tuple[bytes]) -> None:
+        self.vs.update(v)
+
+
+def keyed_processor(
+    step: P.Step, schemas: dict[str, Schema], next_keys: tuple[str, ...] | None
+) -> Any:
+    """The same keyed step as a ``StatefulProcessor`` for ``transformWithStateInPandas``
+    (Spark 4): one value state per group, the pickled operator state. Spark allows one
+    ``applyInPandasWithState`` per query but chains of ``transformWithStateInPandas``, so a
+    plan with several keyed steps uses this."""
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+    fn = keyed_state_fn(step, schemas, next_keys)
+
+    class KeyedProcessor(StatefulProcessor):  # type: ignore[misc]
+        def init(self, handle: Any) -> None:
+            from pyspark.sql.types import BinaryType, StructField, StructType
+
+            schema = StructType([StructField("st", BinaryType())])
+            self.st = handle.getValueState("st", schema)
+
+        def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
+            yield from fn(key, rows, _ValueState(self.st))
+
+        def close(self) -> None:
+            pass
+
+    return KeyedProcessor()
 
 
 def sketch_stage_fn(

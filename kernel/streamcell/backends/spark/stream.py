@@ -47,6 +47,7 @@ from .state import (
     file_source_fn,
     generator_source_fn,
     group_keys,
+    keyed_processor,
     keyed_state_fn,
     local_path,
     sketch_stage_fn,
@@ -159,6 +160,7 @@ class StreamDriver:
         else:
             df = df.mapInArrow(generator_source_fn(self.spec, sid, self.keys_of(1)), STREAM_DDL)
         j, last = 1, len(self.steps) - 1
+        keyed = sum(1 for s in self.steps[1:last] if not isinstance(s, (*STATELESS, P.Sketch)))
         while j < last:
             s = self.steps[j]
             if isinstance(s, STATELESS):
@@ -174,6 +176,9 @@ class StreamDriver:
             if isinstance(s, P.Sketch):
                 fn = sketch_stage_fn(s, self.c.schemas[s.inputs[0].step_id], self.keys_of(j + 1))
                 df = df.mapInArrow(fn, STREAM_DDL)
+            elif keyed > 1:  # Spark runs one applyInPandasWithState per query, not two
+                proc = keyed_processor(s, self.schemas([s]), self.keys_of(j + 1))
+                df = df.groupBy("_g").transformWithStateInPandas(proc, STREAM_DDL, "Append", "None")
             else:
                 df = df.groupBy("_g").applyInPandasWithState(
                     keyed_state_fn(s, self.schemas([s]), self.keys_of(j + 1)),
@@ -219,6 +224,8 @@ class StreamDriver:
                 q.awaitTermination(0.1)
             if self.error is not None:
                 self._raise()
+            if self.stopping or env.should_stop():  # a micro-batch saw the stop first
+                return False
             exc = q.exception()
             if exc is not None:
                 from ...errors import StreamcellError
