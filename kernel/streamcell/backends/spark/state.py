@@ -20,7 +20,9 @@ Stateless steps (``filter``, ``select``, ``with_columns``) run the reference's o
 ``mapInArrow``. A keyed step (``agg``, ``running``, ``top_k``, ``dedup``) is
 ``groupBy(_g).applyInPandasWithState``: per key and micro-batch the reference operator is
 restored from the key's state in the state store (:func:`set_state`), fed the key's new rows
-sorted by ``(_f, _o)``, and its state is written back (:func:`get_state`). ``transfer`` and
+sorted by ``(_f, _o)``, and its state is written back (:func:`get_state`); in a plan with
+several keyed steps each is a ``transformWithStateInPandas`` processor instead
+(:func:`keyed_processor`: Spark runs one ``applyInPandasWithState`` per query). ``transfer`` and
 windowed ``agg`` are one group (their state spans keys: balances of both entities; the
 engine's watermark over every key in arrival order), so they close windows exactly where
 the reference does. The state store is versioned with the checkpoint: a query restarted
