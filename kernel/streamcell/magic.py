@@ -81,8 +81,7 @@ class StreamMagics(Magics):
             return
         try:  # an interrupt anywhere from here on (display included) stops the run
             ns[args.name] = run
-            if not args.no_display:
-                display(plan)
+            if not args.no_display:  # the dashboard shows the plan, collapsed, below its numbers
                 run.dashboard = _show_live(run, args.status_line)
             if args.wait:
                 run.wait()
@@ -130,16 +129,10 @@ class StreamMagics(Magics):
                 return None
         parts = shlex.split(line)
         if not parts or parts[0] == "list":
-            rows = [r.progress() for r in registry().values()]
-            import polars as pl
+            from .snapshot import metrics_snapshot
+            from .widgets.status import RunTable
 
-            return (
-                pl.DataFrame(rows).select(
-                    "name", "status", "rows_in", "rows_out", "rows_per_s", "elapsed_s"
-                )
-                if rows
-                else pl.DataFrame()
-            )
+            return RunTable([metrics_snapshot(r, detail=False) for r in registry().values()])
         cmd, rest = parts[0], parts[1:]
         if cmd in ("stop", "status", "pause", "resume"):
             if len(rest) != 1:
@@ -171,9 +164,11 @@ def _show_live(run: Any, status_line: bool) -> Any:
             return Dashboard(run)
         except ImportError:
             pass
-    from .widgets.status import StatusLine
+    from .widgets.status import StatusLine, plan_html
 
-    return StatusLine(run)
+    line = StatusLine(run)
+    display(HTML(plan_html(run.plan)))
+    return line
 
 
 def _user_frames(shell: Any) -> dict[str, Any]:

@@ -465,6 +465,7 @@ class Run:
             "rows_out": sink_rows,
             "rows_done": p.rows_read,
             "rows_per_s": 0.0 if self.done() else p.rate(),
+            "rows_out_per_s": 0.0 if self.done() else p.out_rate(sink_rows),
             "p50_ms": p.latency_ms(0.5),
             "p99_ms": p.latency_ms(0.99),
             "elapsed_s": end - p.started,
