@@ -49,6 +49,7 @@ def slug(title: str) -> str:
     """``throughput`` for ``throughput (rows/s)``: a CSS class name for a chart."""
     return title.split(" ")[0]
 
+
 _BUNDLE_SCRIPT = """
 import os, sys
 import altair as alt

@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import html
 import threading
-import time
 from collections import deque
 from typing import Any
 
@@ -340,7 +339,9 @@ class Dashboard:
         # chart has data to draw, so Vega never sees an empty data set (Infinite extents)
         self.throughput: Any = None  # the JupyterCharts, once attached (see _draw_charts)
         self.latency: Any = None
-        self.slots = {t: W.Box([W.HTML(empty_chart_html(self._charts_note()))]) for t in charts.CHARTS}
+        self.slots = {
+            t: W.Box([W.HTML(empty_chart_html(self._charts_note()))]) for t in charts.CHARTS
+        }
         for t, slot in self.slots.items():
             slot.add_class("sc-chart")
             slot.add_class("sc-chart-" + charts.slug(t))
