@@ -15,8 +15,10 @@ Parts: status with pause / resume / stop buttons; headline numbers (rows in/out,
 lag, late and dead-lettered rows, with a button that shows a sample of dead letters and their
 reasons); throughput (rows/s in and out) and latency (p50, p99) charts; the per-operator table
 (rows in/out, selectivity, cost per row, queue depth, workers, state size); and a sketch panel
-(hidden while the run has no sketches): Θ/HLL estimate with bounds, KLL quantiles as a small CDF
-chart, frequent items as a top list.
+(hidden while the run has no sketches): Θ/HLL estimate with bounds, KLL quantiles as a CDF
+with axes, frequent items as a top list; the run's output table as a live grid (:mod:`.grid`);
+the plan's graph, collapsed. Charts say why they are empty until they have data, and an ended
+run keeps a summary (rows, average rows/s, duration, final latency) and loses its controls.
 """
 
 from __future__ import annotations
@@ -299,7 +301,14 @@ def empty_chart_html(text: str) -> str:
 class Dashboard:
     """The live dashboard of ``run``; ``.widget`` is the root ipywidget (displayed at once)."""
 
-    def __init__(self, run: Any, hz: float = 4.0, history: int = 120, display: bool = True) -> None:
+    def __init__(
+        self,
+        run: Any,
+        hz: float = 4.0,
+        history: int = 120,
+        display: bool = True,
+        grid_enabled: bool = True,
+    ) -> None:
         import ipywidgets as W
 
         if not 0 < hz <= 20:
@@ -350,6 +359,18 @@ class Dashboard:
         self.chart_box.layout.flex_flow = "row wrap"
         self.chart_box.layout.grid_gap = "8px"
         self.plan = W.HTML(plan_html(plan) if plan is not None else "")
+        # the run's output table, live (a window of rows, sortable and filterable)
+        self.grid: Any = None
+        tables = run.table_names() if hasattr(run, "table_names") else []
+        if tables and grid_enabled:
+            from .grid import ResultGrid
+
+            self.grid = ResultGrid(run)
+            self.grid_box = W.VBox(
+                [W.HTML(f"<b>output</b> <i>{html.escape(tables[0])}</i>"), self.grid.widget]
+            )
+        else:
+            self.grid_box = W.VBox([])
         self._seed_history()
         self.widget = W.VBox(
             [
@@ -358,6 +379,7 @@ class Dashboard:
                 self.headline,
                 self.summary,
                 self.chart_box,
+                self.grid_box,
                 W.HTML("<b>operators</b>"),
                 self.operators,
                 self.sketch_box,
@@ -500,6 +522,8 @@ class Dashboard:
             self.controls.layout.display = None if live else "none"
         if self.updates % self._chart_every == 0 or not live or self.throughput is None:
             self._draw_charts(snap)
+        if self.grid is not None and (self.updates % self._chart_every == 0 or not live):
+            self.grid.refresh()
         self.updates += 1
         self.snapshot = snap
         return snap
