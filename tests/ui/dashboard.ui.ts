@@ -6,8 +6,10 @@
  *    than zeros, chart slots that say why they are empty, no Stop button, and the browser
  *    console has no errors (console messages of type error, and page errors);
  * 2. a live run's charts follow the JupyterLab theme: light, then dark (the chart's
- *    background and its axis labels change with the theme), then light again.
- * Screenshots go to $STREAMCELL_UI_SCREENSHOTS (07-… to 10-…).
+ *    background and its axis labels change with the theme), then light again;
+ * 3. the live result grid: sorted by a column while the run continues, it stays sorted as
+ *    new windows of rows arrive; its filter keeps the rows that match.
+ * Screenshots go to $STREAMCELL_UI_SCREENSHOTS (07-… to 11-…).
  */
 
 import * as fs from 'fs';
@@ -257,6 +259,80 @@ test.describe('the streamcell dashboard', () => {
     await expect(dash.locator('.sc-summary')).toContainText('stopped: ');
     await expect(dash.locator('button.sc-stop')).toBeHidden();
     await shot(page, '10-dashboard-stopped-summary');
+    expect(errors).toEqual([]);
+  });
+
+  test('sorts the live grid while the run continues', async ({ page }) => {
+    const errors = collectErrors(page);
+    writeNotebook('grid.ipynb', [
+      LOAD_CELL,
+      '%%stream views\nsource clickstream(users=300, seed=3), rate=5_000\nkey_by user_id\nagg views=count(), spent=sum(price)',
+      '%stream stop views'
+    ]);
+    await openNotebook(page, 'grid.ipynb');
+    const code = await runCells(page, 0, 2);
+    await expectThisCheckout(code.nth(0));
+    const dash = code.nth(1).locator('.streamcell-dashboard');
+    const grid = dash.locator('.sc-grid');
+    await expect(grid).toBeVisible();
+    await expect
+      .poll(async () => Number(await grid.getAttribute('data-rows')))
+      .toBeGreaterThan(10);
+    const header = grid.locator('th[data-column="views"]');
+    await header.click(); // ascending
+    await expect(header).toHaveAttribute('data-sort', 'asc');
+    await header.click(); // descending
+    await expect(header).toHaveAttribute('data-sort', 'desc');
+    const column = async (): Promise<number[]> => {
+      const names = await grid
+        .locator('thead th')
+        .evaluateAll(ths => ths.map(th => (th as HTMLElement).dataset.column));
+      const k = names.indexOf('views');
+      return grid
+        .locator('tbody tr')
+        .evaluateAll(
+          (rows, k) =>
+            rows.map(r =>
+              Number(
+                (r.children[k] as HTMLElement).textContent!.replace(/,/g, '')
+              )
+            ),
+          k
+        );
+    };
+    const sortedDesc = (v: number[]) =>
+      v.every((x, i) => i === 0 || v[i - 1] >= x);
+    const first = await column();
+    expect(first.length).toBeGreaterThan(10);
+    expect(sortedDesc(first)).toBe(true);
+    const version = Number(await grid.getAttribute('data-version'));
+    // new windows arrive while the run continues: the grid stays sorted by views, descending
+    await expect
+      .poll(async () => Number(await grid.getAttribute('data-version')), {
+        timeout: 30_000
+      })
+      .toBeGreaterThan(version + 1);
+    const later = await column();
+    expect(sortedDesc(later)).toBe(true);
+    expect(later[0]).toBeGreaterThan(first[0]);
+    await expect(header).toHaveAttribute('data-sort', 'desc');
+    await expect(dash.locator('.sc-status')).toHaveText('running');
+    await grid.scrollIntoViewIfNeeded();
+    await shot(page, '11-grid-sorted-live');
+    // the filter keeps the rows with a cell that contains the text
+    const all = Number(await grid.getAttribute('data-rows'));
+    await grid.locator('.sc-grid-filter').fill('12');
+    await expect
+      .poll(async () => Number(await grid.getAttribute('data-rows')))
+      .toBeLessThan(all);
+    const texts = await grid
+      .locator('tbody tr')
+      .evaluateAll(rows => rows.map(r => r.textContent ?? ''));
+    expect(texts.length).toBeGreaterThan(0);
+    expect(texts.every(t => t.includes('12'))).toBe(true);
+    await shot(page, '12-grid-filtered');
+    await runCells(page, 2, 3); // %stream stop views
+    await expect(dash.locator('.sc-status')).toHaveText('stopped');
     expect(errors).toEqual([]);
   });
 });

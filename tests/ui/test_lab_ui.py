@@ -38,6 +38,7 @@ RUN_TEST = "runs a stream, watches it in the Streams panel and stops it"
 DASHBOARD_TEST = "runs the dashboard notebook: live numbers, charts, stop button"
 FINISHED_TEST = "a finished 1,000-row run shows its summary and no console errors"
 THEME_TEST = "the charts follow the JupyterLab theme, light and dark"
+GRID_TEST = "sorts the live grid while the run continues"
 
 
 def _missing() -> list[str]:
@@ -180,6 +181,16 @@ def test_dashboard_charts_follow_the_theme(ui_results):
         pytest.skip("streamcell.run / streamcell.magic are not importable yet")
     _check(ui_results, THEME_TEST)
     for name in ("08-dashboard-light", "09-dashboard-dark", "10-dashboard-stopped-summary"):
+        assert (ARTIFACTS / "screenshots" / f"{name}.png").stat().st_size > 0
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_live_grid_sorts_while_the_run_continues(ui_results):
+    if not _can_run_streams():
+        pytest.skip("streamcell.run / streamcell.magic are not importable yet")
+    _check(ui_results, GRID_TEST)
+    for name in ("11-grid-sorted-live", "12-grid-filtered"):
         assert (ARTIFACTS / "screenshots" / f"{name}.png").stat().st_size > 0
 
 
