@@ -545,8 +545,10 @@ class Run:
         return self.plan.explain()
 
     def __repr__(self) -> str:
+        from .fmt import count, elapsed
+
         p = self.progress()
-        return f"<Run {self.name!r} {p['status']}: {p['rows_in']:,} rows in {p['elapsed_s']:.1f}s>"
+        return f"<Run {self.name!r} {p['status']}: {count(p['rows_in'])} rows in {elapsed(p['elapsed_s'])}>"
 
     def _repr_html_(self) -> str:
         from .widgets.status import status_html
