@@ -16,8 +16,8 @@ lag, late and dead-lettered rows, with a button that shows a sample of dead lett
 reasons); throughput (rows/s in and out) and latency (p50, p99) charts; the per-operator table
 (rows in/out, selectivity, cost per row, queue depth, workers, state size); and a sketch panel
 (hidden while the run has no sketches): Θ/HLL estimate with bounds, KLL quantiles as a CDF
-with axes, frequent items as a top list; the run's output table as a live grid (:mod:`.grid`);
-the plan's graph, collapsed. Charts say why they are empty until they have data, and an ended
+with axes, frequent items as a top list; the run's output table as a live grid (:mod:`.grid`).
+(The ``%%stream`` magic shows the plan's graph below it, collapsed.) Charts say why they are empty until they have data, and an ended
 run keeps a summary (rows, average rows/s, duration, final latency) and loses its controls.
 """
 
@@ -39,7 +39,7 @@ from streamcell.snapshot import (
 )
 
 from . import charts
-from .status import COLORS, plan_html
+from .status import COLORS
 
 # The dashboard follows the JupyterLab theme (light or dark): its colours are JupyterLab's CSS
 # variables (with light fallbacks outside JupyterLab), and the charts are drawn as SVG on a
@@ -319,8 +319,7 @@ class Dashboard:
         self.history: deque[dict[str, Any]] = deque(maxlen=history)
         self.updates = 0
         self._chart_every = max(1, round(hz))  # charts at ~1 Hz, numbers at hz
-        plan = getattr(run, "plan", None)
-        steps = getattr(plan, "steps", ())
+        steps = getattr(getattr(run, "plan", None), "steps", ())
         self.rates = tuple(s.rate for s in steps if isinstance(s, P.Source) and s.rate)
 
         self.status = W.HTML()
@@ -358,7 +357,6 @@ class Dashboard:
         self.chart_box.add_class("sc-charts")
         self.chart_box.layout.flex_flow = "row wrap"
         self.chart_box.layout.grid_gap = "8px"
-        self.plan = W.HTML(plan_html(plan) if plan is not None else "")
         # the run's output table, live (a window of rows, sortable and filterable)
         self.grid: Any = None
         tables = run.table_names() if hasattr(run, "table_names") else []
@@ -385,7 +383,6 @@ class Dashboard:
                 self.sketch_box,
                 W.HBox([self.dead_button]),
                 self.dead_sample,
-                self.plan,
             ]
         )
         self.widget.add_class("streamcell-dashboard")

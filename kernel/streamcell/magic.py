@@ -81,8 +81,11 @@ class StreamMagics(Magics):
             return
         try:  # an interrupt anywhere from here on (display included) stops the run
             ns[args.name] = run
-            if not args.no_display:  # the dashboard shows the plan, collapsed, below its numbers
+            if not args.no_display:  # the live numbers first, the plan's graph collapsed below
                 run.dashboard = _show_live(run, args.status_line)
+                from .widgets.status import plan_html
+
+                display(HTML(plan_html(plan)))
             if args.wait:
                 run.wait()
         except KeyboardInterrupt:
@@ -164,11 +167,9 @@ def _show_live(run: Any, status_line: bool) -> Any:
             return Dashboard(run)
         except ImportError:
             pass
-    from .widgets.status import StatusLine, plan_html
+    from .widgets.status import StatusLine
 
-    line = StatusLine(run)
-    display(HTML(plan_html(run.plan)))
-    return line
+    return StatusLine(run)
 
 
 def _user_frames(shell: Any) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from streamcell.widgets.dashboard import (  # noqa: E402
     summary_text,
     top_items_html,
 )
-from streamcell.widgets.status import RunTable, status_text  # noqa: E402
+from streamcell.widgets.status import RunTable, plan_html, status_text  # noqa: E402
 
 
 def _finite(rows: int = 1_000) -> sc.Plan:
@@ -105,14 +105,15 @@ def test_a_live_run_draws_charts_once_there_are_two_samples():
     assert "stopped: " in d.summary.value
 
 
-def test_the_plan_graph_is_collapsed_below_the_numbers():
-    run = run_plan(_finite(10))
+def test_the_plan_graph_is_collapsed_and_the_numbers_come_first():
+    plan = _finite(10)
+    html = plan_html(plan)
+    assert html.startswith("<details class='sc-plan'>") and "<svg" in html and " open" not in html
+    assert "plan · 3 steps" in html
+    run = run_plan(plan)
     d = Dashboard(run, display=False)
     d.join(5)
-    html = d.plan.value
-    assert html.startswith("<details class='sc-plan'>") and "<svg" in html and " open" not in html
     kids = d.widget.children
-    assert kids.index(d.plan) == len(kids) - 1
     assert kids.index(d.headline) < kids.index(d.chart_box) < kids.index(d.operators)
 
 

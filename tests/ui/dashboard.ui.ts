@@ -193,12 +193,16 @@ test.describe('the streamcell dashboard', () => {
     });
     await expect(empty.nth(1)).toContainText('the run ended after');
     await expect(dash.locator('.sc-chart .vega-embed')).toHaveCount(0);
-    // the plan graph is there, collapsed, below the numbers
-    await expect(dash.locator('details.sc-plan')).not.toHaveAttribute(
-      'open',
-      /.*/
-    );
-    await expect(dash.locator('details.sc-plan svg')).toBeHidden();
+    // the plan graph is there, collapsed, below the dashboard
+    const plan = code.nth(1).locator('details.sc-plan');
+    await expect(plan).toBeVisible();
+    await expect(plan).not.toHaveAttribute('open', /.*/);
+    await expect(plan.locator('svg')).toBeHidden();
+    const below = async () => {
+      const [a, b] = [await dash.boundingBox(), await plan.boundingBox()];
+      return a !== null && b !== null && b.y >= a.y + a.height - 1;
+    };
+    expect(await below()).toBe(true);
     await page.waitForTimeout(1000); // anything the last update might still log
     await dash.scrollIntoViewIfNeeded();
     await shot(page, '07-dashboard-finished');
