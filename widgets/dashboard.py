@@ -284,7 +284,7 @@ def status_html(snap: MetricsSnapshot, rates: tuple[float, ...] = ()) -> str:
     if snap.error:
         err = f" <span class='sc-error' style='color:#c62828'>{html.escape(snap.error)}</span>"
     throttle = ""
-    if rates and snap.live:
+    if rates:
         throttle = f" · <span class='sc-throttle'>{throttle_text(rates)}</span>"
     return (
         f"<div class='streamcell-dashboard-status' data-status='{snap.status}' "
