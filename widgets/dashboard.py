@@ -167,15 +167,27 @@ def cdf_svg(quantiles: tuple[tuple[float, float], ...], w: int = 300, h: int = 1
 
 
 def top_items_html(s: SketchSnapshot, limit: int = 8) -> str:
-    """Frequent items as a top list: item, estimated count, share of all rows, a bar. Items
-    the sketch cannot tell from noise (lower bound 0) are left out; the error bound, the same
-    for every item, is written once."""
-    items = [t for t in s.top_items if t[2] > 0] or list(s.top_items)
-    items = items[:limit]
-    if not items:
+    """Frequent items as a top list: item, estimated count, share of all rows, a bar.
+
+    Only the items that stand out are listed: those whose lower bound is above the sketch's
+    error (``upper - lower``, the same for every item), which the sketch guarantees to be
+    frequent. When none does (a flat distribution), one line says so and names the largest
+    candidates, instead of a list of near-identical counts with wide bounds."""
+    if not s.top_items:
         return "<i class='sc-chart-empty' style='height:auto'>no data yet</i>"
-    n = s.n or sum(e for _, e, _, _ in items) or 1
-    err = max(max(hi - e, e - lo) for _, e, lo, hi in items)
+    n = s.n or sum(e for _, e, _, _ in s.top_items) or 1
+    width = max(hi - lo for _, _, lo, hi in s.top_items)
+    err = max(max(hi - e, e - lo) for _, e, lo, hi in s.top_items)
+    items = [t for t in s.top_items if t[2] > width][:limit]
+    if not items:
+        first = s.top_items[:3]
+        names = ", ".join(html.escape(str(i)) for i, _, _, _ in first)
+        return (
+            "<div class='sc-top-none'>no item stands out of "
+            f"{fmt.count(s.n)} rows: the largest ({names}) have ≈{fmt.count(first[0][1])} "
+            f"rows each ({fmt.share(first[0][1] / n)}), within the sketch's error "
+            f"(±{fmt.count(err)})</div>"
+        )
     top = max(e for _, e, _, _ in items) or 1
     rows = "".join(
         f"<tr><td>{k}</td><td class='sc-item'>{html.escape(str(i))}</td>"

@@ -180,3 +180,10 @@ def test_frequent_items_are_a_readable_top_list():
     exact = SketchSnapshot("frequent", "p", n=3, top_items=(("a", 2, 2, 2), ("b", 1, 1, 1)))
     assert "exact counts" in top_items_html(exact)
     assert "no data yet" in top_items_html(SketchSnapshot("frequent", "p", n=0))
+    # a flat distribution: nothing stands out of the error, and the dashboard says so
+    flat = SketchSnapshot(
+        "frequent", "items", n=100_000, top_items=(("604", 190, 10, 370), ("893", 189, 9, 369))
+    )
+    none = top_items_html(flat)
+    assert "<table" not in none and "no item stands out of 100,000 rows" in none
+    assert "(604, 893) have ≈190 rows each (0.2%)" in none and "±180" in none

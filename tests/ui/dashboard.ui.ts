@@ -8,8 +8,10 @@
  * 2. a live run's charts follow the JupyterLab theme: light, then dark (the chart's
  *    background and its axis labels change with the theme), then light again;
  * 3. the live result grid: sorted by a column while the run continues, it stays sorted as
- *    new windows of rows arrive; its filter keeps the rows that match.
- * Screenshots go to $STREAMCELL_UI_SCREENSHOTS (07-… to 11-…).
+ *    new windows of rows arrive; its filter keeps the rows that match;
+ * 4. the sketches notebook's run: unique operator names, the KLL CDF with axes, frequent
+ *    items as a top list, no console errors.
+ * Screenshots go to $STREAMCELL_UI_SCREENSHOTS (07-… to 13-…).
  */
 
 import * as fs from 'fs';
@@ -336,6 +338,51 @@ test.describe('the streamcell dashboard', () => {
     expect(texts.every(t => t.includes('12'))).toBe(true);
     await shot(page, '12-grid-filtered');
     await runCells(page, 2, 3); // %stream stop views
+    await expect(dash.locator('.sc-status')).toHaveText('stopped');
+    expect(errors).toEqual([]);
+  });
+
+  test('shows sketches readably and names every operator once', async ({
+    page
+  }) => {
+    const errors = collectErrors(page);
+    const source = JSON.parse(
+      fs.readFileSync(path.join(ROOT, 'examples', 'sketches.ipynb'), 'utf8')
+    );
+    const cell = (source.cells as any[])
+      .map(c => (Array.isArray(c.source) ? c.source.join('') : c.source))
+      .find((text: string) => text.startsWith('%%stream clicks'));
+    expect(cell).toContain('frequent(item_id)');
+    writeNotebook('sketched.ipynb', [LOAD_CELL, cell, '%stream stop clicks']);
+    await openNotebook(page, 'sketched.ipynb');
+    const code = await runCells(page, 0, 2);
+    await expectThisCheckout(code.nth(0));
+    const dash = code.nth(1).locator('.streamcell-dashboard');
+    await expect(dash.locator('.sc-status')).toHaveText('running');
+    // the KLL CDF has axes: ranks 0, 0.5, 1 and values min, median, max, and their titles
+    const cdf = dash.locator('.sc-sketch[data-kind="kll"] svg.sc-cdf');
+    await expect(cdf).toBeVisible();
+    await expect(cdf.locator('text')).toHaveCount(8);
+    await expect(cdf.locator('text').nth(6)).toHaveText('value');
+    await expect(cdf.locator('text').nth(7)).toHaveText('rank');
+    // frequent items: the items that stand out, with counts and shares, or (item ids are
+    // uniform here) one line saying none does; not near-identical rows with wide bounds
+    const top = dash.locator('.sc-sketch[data-kind="frequent"]');
+    await expect(top).toContainText(
+      /no item stands out of [\d,]+ rows: the largest \(.+\) have ≈[\d,]+ rows each \(\d+\.\d%\)/
+    );
+    // every operator row has its own name (two sketch stages: sketch, sketch#2)
+    const names = await dash
+      .locator('.sc-ops tbody tr td:first-child')
+      .allTextContents();
+    expect(names.length).toBeGreaterThan(2);
+    expect(new Set(names).size).toBe(names.length);
+    // the sketches are re-rendered by every update: retry if replaced while scrolling
+    await expect(async () => {
+      await top.scrollIntoViewIfNeeded({ timeout: 1000 });
+    }).toPass({ timeout: 10_000 });
+    await shot(page, '13-dashboard-sketches');
+    await runCells(page, 2, 3); // %stream stop clicks
     await expect(dash.locator('.sc-status')).toHaveText('stopped');
     expect(errors).toEqual([]);
   });

@@ -39,6 +39,7 @@ DASHBOARD_TEST = "runs the dashboard notebook: live numbers, charts, stop button
 FINISHED_TEST = "a finished 1,000-row run shows its summary and no console errors"
 THEME_TEST = "the charts follow the JupyterLab theme, light and dark"
 GRID_TEST = "sorts the live grid while the run continues"
+SKETCH_TEST = "shows sketches readably and names every operator once"
 
 
 def _missing() -> list[str]:
@@ -192,6 +193,15 @@ def test_live_grid_sorts_while_the_run_continues(ui_results):
     _check(ui_results, GRID_TEST)
     for name in ("11-grid-sorted-live", "12-grid-filtered"):
         assert (ARTIFACTS / "screenshots" / f"{name}.png").stat().st_size > 0
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_sketches_are_readable_in_the_dashboard(ui_results):
+    if not _can_run_streams():
+        pytest.skip("streamcell.run / streamcell.magic are not importable yet")
+    _check(ui_results, SKETCH_TEST)
+    assert (ARTIFACTS / "screenshots" / "13-dashboard-sketches.png").stat().st_size > 0
 
 
 def test_highlighted_stages_match_the_dsl():
