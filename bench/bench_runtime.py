@@ -121,6 +121,13 @@ def polars_keyed(df: pl.DataFrame) -> pl.LazyFrame:
     )
 
 
+def polars_heavy(df: pl.DataFrame) -> pl.LazyFrame:
+    e = pl.col("price")
+    for k in range(4):
+        e = (e * 1.0001 + k) % 97.3 + (e / (k + 1.5)) ** 0.5
+    return df.lazy().with_columns(h=e)
+
+
 def polars_tumbling(df: pl.DataFrame) -> pl.LazyFrame:
     return (
         df.lazy()

@@ -8,8 +8,14 @@ For workers = 1, 2, 4, 8, 16 (capped at ``os.cpu_count()``), the pipelines and i
 - (b) ``keyed``: key_by + agg(count, sum, mean) to a table (figure 3's uniform and Zipf-1.2 keys);
 - (c) ``tumbling``: tumbling 1-minute windows per user to a table (the clickstream).
 
+Three more on request (``--pipelines``), to tell where (a) stops scaling: ``stateless-unordered``
+(a) with ``reorder="none"`` (what restoring the order costs at each worker count),
+``stateless-discard`` ((a) then a filter no row passes: the runtime without the table sink) and
+``heavy`` (figure 4's compute-heavy with_columns to a table).
+
 Each point is the median of ``--repeat`` runs after one warm-up: rows/s, wall and CPU ns per
-input row (CPU: this process, every thread). Polars runs the same query (``collect``, the
+input row (CPU: this process, every thread), and the part of the wall time spent in
+``run.table()`` after ``run.wait()`` returned (building the final table). Polars runs the same query (``collect``, the
 in-memory engine, and with ``--polars-engines`` the streaming one too) in a subprocess started
 with ``POLARS_MAX_THREADS=n``, since Polars reads it once at import; the child reports the pool
 size it got, and a point whose pool differs from n is marked. Printed per point: the speed-up
@@ -31,9 +37,11 @@ import datetime
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -42,19 +50,22 @@ import polars as pl
 from _machine import Window
 from bench_runtime import (
     clickstream_frame,
+    heavy,
     keyed,
     keyed_frames,
     measure,
     native,
+    polars_heavy,
     polars_keyed,
     polars_stateless,
     polars_tumbling,
     stateless,
-    to_table,
     tumbling,
 )
 
 import streamcell as sc
+
+col = sc.col
 
 
 @dataclass(frozen=True)
@@ -64,6 +75,7 @@ class Pipeline:
     polars: str  # the query's name in POLARS_QUERIES
     input: str  # "clicks" or a key of keyed_frames()
     same_rows: bool = True  # Polars' output has the same rows
+    options: tuple[tuple[str, Any], ...] = ()  # RunOptions beside workers
 
 
 PIPELINES = {
@@ -81,11 +93,29 @@ PIPELINES = {
         "clicks",
         same_rows=False,
     ),
+    "stateless-unordered": Pipeline(
+        "(a') filter + with_columns to a table, reorder='none' (no order restored)",
+        stateless,
+        "stateless",
+        "clicks",
+        options=(("reorder", "none"),),
+    ),
+    "stateless-discard": Pipeline(
+        "(a'') filter + with_columns, then a filter no row passes (no table to build)",
+        lambda src: stateless(src).filter(col("price") > 1e9),
+        "stateless-discard",
+        "clicks",
+    ),
+    "heavy": Pipeline(
+        "(d) compute-heavy with_columns (figure 4) to a table", heavy, "heavy", "clicks"
+    ),
 }
 POLARS_QUERIES: dict[str, Callable[[pl.DataFrame], pl.LazyFrame]] = {
     "stateless": polars_stateless,
     "keyed": polars_keyed,
     "tumbling": polars_tumbling,
+    "heavy": polars_heavy,
+    "stateless-discard": lambda df: polars_stateless(df).filter(pl.col("price") > 1e9),
 }
 
 
@@ -95,6 +125,7 @@ class Point:
     cpu: float  # median CPU seconds
     rows_out: int
     note: str = ""
+    table_wall: float = 0.0  # native: median seconds in run.table() after run.wait()
 
 
 def polars_child(query: str, data: str, repeat: int, engines: list[str]) -> int:
@@ -143,15 +174,20 @@ def polars_points(
     return points
 
 
-def native_point(pipe: Callable[[Any], sc.Stream], df: pl.DataFrame, w: int, repeat: int) -> Point:
-    go = to_table(pipe(df), native(w))
-    out: dict[str, int] = {}
+def native_point(pipe: Pipeline, df: pl.DataFrame, w: int, repeat: int) -> Point:
+    """``bench_runtime.to_table``'s run, timed in two parts: to ``wait()``, then ``table()``."""
+    stream, opts = pipe.stream(df), native(w, **dict(pipe.options))
+    out: dict[str, Any] = {"table": []}
 
-    def run() -> None:
-        out["rows_out"] = go().height
+    def go() -> None:
+        run = stream.start("bench", options=opts)
+        run.wait()
+        t0 = time.perf_counter()
+        out["rows_out"] = run.table().height
+        out["table"].append(time.perf_counter() - t0)
 
-    wall, cpu = measure(run, repeat)
-    return Point(wall, cpu, out["rows_out"])
+    wall, cpu = measure(go, repeat)
+    return Point(wall, cpu, out["rows_out"], table_wall=statistics.median(out["table"][1:]))
 
 
 def machine_line() -> str:
@@ -183,7 +219,7 @@ def table(
 ) -> None:
     print(f"\n{pipe.title}: {rows:,} rows")
     head = f"  {'workers':>7} | {'native M rows/s':>15} {'wall ns/row':>11} {'CPU ns/row':>10}"
-    head += f" {'speed-up':>8}"
+    head += f" {'table() ns/row':>14} {'speed-up':>8}"
     for e in engines:
         head += f" | {'Polars ' + e + ' M rows/s':>27} {'CPU ns/row':>10} {'speed-up':>8}"
         head += f" {'Polars/native':>13}"
@@ -191,7 +227,8 @@ def table(
     w1 = min(nat)
     for w, p in nat.items():
         line = f"  {w:>7} | {rows / p.wall / 1e6:>15.1f} {p.wall * 1e9 / rows:>11.1f}"
-        line += f" {p.cpu * 1e9 / rows:>10.1f} {nat[w1].wall / p.wall:>7.2f}x"
+        line += f" {p.cpu * 1e9 / rows:>10.1f} {p.table_wall * 1e9 / rows:>14.1f}"
+        line += f" {nat[w1].wall / p.wall:>7.2f}x"
         notes = []
         if p.rows_out != nat[w1].rows_out:
             notes.append(f"MISMATCH: {w1} worker gave {nat[w1].rows_out:,}")
@@ -251,7 +288,7 @@ def main() -> int:
             df.write_ipc(paths[name])
         for pipe in wanted:
             df = inputs[pipe.input]
-            nat = {w: native_point(pipe.stream, df, w, a.repeat) for w in workers}
+            nat = {w: native_point(pipe, df, w, a.repeat) for w in workers}
             src = paths[pipe.input]
             pol = {w: polars_points(pipe.polars, src, w, a.repeat, engines) for w in workers}
             table(pipe, df.height, nat, pol, engines)
