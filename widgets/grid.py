@@ -5,7 +5,7 @@ Why a small anywidget and not a grid library: ipydatagrid and Perspective's widg
 installable in every environment streamcell runs in (offline installs, no PyPI mirror of
 their front-end bundles), and their bundles are larger than everything else the dashboard
 loads. The grid needs little: a bounded window of rows (``window``, 500 by default: the last
-rows of an append table, the first keys of an upsert table), sort by a column, filter by a
+rows of an append table, the most recently added keys of an upsert table), sort by a column, filter by a
 text. The front end (``grid.js``, no dependencies) reads the Arrow IPC stream itself; the
 kernel casts the window to three Arrow types it reads (int64, float64, UTF-8 strings: other
 columns are sent as their text).
