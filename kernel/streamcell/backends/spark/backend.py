@@ -546,7 +546,9 @@ class Lowering:
         if self.c.upsert_keys.get(sink.step_id) != tuple(s.keys):
             return False
         types = dict(self.in_schema(s))
-        if any(types[k].name in ("null", "list") for k in s.keys):
+        # float keys stay on the operator: the reference's upsert table keeps a NaN key's
+        # rows apart by identity and a signed zero by its last row, which no groupBy gives
+        if any(types[k].name in ("null", "list", "float") for k in s.keys):
             return False
         for _, a in s.aggs:
             if a.fn not in self.GROUP_BY_FNS:
@@ -563,30 +565,17 @@ class Lowering:
 
     def group_by(self, j: int, s: P.Aggregate, df: Any) -> Any:
         """The final table of a keyed ``agg`` by Spark's ``groupBy``: one row per key with
-        the aggregates over all its rows, the key's first order key ``min(_o)`` (the table
-        lists keys in order of first appearance) and, for float keys (NaN one key, -0.0 and
-        0.0 one key), the key's value in its first row, as the table keeps it. Integer sums
-        wrap around at 64 bits as the reference's do; count_distinct counts null as a
-        value, as the reference does."""
+        the aggregates over all its rows and the key's first order key ``min(_o)`` (the
+        table lists keys in order of first appearance). Integer sums wrap around at 64 bits
+        as the reference's do; count_distinct counts null as a value, as the reference
+        does (and NaN as one value)."""
         from pyspark.sql import functions as F
 
-        schema = self.in_schema(s)
-        types = dict(schema)
         df, obs = self.observe(df, j, F.count(F.lit(1)).alias("n"))
         self.lowered.append(Lowered(s, "final", obs))
         self.how[s.step_id] = "spark groupBy"
-        groups, firsts = [], []
-        for i, k in enumerate(s.keys):
-            c = qcol(k)
-            if types[k].name == "float":  # one group for every NaN, and for 0.0 / -0.0
-                h = F.when(F.isnan(c), F.lit(float("nan"))).when(c == 0, F.lit(0.0)).otherwise(c)
-                df = df.withColumn(f"_h{i}", h)
-                groups.append(F.col(f"_h{i}"))
-                firsts.append(F.min_by(c, F.col("_o")).alias(k))
-            else:
-                groups.append(c.alias(k))
         aggs = []
-        two63 = F.lit(2**63).cast("decimal(38,0)")
+        two63 = F.lit(str(2**63)).cast("decimal(38,0)")
         for name, a in s.aggs:
             if a.arg is None:
                 aggs.append(F.count(F.lit(1)).alias(name))
@@ -607,7 +596,7 @@ class Lowering:
                 has_null = F.max(F.when(c.isNull(), F.lit(1)).otherwise(F.lit(0)))
                 e = F.count_distinct(c) + has_null
             aggs.append(e.alias(name))
-        out = df.groupBy(*groups).agg(*firsts, *aggs, F.min("_o").alias("_o"))
+        out = df.groupBy(*[qcol(k) for k in s.keys]).agg(*aggs, F.min("_o").alias("_o"))
         return out.select(*[qcol(n) for n, _ in self.c.schemas[s.step_id]], "_o")
 
     # ----------------------------------------------------------------- windows
