@@ -535,7 +535,9 @@ class Lowering:
         table: an unwindowed keyed ``agg`` (of a finite run) whose only consumer is an
         upsert table on its keys (the final table, not the changelog), with count / min /
         max / integer sums / count_distinct of columns (float sums stay in arrival order)."""
-        if self.streaming or not s.keys or s.window is not None:
+        from . import native_ops
+
+        if self.streaming or not s.keys or s.window is not None or not native_ops.GROUP_BY:
             return False
         consumers = self.c.plan.consumers()[s.step_id]
         if len(consumers) != 1:

@@ -53,6 +53,11 @@ from .ops import (
     window_fn,
 )
 
+# The ablation switches (bench/bench_spark_ops.py; read on the driver when a plan is lowered):
+# False runs every keyed / window step on the reference operators, or never uses groupBy.
+NATIVE_OPERATORS = True
+GROUP_BY = True
+
 CAP = 8192  # rows per runtime batch
 PUSH_TIMEOUT_NS = 2_000_000  # a full pipeline makes a push wait this long, then we drain
 NATIVE = "native"
@@ -60,6 +65,8 @@ NATIVE = "native"
 
 def native_refusal(step: P.Step, schemas: dict[str, Schema]) -> str | None:
     """Why streamcell's native operators cannot run ``step`` on Spark (None: they can)."""
+    if not NATIVE_OPERATORS:
+        return "native operators switched off (native_ops.NATIVE_OPERATORS)"
     if isinstance(step, P.Transfer):
         return "transfer keeps one entity table across all rows (the reference operator)"
     try:
@@ -487,7 +494,9 @@ def _windows(
 
 
 __all__ = [
+    "GROUP_BY",
     "NATIVE",
+    "NATIVE_OPERATORS",
     "NativePartition",
     "Orders",
     "extend_order",
