@@ -209,7 +209,7 @@ class NativePartition:
 
         low, view = lower_step(step, schemas, CAP, creation=creation)
         self.step = step
-        self.prog = build(low, SimpleNamespace(schemas=view))
+        self.prog = build(low, SimpleNamespace(schemas=view))  # type: ignore[arg-type]
         self.in_schema = schemas[step.inputs[0].step_id]
         self.names = [n for n, _ in self.in_schema]
         self.orders = Orders()
