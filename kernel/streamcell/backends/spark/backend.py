@@ -14,9 +14,12 @@ Lowering, step by step (both modes share it):
 - ``filter`` / ``select`` / ``with_columns`` -> DataFrame operations over Spark SQL functions
   (:mod:`.expr`); rows whose expression fails (a bad cast) are dead letters;
 - ``agg`` / ``running`` (unwindowed), ``top_k``, ``dedup`` -> ``repartition(keys)`` +
-  ``sortWithinPartitions(_o)`` + ``mapInArrow`` running the reference operator per partition
-  (:mod:`.ops`): Spark's own ``groupBy`` would give the final aggregate, not the
-  changelog of updates our semantics define, and its float sums are not in arrival order;
+  ``sortWithinPartitions(_o)`` + ``mapInArrow`` running streamcell's native C operator per
+  partition (:mod:`.native_ops`; the reference operator of :mod:`.ops` where the native one
+  cannot run): Spark's own ``groupBy`` gives the final aggregate, not the changelog of
+  updates our semantics define, and its float sums are not in arrival order;
+- an ``agg`` whose only consumer is its final upsert table, of count / min / max / integer
+  sums / count_distinct of columns -> Spark's ``groupBy`` (``Lowering.group_by``);
 - windowed ``agg`` -> the watermark in arrival order by a Spark window function, windows
   per key as above, and each window's closing point by an as-of join on the watermark.
 
