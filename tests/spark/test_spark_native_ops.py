@@ -184,12 +184,27 @@ def test_aggregates_that_need_arrival_order_stay_on_the_native_operator():
     assert appended.spark_operators == {"aggregate#2": "native"}
 
 
-def test_steps_native_cannot_run_fall_back_to_the_reference_saying_why():
-    df = pl.DataFrame({"src": ["a", "b", "a"], "dst": ["b", "a", "b"], "amt": [5, 3, 1]})
+def test_transfer_runs_native_in_one_partition():
+    df = pl.DataFrame(
+        {
+            "src": ["a", "b", "a", None, "c", "a", "b"],
+            "dst": ["b", "a", "b", "a", "a", "c", "c"],
+            "amt": [5, 3, 1, 2, -1, 20, 4],
+        }
+    )
     plan = sc.source(df).key_by_all("src", "dst").transfer("amt", initial=10).plan()
     run = _both(plan)
+    assert set(run.spark_operators.values()) == {"native"}
+    assert run.dead_letters().height == 3
+
+
+def test_the_switch_runs_the_reference_operators_saying_why(monkeypatch):
+    from streamcell.backends.spark import native_ops
+
+    monkeypatch.setattr(native_ops, "NATIVE_OPERATORS", False)
+    run = _both(_changelog(sc.source(DATA).key_by("k").agg(n=sc.count())))
     (how,) = run.spark_operators.values()
-    assert how.startswith("reference: ") and "transfer" in how
+    assert how.startswith("reference: native operators switched off")
 
 
 # ------------------------------------------------------------------ order keys

@@ -138,6 +138,22 @@ def test_native_window_partition_equals_the_reference_partition(make, cuts):
     assert native[0].height > 0 and any(k == 2 for k, _, _ in native[1])  # windows and late rows
 
 
+def test_native_transfer_partition_equals_the_reference_partition():
+    df = pl.DataFrame(
+        {
+            "src": ["a", "b", "a", None, "c", "a", "b", "c"],
+            "dst": ["b", "a", "b", "a", "a", "c", "c", None],
+            "amt": [5, 3, 1, 2, -1, 20, 4, 1],
+        }
+    )
+    step, schemas, out = _step(sc.source(df).key_by_all("src", "dst").transfer("amt", initial=10))
+    batches = _batches(df, schemas[step.inputs[0].step_id], [3], {})
+    native = _run(native_keyed_fn(step, 1, schemas, out), batches)
+    ref = _run(keyed_fn(step, 1, schemas, out), batches)
+    assert_frame_equal(native[0], ref[0])
+    assert native[1] == ref[1]
+
+
 def test_an_executor_without_the_native_extension_says_so_in_its_counters():
     df = _data(20)
     step, schemas, out = _step(sc.source(df).key_by("k").agg(n=sc.count()))

@@ -67,8 +67,6 @@ def native_refusal(step: P.Step, schemas: dict[str, Schema]) -> str | None:
     """Why streamcell's native operators cannot run ``step`` on Spark (None: they can)."""
     if not NATIVE_OPERATORS:
         return "native operators switched off (native_ops.NATIVE_OPERATORS)"
-    if isinstance(step, P.Transfer):
-        return "transfer keeps one entity table across all rows (the reference operator)"
     try:
         from ... import _runtime  # noqa: F401 - the native extension of this build
         from ..native.lowering import lower_step
@@ -274,16 +272,16 @@ class NativePartition:
             if self.prog.error() is not None:
                 self.raise_error()
 
-    def sides(self) -> list[tuple[int, np.ndarray, list[dict[str, Any]]]]:
-        """Dead rows recorded since the last call: (kind, local serials, input rows)."""
+    def sides(self) -> list[tuple[int, int, dict[str, Any], str | None]]:
+        """Side rows recorded since the last call: (kind, local serial, input row, the
+        reason recorded in C)."""
         from ..native.arrow import to_frame
 
         out = []
-        for _, kinds, _, _, _, rb in self.prog.sides():
+        for _, kinds, _, _, reasons, rb in self.prog.sides():
             seqs = rb.column(0).to_numpy(zero_copy_only=False)
             rows = to_frame(rb.select(list(range(2 + len(self.in_schema)))), self.in_schema)
-            for kind, seq, row in zip(kinds, seqs, rows.to_dicts()):
-                out.append((kind, np.array([seq], dtype=np.int64), [row]))
+            out += zip(kinds, (int(q) for q in seqs), rows.to_dicts(), reasons)
         return out
 
     def counters(self) -> dict[str, int]:
@@ -305,11 +303,13 @@ def _dead_rows(part: NativePartition, reason: Callable[[dict[str, Any]], str | N
     """The partition's dead rows so far as (order key, payload) with the reference's reason
     and raw text; their order keys are taken before any chunk is dropped."""
     got = []
-    for kind, seqs, rows in part.sides():
-        o = part.orders.take(seqs).to_pylist()[0]
-        row = rows[0]
-        if kind == 1:
-            why = reason(row) or "row could not be processed"
+    sides = part.sides()
+    if not sides:
+        return got
+    orders = part.orders.take(np.array([q for _, q, _, _ in sides], dtype=np.int64)).to_pylist()
+    for (kind, _, row, recorded), o in zip(sides, orders):
+        if kind == 1:  # as the native driver: the reference's reason, else the operator's
+            why = reason(row) or recorded or "row could not be processed"
             got.append((DEAD, o, (why, repr(row)[:500])))
     return got
 
