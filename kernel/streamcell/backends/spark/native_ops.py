@@ -213,6 +213,7 @@ class NativePartition:
         self.orders = Orders()
         self.seq = 0  # local serial of the next row pushed
         self.started = False
+        self.eos = False  # the end-of-stream batch has been taken
 
     def start(self) -> None:
         self.prog.start(workers=1)
@@ -253,8 +254,6 @@ class NativePartition:
             if rc != R.OK or rb is None:
                 return
             timeout_ns = 0
-
-    eos = False
 
     def finish(self) -> Iterator[pa.RecordBatch]:
         """End of stream: the rest of the outputs (windows still open close now)."""
