@@ -276,7 +276,7 @@ class NativePartition:
         reason recorded in C)."""
         from ..native.arrow import to_frame
 
-        out = []
+        out: list[tuple[int, int, dict[str, Any], str | None]] = []
         for _, kinds, _, _, reasons, rb in self.prog.sides():
             seqs = rb.column(0).to_numpy(zero_copy_only=False)
             rows = to_frame(rb.select(list(range(2 + len(self.in_schema)))), self.in_schema)
@@ -298,10 +298,12 @@ class NativePartition:
         self.prog.close()
 
 
-def _dead_rows(part: NativePartition, reason: Callable[[dict[str, Any]], str | None]) -> list:
+def _dead_rows(
+    part: NativePartition, reason: Callable[[dict[str, Any]], str | None]
+) -> list[tuple[int, list[int], Any]]:
     """The partition's dead rows so far as (order key, payload) with the reference's reason
     and raw text; their order keys are taken before any chunk is dropped."""
-    got = []
+    got: list[tuple[int, list[int], Any]] = []
     sides = part.sides()
     if not sides:
         return got
