@@ -187,6 +187,10 @@ class Run:
         """An engine's own metrics rows (Spark streaming: one per StreamingQueryProgress)."""
         self.operator_metrics: Callable[[], list[dict[str, Any]]] | None = None
         """An engine's per-operator rows for :func:`streamcell.snapshot.metrics_snapshot`."""
+        self.spark_operators: dict[str, str] = {}
+        """Spark finite runs: how each stateful step ran, by step id: ``"native"``
+        (streamcell's C operator in ``mapInArrow``), ``"spark groupBy"`` (a final table by
+        Spark's own operators) or ``"reference: <why>"`` (the Python operator)."""
 
     @property
     def engine(self) -> str:
