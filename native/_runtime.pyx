@@ -1,5 +1,5 @@
 # distutils: language = c
-# distutils: sources = native/exec/common.c native/exec/expr.c native/exec/expr_vec.c native/exec/expr_fast.c native/exec/expr_funcs.c native/exec/expr_compile.c native/exec/expr_compat_num.c native/exec/expr_compat_time.c native/exec/expr_compat_str.c native/exec/ops_filter_project.c native/exec/ops_state.c native/exec/ops_keyed.c native/exec/ops_window.c native/exec/keyhash.c native/exec/rowstore.c native/exec/program.c native/exec/arrow_bridge.c native/exec/lists.c native/exec/ops_sketch.c native/exec/ops_entities.c native/exec/ops_speculate.c native/exec/ops_step.c native/exec/speculate.c native/exec/dag.c native/exec/ops_join.c native/exec/ops_correlate.c native/sketch/theta.c native/sketch/hll.c native/sketch/kll.c native/sketch/frequent.c native/sketch/murmur3.c native/sketch/concurrent.c native/runtime/pool.c native/runtime/scheduler.c native/runtime/reorder.c native/runtime/hybrid_queue.c native/runtime/ring.c native/runtime/batch.c native/runtime/metrics.c
+# distutils: sources = native/exec/common.c native/exec/expr.c native/exec/expr_vec.c native/exec/expr_fast.c native/exec/expr_funcs.c native/exec/expr_compile.c native/exec/expr_compat_num.c native/exec/expr_compat_time.c native/exec/expr_compat_str.c native/exec/ops_filter_project.c native/exec/select.c native/exec/ops_state.c native/exec/ops_keyed.c native/exec/ops_window.c native/exec/keyhash.c native/exec/rowstore.c native/exec/program.c native/exec/arrow_bridge.c native/exec/lists.c native/exec/ops_sketch.c native/exec/ops_entities.c native/exec/ops_speculate.c native/exec/ops_step.c native/exec/speculate.c native/exec/dag.c native/exec/ops_join.c native/exec/ops_correlate.c native/sketch/theta.c native/sketch/hll.c native/sketch/kll.c native/sketch/frequent.c native/sketch/murmur3.c native/sketch/concurrent.c native/runtime/pool.c native/runtime/scheduler.c native/runtime/reorder.c native/runtime/hybrid_queue.c native/runtime/ring.c native/runtime/batch.c native/runtime/metrics.c
 # distutils: include_dirs = native native/common native/exec native/runtime
 """streamcell._runtime: the Python face of the native runtime (native/exec, native/runtime).
 
@@ -32,7 +32,8 @@ from exec.exec cimport (
     sc_u64_load_relaxed,
 )
 from exec.expr cimport (
-    sc_enode, sc_op_filter_create, sc_op_filter_destroy, sc_op_filter_run, sc_op_project_create,
+    sc_enode, sc_op_filter_create, sc_op_filter_destroy, sc_op_filter_run, sc_op_fused_bases,
+    sc_op_fused_create, sc_op_fused_destroy, sc_op_fused_run, sc_op_project_create,
     sc_op_project_destroy, sc_op_project_run,
 )
 from exec.ops_state cimport (
@@ -42,7 +43,7 @@ from exec.ops_state cimport (
     sc_op_window_destroy, sc_op_window_run, sc_out_col, sc_window_spec,
 )
 from exec.program cimport (
-    sc_op_destroy_fn, sc_prog, sc_prog_add, sc_prog_add_keyed, sc_prog_counters, sc_prog_create,
+    sc_op_destroy_fn, sc_prog, sc_prog_add, sc_prog_add_bases, sc_prog_add_keyed, sc_prog_counters, sc_prog_create,
     sc_prog_destroy, sc_prog_error, sc_prog_finish, sc_prog_metrics, sc_prog_nops, sc_prog_op_name,
     sc_prog_pause, sc_prog_push, sc_prog_resume, sc_prog_sched, sc_prog_set_coalesce,
     sc_prog_set_publish, sc_prog_sides, sc_prog_start, sc_prog_state_size, sc_prog_stop,
@@ -460,7 +461,7 @@ cdef class Program:
     def set_input(self, bytes lts):
         self.in_schema = _Schema(lts)
 
-    def add_filter(self, int step, bint cin, bint cout, bytes lts, list pred, int64_t capacity):
+    cdef void *_filter(self, int step, bint cin, bint cout, bytes lts, list pred, int64_t capacity) except NULL:
         cdef _Schema s = _Schema(lts)
         cdef _Nodes n = _Nodes(pred)
         cdef sc_op_base b
@@ -469,12 +470,11 @@ cdef class Program:
         rc = sc_op_filter_create(&st, &b, n.nodes, n.n)
         sc_op_base_free(&b)
         check_status(rc, f"filter step {step}")
-        check_status(self._add(b"filter", SC_OP_STATELESS, sc_op_filter_run, sc_op_filter_destroy,
-                                 st, <sc_op_base *>st), "filter")
         self.schemas.append(s)
+        return st
 
-    def add_project(self, int step, bint cin, bint cout, bytes in_lts, bytes out_lts, list src, list exprs,
-                    int64_t capacity):
+    cdef void *_project(self, int step, bint cin, bint cout, bytes in_lts, bytes out_lts, list src, list exprs,
+                        int64_t capacity) except NULL:
         cdef _Schema si = _Schema(in_lts)
         cdef _Schema so = _Schema(out_lts)
         cdef list nodes = [_Nodes(e) for e in exprs]
@@ -498,9 +498,58 @@ cdef class Program:
             free(ptrs)
             free(lens)
             free(srcs)
-        check_status(self._add(b"project", SC_OP_STATELESS, sc_op_project_run, sc_op_project_destroy,
-                                 st, <sc_op_base *>st), "project")
         self.schemas.append(so)
+        return st
+
+    def add_filter(self, int step, bint cin, bint cout, bytes lts, list pred, int64_t capacity):
+        cdef void *st = self._filter(step, cin, cout, lts, pred, capacity)
+        check_status(self._add(b"filter", SC_OP_STATELESS, sc_op_filter_run, sc_op_filter_destroy,
+                               st, <sc_op_base *>st), "filter")
+
+    def add_project(self, int step, bint cin, bint cout, bytes in_lts, bytes out_lts, list src, list exprs,
+                    int64_t capacity):
+        cdef void *st = self._project(step, cin, cout, in_lts, out_lts, src, exprs, capacity)
+        check_status(self._add(b"project", SC_OP_STATELESS, sc_op_project_run, sc_op_project_destroy,
+                               st, <sc_op_base *>st), "project")
+
+    def add_fused(self, list parts):
+        """Consecutive filter / project steps as one fused stage (exec/expr.h): ``parts`` are
+        ("filter", step, cin, cout, lts, pred, capacity) and ("project", step, cin, cout,
+        in_lts, out_lts, src, exprs, capacity), as add_filter / add_project take them. Chains only."""
+        cdef int np = len(parts)
+        cdef void **states = <void **>calloc(np, sizeof(void *))
+        cdef uint8_t *kinds = <uint8_t *>calloc(np, 1)
+        cdef void *st = NULL
+        cdef sc_op_base **bases = NULL
+        cdef uint32_t nb = 0
+        cdef int rc = SC_ENOMEM if states == NULL or kinds == NULL else SC_OK
+        try:
+            for i in range(np if rc == SC_OK else 0):
+                a = parts[i]
+                kinds[i] = 1 if a[0] == "filter" else 2
+                if kinds[i] == 1:
+                    states[i] = self._filter(a[1], a[2], a[3], a[4], a[5], a[6])
+                else:
+                    states[i] = self._project(a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8])
+            if rc == SC_OK:
+                rc = sc_op_fused_create(&st, states, kinds, np)
+            if rc == SC_OK:
+                memset(states, 0, np * sizeof(void *))  # the fused stage owns them now
+                rc = sc_op_fused_bases(st, &bases, &nb)
+                if rc != SC_OK:
+                    sc_op_fused_destroy(st)
+            check_status(rc, "fused stage")
+        finally:
+            for i in range(np if states != NULL else 0):
+                if states[i] != NULL:
+                    if kinds[i] == 1:
+                        sc_op_filter_destroy(states[i])
+                    else:
+                        sc_op_project_destroy(states[i])
+            free(states)
+            free(kinds)
+        check_status(sc_prog_add_bases(self.p, b"fused", SC_OP_STATELESS, sc_op_fused_run, sc_op_fused_destroy,
+                                       st, bases, nb), "fused stage")
 
     def add_keyed(self, str kind, int step, bint cin, bint cout, bytes in_lts, bytes out_lts, list keys,
                   int partitions, int64_t capacity, list aggs=None, list outs=None, int by=-1, int k=0,
