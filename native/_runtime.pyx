@@ -10,7 +10,7 @@ zero-copy Arrow record batches. Everything between runs on C threads without the
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, uintptr_t
-from libc.stdlib cimport free, malloc, calloc, realloc, abort
+from libc.stdlib cimport free, malloc, calloc
 from libc.string cimport memcpy, memset
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from posix.time cimport nanosleep, timespec
@@ -26,8 +26,8 @@ from runtime.scheduler cimport (
 from runtime.metrics cimport sc_latency_summary, sc_metrics_snapshot, sc_op_counters
 from runtime.pool cimport sc_op_run_fn, sc_pool_config
 from exec.exec cimport (
-    sc_batch_concat, sc_batch_new, sc_exec_tune_allocator, sc_op_base, sc_op_base_free,
-    sc_op_base_init, sc_schema, sc_schema_free, sc_schema_init, sc_side, sc_side_meta,
+    sc_batch_list, sc_batch_list_add, sc_batch_list_join, sc_batch_new, sc_exec_tune_allocator,
+    sc_op_base, sc_op_base_free, sc_op_base_init, sc_schema, sc_schema_free, sc_schema_init, sc_side, sc_side_meta,
     sc_side_meta_free, sc_side_schema, sc_side_step, sc_side_take, sc_step_counters,
     sc_u64_load_relaxed,
 )
@@ -218,29 +218,13 @@ cdef sc_agg_spec *_aggs(list aggs) except NULL:
 cdef class SketchTap
 
 
-cdef inline sc_batch **_parts_add(sc_batch **parts, int32_t *n, int32_t *cap, sc_batch *b) noexcept nogil:
-    """Append b to a growing array of output batches (aborts when out of memory)."""
-    if n[0] == cap[0]:
-        cap[0] *= 2
-        parts = <sc_batch **>realloc(parts, cap[0] * sizeof(sc_batch *))
-        if parts == NULL:
-            abort()
-    parts[n[0]] = b
-    n[0] += 1
-    return parts
-
-
-cdef inline int _parts_join(sc_batch **parts, int32_t n, const sc_schema *s, sc_batch **joined) noexcept nogil:
-    """One batch of parts[0..n) in order (the parts are released); *joined NULL when n == 0."""
-    cdef int rc = 0
-    joined[0] = NULL
-    if n == 1:
-        joined[0] = parts[0]
-    elif n > 1:
-        rc = sc_batch_concat(joined, s, parts, n)
-        for i in range(n):
-            sc_batch_release(parts[i])
-    return rc
+cdef inline int _join(sc_batch_list *parts, const sc_schema *s, sc_batch **joined, int rc) noexcept nogil:
+    """Join the collected batches (none left on an earlier error rc)."""
+    cdef int rc2 = sc_batch_list_join(parts, s, joined)
+    if rc != SC_OK:
+        sc_batch_release(joined[0])
+        joined[0] = NULL
+    return rc if rc != SC_OK else rc2
 
 
 cdef class Program:
@@ -830,29 +814,6 @@ cdef class Program:
         check_status(rc, "start")
         self.started = True
 
-    def push(self, batch, int64_t offset, int64_t n, int64_t seq0, int64_t timeout_ns=-1):
-        """Copy rows [offset, offset+n) of an Arrow record batch in (``__arrow_c_array__``).
-        Returns OK, FULL (timed out; nothing taken) or CLOSED."""
-        schema_capsule, array_capsule = batch.__arrow_c_array__()
-        cdef ArrowSchema *sch = <ArrowSchema *>PyCapsule_GetPointer(schema_capsule, "arrow_schema")
-        cdef ArrowArray *arr = <ArrowArray *>PyCapsule_GetPointer(array_capsule, "arrow_array")
-        cdef sc_batch *b = NULL
-        cdef int rc
-        with nogil:
-            rc = sc_batch_new(&b, &self.in_schema.s, n if n > 0 else 1)
-            if rc == 0:
-                rc = sc_arrow_import(sch, arr, offset, n, &self.in_schema.s, b, seq0)
-            if rc == 0:
-                rc = sc_prog_push(self.p, b, timeout_ns)
-                if rc == SC_OK:
-                    b = NULL
-            if b != NULL:
-                sc_batch_release(b)
-        if rc == SC_EFULL or rc == SC_ECLOSED:
-            return rc
-        check_status(rc, "push")
-        return rc
-
     def push_many(self, batch, int64_t offset, int64_t n, int64_t seq0, int64_t batch_size,
                   int64_t timeout_ns=-1, double rate=0.0, uint64_t t0_ns=0):
         """Copy rows [offset, offset+n) in as runtime batches of up to ``batch_size`` rows,
@@ -908,30 +869,23 @@ cdef class Program:
         one record batch."""
         cdef sc_batch *b = NULL
         cdef sc_batch *joined = NULL
-        cdef sc_batch **parts = NULL
-        cdef int32_t n = 0, cap = 64
-        cdef int64_t rows = 0
-        cdef int rc, rc2
+        cdef sc_batch_list parts
+        cdef int rc, rc2 = SC_OK
+        cdef int32_t n = 0
         cdef bint eos = False
-        parts = <sc_batch **>malloc(cap * sizeof(sc_batch *))
-        if parts == NULL:
-            raise MemoryError()
+        memset(&parts, 0, sizeof(parts))
         with nogil:
             rc = sc_prog_take(self.p, timeout_ns, &b)
-            while rc == SC_OK:
+            while rc == SC_OK and rc2 == SC_OK:
                 if b.eos:
                     sc_batch_release(b)
                     eos = True
                     break
-                parts = _parts_add(parts, &n, &cap, b)
-                rows += b.nrows
-                if rows >= max_rows:
+                rc2 = sc_batch_list_add(&parts, b)
+                if parts.rows >= max_rows or rc2 != SC_OK or sc_prog_take(self.p, 0, &b) != SC_OK:
                     break
-                rc2 = sc_prog_take(self.p, 0, &b)
-                if rc2 != SC_OK:
-                    break
-            rc2 = _parts_join(parts, n, &self.out_schema.s, &joined)
-        free(parts)
+            n = parts.n
+            rc2 = _join(&parts, &self.out_schema.s, &joined, rc2)
         check_status(rc2, "take")
         if n == 0:
             return (SC_OK if eos else rc), eos, None
@@ -1263,21 +1217,15 @@ cdef class Program:
         cdef _Schema sch = self.sink_schemas[sink]
         cdef sc_batch *b = NULL
         cdef sc_batch *joined = NULL
-        cdef sc_batch **parts = NULL
-        cdef int32_t n = 0, cap = 64
-        cdef int64_t rows = 0
-        cdef int rc2 = 0
-        parts = <sc_batch **>malloc(cap * sizeof(sc_batch *))
-        if parts == NULL:
-            raise MemoryError()
+        cdef sc_batch_list parts
+        cdef int rc2 = SC_OK
+        memset(&parts, 0, sizeof(parts))
         with nogil:
-            while rows < max_rows and sc_dag_take(self.d, sink, &b) == SC_OK:
-                parts = _parts_add(parts, &n, &cap, b)
-                rows += b.nrows
-            rc2 = _parts_join(parts, n, &sch.s, &joined)
-        free(parts)
+            while rc2 == SC_OK and parts.rows < max_rows and sc_dag_take(self.d, sink, &b) == SC_OK:
+                rc2 = sc_batch_list_add(&parts, b)
+            rc2 = _join(&parts, &sch.s, &joined, rc2)
         check_status(rc2, "dag take")
-        if n == 0:
+        if joined == NULL:
             return None
         return _export(joined, &sch.s)
 

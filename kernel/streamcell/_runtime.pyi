@@ -152,7 +152,6 @@ class Program:
         marker_every: int = 16,
         idle_sleep_ns: int = 0,
     ) -> None: ...
-    def push(self, batch: Any, offset: int, n: int, seq0: int, timeout_ns: int = -1) -> int: ...
     def push_many(
         self,
         batch: Any,

@@ -275,6 +275,33 @@ int sc_batch_append(sc_batch *dst, const sc_batch *src) {
     return SC_OK;
 }
 
+int sc_batch_list_add(sc_batch_list *l, sc_batch *b) {
+    if (l->n == l->cap) {
+        int32_t cap = l->cap ? l->cap * 2 : 64;
+        sc_batch **a = realloc(l->b, (size_t)cap * sizeof *a);
+        if (!a) {
+            sc_batch_release(b);
+            return SC_ENOMEM;
+        }
+        l->b = a;
+        l->cap = cap;
+    }
+    l->b[l->n++] = b;
+    l->rows += b->nrows;
+    return SC_OK;
+}
+
+int sc_batch_list_join(sc_batch_list *l, const sc_schema *s, sc_batch **out) {
+    int rc = SC_OK;
+    *out = NULL;
+    if (l->n == 1) *out = l->b[0];
+    else if (l->n > 1) rc = sc_batch_concat(out, s, l->b, l->n);
+    for (int32_t i = 0; l->n > 1 && i < l->n; i++) sc_batch_release(l->b[i]);
+    free(l->b);
+    memset(l, 0, sizeof *l);
+    return rc;
+}
+
 int sc_batch_concat(sc_batch **out, const sc_schema *s, sc_batch *const *parts, int32_t n) {
     int64_t total = 0;
     for (int32_t k = 0; k < n; k++) total += parts[k]->nrows;

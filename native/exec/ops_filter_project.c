@@ -314,9 +314,11 @@ int sc_op_project_run(void *vst, sc_batch *in, sc_batch **out) {
  * or, when every row survived, the columns are moved into the output batch.
  *
  * Before a part that runs a user function, or evaluates anything while fewer than a quarter
- * of the rows are selected, the view is compacted first (the part then sees selected rows
- * only): a user function is never called on a row the sequential execution would not call
- * it on, and a selective filter does not make later expressions pay for rows it dropped. */
+ * of the rows are selected, or computes columns with no filter after it, the view is
+ * compacted first (the part then sees selected rows only): a user function is never called
+ * on a row the sequential execution would not call it on, a selective filter does not make
+ * later expressions pay for rows it dropped, and the trailing projects compute their columns
+ * for surviving rows only, after the one gather, and their outputs are moved, not copied. */
 
 enum { PART_FILTER = 1, PART_PROJECT = 2 };
 
@@ -339,6 +341,7 @@ typedef struct fused_st {
     void **parts; /* filter_st * / project_st *, owned */
     bool *udf;    /* the part evaluates a user function */
     bool *evals;  /* the part evaluates an expression */
+    bool *last_gather; /* a project with no filter after it: compacting before it is the one gather */
     int32_t maxcols;
     cx_pool pool;
     pthread_mutex_t mu;
@@ -577,7 +580,7 @@ static int fused_parts(fused_st *st, fview *w, sc_batch *in, ctx *c, bool *chang
         sc_op_base *pb = part_base(st, p);
         sc_count_in(pb, w->nsel);
         if (w->nsel == 0) continue;
-        if (w->nsel < w->n && st->evals[p] && (st->udf[p] || w->nsel * 4 < w->n)) {
+        if (w->nsel < w->n && st->evals[p] && (st->udf[p] || w->nsel * 4 < w->n || st->last_gather[p])) {
             rc = fused_compact(w, &s->mat[p], &pb->in, c);
             *changed = true;
         }
@@ -656,6 +659,7 @@ void sc_op_fused_destroy(void *vst) {
     free(st->kinds);
     free(st->udf);
     free(st->evals);
+    free(st->last_gather);
     free(st);
 }
 
@@ -687,7 +691,8 @@ int sc_op_fused_create(void **out, void *const *parts, const uint8_t *kinds, int
     st->kinds = malloc((size_t)nparts);
     st->udf = calloc((size_t)nparts, sizeof(bool));
     st->evals = calloc((size_t)nparts, sizeof(bool));
-    int rc = st->parts && st->kinds && st->udf && st->evals ? SC_OK : SC_ENOMEM;
+    st->last_gather = calloc((size_t)nparts, sizeof(bool));
+    int rc = st->parts && st->kinds && st->udf && st->evals && st->last_gather ? SC_OK : SC_ENOMEM;
     if (rc) {
         sc_op_fused_destroy(st);
         return rc;
@@ -708,6 +713,7 @@ int sc_op_fused_create(void **out, void *const *parts, const uint8_t *kinds, int
         if (b->in.ncols > st->maxcols) st->maxcols = b->in.ncols;
         if (b->out.ncols > st->maxcols) st->maxcols = b->out.ncols;
     }
+    for (int32_t p = nparts - 1; p >= 0 && kinds[p] == PART_PROJECT; p--) st->last_gather[p] = true;
     const sc_op_base *first = part_base(st, 0), *last = part_base(st, nparts - 1);
     rc = sc_op_base_init(&st->base, first->step, false, false, first->counters, &first->in, &last->out,
                          first->capacity, false);

@@ -71,12 +71,18 @@ static inline int64_t run_end(const int32_t *sel, int64_t j, int64_t k) {
 }
 
 static int gather_utf8(sc_column *d, int64_t d0, const sc_column *x, const int32_t *sel, int64_t k, bool grow) {
-    int64_t bytes = 0;
-    for (int64_t j = 0, e; j < k; j = e) {
-        e = run_end(sel, j, k);
-        bytes += (int64_t)x->offsets[sel[e - 1] + 1] - x->offsets[sel[j]];
-    }
+    if (k == 0) return SC_OK;
     int64_t at = d->offsets[d0];
+    /* the span from the first to the last selected row bounds the bytes; count them exactly
+     * only when that bound does not fit and the buffer may not grow */
+    int64_t bytes = (int64_t)x->offsets[sel[k - 1] + 1] - x->offsets[sel[0]];
+    if (at + bytes > d->data_cap && !grow) {
+        bytes = 0;
+        for (int64_t j = 0, e; j < k; j = e) {
+            e = run_end(sel, j, k);
+            bytes += (int64_t)x->offsets[sel[e - 1] + 1] - x->offsets[sel[j]];
+        }
+    }
     if (at + bytes > d->data_cap) {
         if (!grow) return SC_EFULL;
         int64_t cap = d->data_cap > 32 ? d->data_cap * 2 : 64;
