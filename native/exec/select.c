@@ -120,3 +120,57 @@ int sc_sel_gather(sc_column *dst, int64_t d0, const sc_column *src, const int32_
     }
     return SC_EINVAL;
 }
+
+/* Up to 4 fixed-width columns through one pass over sel: each index is loaded once. */
+static void gather_fixed4(int64_t *const *dv, const int64_t *const *sv, int32_t m, const int32_t *sel, int64_t k) {
+    if (m == 4) {
+        int64_t *d0 = dv[0], *d1 = dv[1], *d2 = dv[2], *d3 = dv[3];
+        const int64_t *s0 = sv[0], *s1 = sv[1], *s2 = sv[2], *s3 = sv[3];
+        for (int64_t j = 0; j < k; j++) {
+            int32_t r = sel[j];
+            d0[j] = s0[r], d1[j] = s1[r], d2[j] = s2[r], d3[j] = s3[r];
+        }
+    } else if (m == 3) {
+        int64_t *d0 = dv[0], *d1 = dv[1], *d2 = dv[2];
+        const int64_t *s0 = sv[0], *s1 = sv[1], *s2 = sv[2];
+        for (int64_t j = 0; j < k; j++) {
+            int32_t r = sel[j];
+            d0[j] = s0[r], d1[j] = s1[r], d2[j] = s2[r];
+        }
+    } else if (m == 2) {
+        int64_t *d0 = dv[0], *d1 = dv[1];
+        const int64_t *s0 = sv[0], *s1 = sv[1];
+        for (int64_t j = 0; j < k; j++) {
+            int32_t r = sel[j];
+            d0[j] = s0[r], d1[j] = s1[r];
+        }
+    } else if (m == 1) {
+        int64_t *d0 = dv[0];
+        const int64_t *s0 = sv[0];
+        for (int64_t j = 0; j < k; j++) d0[j] = s0[sel[j]];
+    }
+}
+
+int sc_sel_gather_cols(sc_column *dst, const sc_column *src, int32_t ncols, const int32_t *sel, int64_t k, bool grow) {
+    int64_t *dv[4];
+    const int64_t *sv[4];
+    int32_t m = 0;
+    for (int32_t c = 0; c < ncols; c++) {
+        const sc_column *x = &src[c];
+        if (dst[c].type != x->type) return SC_EINVAL;
+        if (x->type != SC_COL_INT64 && x->type != SC_COL_DOUBLE) {
+            int rc = sc_sel_gather(&dst[c], 0, x, sel, k, grow);
+            if (rc) return rc;
+            continue;
+        }
+        gather_validity(&dst[c], 0, x, sel, k);
+        dv[m] = dst[c].values;
+        sv[m++] = x->values;
+        if (m == 4) {
+            gather_fixed4(dv, sv, m, sel, k);
+            m = 0;
+        }
+    }
+    gather_fixed4(dv, sv, m, sel, k);
+    return SC_OK;
+}

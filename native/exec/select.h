@@ -31,4 +31,9 @@ int64_t sc_sel_from_mask(const uint8_t *keep, int64_t n, int32_t *sel);
  * dst must have room for d0 + k rows. */
 int sc_sel_gather(sc_column *dst, int64_t d0, const sc_column *src, const int32_t *sel, int64_t k, bool grow);
 
+/* Rows [0, k) of dst[c] = src[c] rows sel[0..k) for each of ncols columns (same physical
+ * types), as sc_sel_gather does; int64 / double columns go through sel four at a time, so each
+ * index is loaded once per four columns. */
+int sc_sel_gather_cols(sc_column *dst, const sc_column *src, int32_t ncols, const int32_t *sel, int64_t k, bool grow);
+
 #endif
