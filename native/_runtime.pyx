@@ -77,7 +77,10 @@ from exec.ops_join cimport sc_join_spec, sc_op_join_create, sc_op_join_destroy, 
 from exec.ops_correlate cimport (
     sc_corr_agg, sc_corr_spec, sc_op_correlate_create, sc_op_correlate_destroy, sc_op_correlate_run,
 )
-from exec.arrow_bridge cimport ArrowArray, ArrowSchema, sc_arrow_export, sc_arrow_import
+from exec.arrow_bridge cimport (
+    ArrowArray, ArrowSchema, sc_arrow_export, sc_arrow_hold_array, sc_arrow_hold_create, sc_arrow_import,
+    sc_arrow_import_ref, sc_arrow_reclaim, sc_extbuf, sc_extbuf_unref,
+)
 
 
 sc_exec_tune_allocator()
@@ -279,6 +282,7 @@ cdef class Program:
                 sc_dag_destroy(self.d)
             self.d = NULL
         self._free_entities()
+        sc_arrow_reclaim()  # the arrays the freed batches pointed into
 
     cdef bint _closed(self):
         return self.p == NULL and self.d == NULL
@@ -834,8 +838,11 @@ cdef class Program:
         cdef int64_t done = 0, m
         cdef uint64_t due, now
         cdef timespec ts
+        cdef sc_extbuf *hold = NULL  # the array, moved in: batches point into its buffers
         if batch_size <= 0:
             raise ValueError("batch_size must be positive")
+        sc_arrow_reclaim()  # release the arrays earlier batches no longer use (here, with the GIL)
+        check_status(sc_arrow_hold_create(&hold, arr), "push")
         with nogil:
             while done < n:
                 m = n - done if n - done < batch_size else batch_size
@@ -849,7 +856,8 @@ cdef class Program:
                 b = NULL
                 rc = sc_batch_new(&b, &self.in_schema.s, m)
                 if rc == 0:
-                    rc = sc_arrow_import(sch, arr, offset + done, m, &self.in_schema.s, b, seq0 + done)
+                    rc = sc_arrow_import_ref(sch, sc_arrow_hold_array(hold), offset + done, m, &self.in_schema.s,
+                                             b, seq0 + done, hold)
                 if rc == 0:
                     rc = sc_prog_push(self.p, b, timeout_ns)
                     if rc == SC_OK:
@@ -859,6 +867,7 @@ cdef class Program:
                 if rc != SC_OK:
                     break
                 done += m
+            sc_extbuf_unref(hold)
         if rc != SC_OK and rc != SC_EFULL and rc != SC_ECLOSED:
             check_status(rc, "push")
         return rc, done
@@ -874,6 +883,7 @@ cdef class Program:
         cdef int32_t n = 0
         cdef bint eos = False
         memset(&parts, 0, sizeof(parts))
+        sc_arrow_reclaim()
         with nogil:
             rc = sc_prog_take(self.p, timeout_ns, &b)
             while rc == SC_OK and rc2 == SC_OK:

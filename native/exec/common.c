@@ -100,7 +100,15 @@ int sc_batch_reserve(sc_batch *b, int64_t rows) {
         switch (c->type) {
         case SC_COL_INT64:
         case SC_COL_DOUBLE:
-            if (grow(&c->values, (size_t)cap * 8)) return SC_ENOMEM;
+            if (c->borrowed) { /* a copy of its own, then grown */
+                void *v = malloc((size_t)cap * 8);
+                if (!v) return SC_ENOMEM;
+                memcpy(v, c->values, (size_t)b->nrows * 8);
+                c->values = v;
+                c->borrowed = 0;
+            } else if (grow(&c->values, (size_t)cap * 8)) {
+                return SC_ENOMEM;
+            }
             break;
         case SC_COL_BOOL:
             if (grow(&c->values, (size_t)now)) return SC_ENOMEM;

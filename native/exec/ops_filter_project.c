@@ -252,7 +252,7 @@ static int project_fill(project_st *st, ctx *c, sc_batch *in, sc_batch *o, uint8
         if (s < 0) continue;
         int uses = 0;
         for (int32_t j = 0; movable && j < st->nout; j++) uses += (j < SC_NHIDDEN ? j : st->src[j]) == s;
-        if (movable && uses == 1) {
+        if (movable && uses == 1 && !in->cols[s].borrowed) {
             sc_column t = o->cols[k];
             o->cols[k] = in->cols[s];
             in->cols[s] = t;
@@ -552,7 +552,7 @@ static int fused_output(fused_st *st, fview *w, sc_batch *in, sc_batch **out) {
             sc_batch *ow = s->own[k];
             int uses = 0;
             for (int32_t j = 0; j < nc; j++) uses += s->own[j] == ow && s->ocol[j] == s->ocol[k];
-            if (uses == 1 && ow->pool == NULL && ow->capacity == o->capacity) {
+            if (uses == 1 && ow->pool == NULL && ow->capacity == o->capacity && !s->view[k].borrowed) {
                 sc_column t = o->cols[k];
                 o->cols[k] = ow->cols[s->ocol[k]];
                 ow->cols[s->ocol[k]] = t;
