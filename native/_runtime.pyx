@@ -32,7 +32,7 @@ from exec.exec cimport (
     sc_u64_load_relaxed,
 )
 from exec.expr cimport (
-    sc_enode, sc_op_filter_create, sc_op_filter_destroy, sc_op_filter_run, sc_op_fused_bases,
+    sc_enode, sc_op_filter_create, sc_op_filter_destroy, sc_op_filter_run,
     sc_op_fused_create, sc_op_fused_destroy, sc_op_fused_run, sc_op_project_create,
     sc_op_project_destroy, sc_op_project_run,
 )
@@ -509,35 +509,23 @@ cdef class Program:
         cdef uint8_t *kinds = <uint8_t *>calloc(np, 1)
         cdef void *st = NULL
         cdef sc_op_base **bases = NULL
-        cdef uint32_t nb = 0
-        cdef int rc = SC_ENOMEM if states == NULL or kinds == NULL else SC_OK
+        cdef int rc = SC_ENOMEM
         try:
-            for i in range(np if rc == SC_OK else 0):
+            for i in range(np if states != NULL and kinds != NULL else 0):
                 a = parts[i]
                 kinds[i] = 1 if a[0] == "filter" else 2
                 if kinds[i] == 1:
                     states[i] = self._filter(a[1], a[2], a[3], a[4], a[5], a[6])
                 else:
                     states[i] = self._project(a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8])
-            if rc == SC_OK:
-                rc = sc_op_fused_create(&st, states, kinds, np)
-            if rc == SC_OK:
-                memset(states, 0, np * sizeof(void *))  # the fused stage owns them now
-                rc = sc_op_fused_bases(st, &bases, &nb)
-                if rc != SC_OK:
-                    sc_op_fused_destroy(st)
-            check_status(rc, "fused stage")
-        finally:
-            for i in range(np if states != NULL else 0):
-                if states[i] != NULL:
-                    if kinds[i] == 1:
-                        sc_op_filter_destroy(states[i])
-                    else:
-                        sc_op_project_destroy(states[i])
+        finally:  # the stage owns the parts whatever it returns (an error frees them)
+            if states != NULL and kinds != NULL:
+                rc = sc_op_fused_create(&st, &bases, states, kinds, np)
             free(states)
             free(kinds)
+        check_status(rc, "fused stage")
         check_status(sc_prog_add_bases(self.p, b"fused", SC_OP_STATELESS, sc_op_fused_run, sc_op_fused_destroy,
-                                       st, bases, nb), "fused stage")
+                                       st, bases, np), "fused stage")
 
     def add_keyed(self, str kind, int step, bint cin, bint cout, bytes in_lts, bytes out_lts, list keys,
                   int partitions, int64_t capacity, list aggs=None, list outs=None, int by=-1, int k=0,

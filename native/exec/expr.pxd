@@ -2,7 +2,6 @@
 
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from runtime.batch cimport sc_batch
-from libc.stdint cimport uint32_t
 from exec.exec cimport sc_op_base
 
 cdef extern from "exec/expr.h":
@@ -28,7 +27,7 @@ cdef extern from "exec/expr.h":
     int sc_op_project_run(void *st, sc_batch *inp, sc_batch **out) nogil
     void sc_op_filter_destroy(void *st) nogil
     void sc_op_project_destroy(void *st) nogil
-    int sc_op_fused_create(void **st, void *const *parts, const uint8_t *kinds, int32_t nparts) nogil
+    int sc_op_fused_create(void **st, sc_op_base ***bases, void *const *parts, const uint8_t *kinds,
+                           int32_t nparts) nogil
     int sc_op_fused_run(void *st, sc_batch *inp, sc_batch **out) nogil
     void sc_op_fused_destroy(void *st) nogil
-    int sc_op_fused_bases(void *st, sc_op_base ***bases, uint32_t *n) nogil

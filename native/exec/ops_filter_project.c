@@ -681,10 +681,20 @@ static bool parts_chain(void *const *parts, const uint8_t *kinds, int32_t n) {
     return true;
 }
 
-int sc_op_fused_create(void **out, void *const *parts, const uint8_t *kinds, int32_t nparts) {
-    if (!out || !parts || !kinds || nparts <= 0 || !parts_chain(parts, kinds, nparts)) return SC_EINVAL;
-    fused_st *st = calloc(1, sizeof *st);
-    if (!st) return SC_ENOMEM;
+static void parts_destroy(void *const *parts, const uint8_t *kinds, int32_t n) {
+    for (int32_t p = 0; p < n; p++)
+        if (parts[p] && kinds[p] == PART_FILTER) sc_op_filter_destroy(parts[p]);
+        else if (parts[p]) sc_op_project_destroy(parts[p]);
+}
+
+int sc_op_fused_create(void **out, sc_op_base ***bases, void *const *parts, const uint8_t *kinds, int32_t nparts) {
+    if (!out || !bases || !parts || !kinds || nparts <= 0) return SC_EINVAL;
+    bool chain = parts_chain(parts, kinds, nparts);
+    fused_st *st = chain ? calloc(1, sizeof *st) : NULL;
+    if (!st) {
+        parts_destroy(parts, kinds, nparts);
+        return chain ? SC_ENOMEM : SC_EINVAL;
+    }
     pthread_mutex_init(&st->mu, NULL);
     cx_pool_init(&st->pool);
     st->parts = calloc((size_t)nparts, sizeof(void *));
@@ -692,15 +702,18 @@ int sc_op_fused_create(void **out, void *const *parts, const uint8_t *kinds, int
     st->udf = calloc((size_t)nparts, sizeof(bool));
     st->evals = calloc((size_t)nparts, sizeof(bool));
     st->last_gather = calloc((size_t)nparts, sizeof(bool));
-    int rc = st->parts && st->kinds && st->udf && st->evals && st->last_gather ? SC_OK : SC_ENOMEM;
+    sc_op_base **b = malloc((size_t)nparts * sizeof *b);
+    int rc = st->parts && st->kinds && st->udf && st->evals && st->last_gather && b ? SC_OK : SC_ENOMEM;
     if (rc) {
+        free(b);
+        parts_destroy(parts, kinds, nparts);
         sc_op_fused_destroy(st);
         return rc;
     }
-    st->nparts = nparts;
+    st->nparts = nparts; /* the parts are the stage's from here on */
     memcpy(st->kinds, kinds, (size_t)nparts);
+    memcpy(st->parts, parts, (size_t)nparts * sizeof(void *));
     for (int32_t p = 0; p < nparts; p++) {
-        st->parts[p] = parts[p];
         if (kinds[p] == PART_FILTER) {
             st->evals[p] = true;
             st->udf[p] = expr_has_udf(((filter_st *)parts[p])->pred);
@@ -709,29 +722,19 @@ int sc_op_fused_create(void **out, void *const *parts, const uint8_t *kinds, int
             st->evals[p] = pj->nex > 0;
             for (int32_t j = 0; j < pj->nex; j++) st->udf[p] |= expr_has_udf(pj->ex[j]);
         }
-        const sc_op_base *b = part_base(st, p);
-        if (b->in.ncols > st->maxcols) st->maxcols = b->in.ncols;
-        if (b->out.ncols > st->maxcols) st->maxcols = b->out.ncols;
+        b[p] = part_base(st, p);
+        if (b[p]->in.ncols > st->maxcols) st->maxcols = b[p]->in.ncols;
+        if (b[p]->out.ncols > st->maxcols) st->maxcols = b[p]->out.ncols;
     }
     for (int32_t p = nparts - 1; p >= 0 && kinds[p] == PART_PROJECT; p--) st->last_gather[p] = true;
-    const sc_op_base *first = part_base(st, 0), *last = part_base(st, nparts - 1);
-    rc = sc_op_base_init(&st->base, first->step, false, false, first->counters, &first->in, &last->out,
-                         first->capacity, false);
+    rc = sc_op_base_init(&st->base, b[0]->step, false, false, b[0]->counters, &b[0]->in, &b[nparts - 1]->out,
+                         b[0]->capacity, false);
     if (rc) {
-        for (int32_t p = 0; p < nparts; p++) st->parts[p] = NULL; /* not taken: the caller keeps them */
+        free(b);
         sc_op_fused_destroy(st);
         return rc;
     }
     *out = st;
-    return SC_OK;
-}
-
-int sc_op_fused_bases(void *vst, sc_op_base ***bases, uint32_t *n) {
-    fused_st *st = vst;
-    sc_op_base **b = malloc((size_t)st->nparts * sizeof *b);
-    if (!b) return SC_ENOMEM;
-    for (int32_t p = 0; p < st->nparts; p++) b[p] = part_base(st, p);
     *bases = b;
-    *n = (uint32_t)st->nparts;
     return SC_OK;
 }

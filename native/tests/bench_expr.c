@@ -139,7 +139,9 @@ static void run(const char *label, int64_t rows, int null_every) {
     CHECK_RC(sc_op_project_create(&p, &pb, src, NOUT, exprs, nn, 2));
     CHECK_RC(sc_op_filter_create(&fp[0], &fb, pred, 3));
     CHECK_RC(sc_op_project_create(&fp[1], &pb, src, NOUT, exprs, nn, 2));
-    CHECK_RC(sc_op_fused_create(&fused, fp, kinds, 2));
+    sc_op_base **fbases = NULL;
+    CHECK_RC(sc_op_fused_create(&fused, &fbases, fp, kinds, 2));
+    free(fbases);
     sc_op_base_free(&fb);
     sc_op_base_free(&pb);
 

@@ -143,7 +143,9 @@ int main(void) {
     CHECK_RC(sc_op_project_create(&proj, &base, src, 5, exprs, nn, 1));
     CHECK_RC(sc_op_project_create(&part, &base, src, 5, exprs, nn, 1));
     uint8_t kind = 2;
-    CHECK_RC(sc_op_fused_create(&fused, &part, &kind, 1));
+    sc_op_base **bases = NULL;
+    CHECK_RC(sc_op_fused_create(&fused, &bases, &part, &kind, 1));
+    free(bases);
     sc_op_base_free(&base);
     sc_batch *o0 = NULL, *o1 = NULL;
     CHECK_RC(sc_op_project_run(proj, b[0], &o0)); /* takes b[0] */

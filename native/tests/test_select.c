@@ -278,12 +278,10 @@ static void test_fused(double t, bool keep_all, int np) {
     make_chain(&a, t, keep_all);
     make_chain(&f, t, keep_all);
     void *fused = NULL;
-    CHECK_RC(sc_op_fused_create(&fused, f.part, KINDS, np));
-    for (int p = np; p < 4; p++) sc_op_project_destroy(f.part[p]); /* not part of it */
     sc_op_base **bases = NULL;
-    uint32_t nb = 0;
-    CHECK_RC(sc_op_fused_bases(fused, &bases, &nb));
-    CHECK(nb == (uint32_t)np);
+    CHECK_RC(sc_op_fused_create(&fused, &bases, f.part, KINDS, np));
+    for (int p = np; p < 4; p++) sc_op_project_destroy(f.part[p]); /* not part of it */
+    for (int p = 0; p < np; p++) CHECK(bases[p] == f.part[p]); /* each part's base leads its state */
     int32_t ncols = np == 4 ? 5 : 6;
     static uint64_t sa[4096], sf[4096];
     static char ra[4096][128], rf[4096][128];
@@ -327,14 +325,16 @@ static void test_fused(double t, bool keep_all, int np) {
     for (int p = 0; p < 4; p++) KINDS[p] == 1 ? sc_op_filter_destroy(a.part[p]) : sc_op_project_destroy(a.part[p]);
 }
 
-/* A chain whose parts do not fit together is refused and left to the caller. */
+/* A chain whose parts do not fit together is refused (and its parts freed: ASan checks). */
 static void test_fused_refuses(void) {
     chain c;
     make_chain(&c, 0.0, false);
     void *st = NULL, *parts[2] = { c.part[0], c.part[2] }; /* filter over s0, then one over s1 */
     uint8_t kinds[2] = { 1, 1 };
-    CHECK(sc_op_fused_create(&st, parts, kinds, 2) == SC_EINVAL && st == NULL);
-    for (int p = 0; p < 4; p++) KINDS[p] == 1 ? sc_op_filter_destroy(c.part[p]) : sc_op_project_destroy(c.part[p]);
+    sc_op_base **bases = NULL;
+    CHECK(sc_op_fused_create(&st, &bases, parts, kinds, 2) == SC_EINVAL && st == NULL && bases == NULL);
+    sc_op_project_destroy(c.part[1]);
+    sc_op_project_destroy(c.part[3]);
 }
 
 enum { NTHREADS = 4, NB = 64 };
@@ -362,7 +362,9 @@ static void test_fused_threads(void) {
     make_chain(&a, 50.0, false);
     make_chain(&f, 50.0, false);
     void *fused = NULL;
-    CHECK_RC(sc_op_fused_create(&fused, f.part, KINDS, 4));
+    sc_op_base **bases = NULL;
+    CHECK_RC(sc_op_fused_create(&fused, &bases, f.part, KINDS, 4));
+    free(bases);
     static sc_batch *in[NB], *want[NB];
     for (int k = 0; k < NB; k++) {
         sc_batch *b = input(1 + (int64_t)(next() % 64), k % 3 == 0);
