@@ -208,7 +208,13 @@ class Run:
             elif sink.target == "parquet":
                 assert sink.name is not None
                 try:
-                    w = ParquetWriter(sink.name, schema)
+                    w = ParquetWriter(
+                        sink.name,
+                        schema,
+                        mode=sink.mode or "append",
+                        key=c.upsert_keys[sink.step_id],
+                        epoch_s=1.0 if _unbounded(c) else None,
+                    )
                 except OSError as e:  # refused at start(), at the sink's text
                     raise _sink_error(sink, e) from None
                 self._parquet.append(w)
@@ -592,6 +598,27 @@ def start(
         _REGISTRY[name] = run
     run._start()
     return run
+
+
+def _unbounded(c: Compiled) -> bool:
+    """Whether a source may run without end (an unbounded generator, a watched folder, an
+    iterator) or is throttled (``rate=``): complete / update Parquet sinks then write once per
+    epoch, not only at the end."""
+    for src in c.plan.sources:
+        if src.rate is not None:
+            return True
+        spec = src.spec
+        if (
+            spec.kind == "object"
+            and spec.obj is not None
+            and isinstance(spec.obj.obj, P.SourceSpec)
+        ):
+            spec = spec.obj.obj
+        if spec.kind in ("clickstream", "store_sales") and spec.arg("rows") is None:
+            return True
+        if not getattr(c.readers.get(src.step_id), "never_waits", True):
+            return True
+    return False
 
 
 def _sink_error(sink: P.Sink, e: OSError) -> ArgumentError:
