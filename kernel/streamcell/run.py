@@ -78,6 +78,23 @@ class _FrameGate(_SinkGate):
         self._store.write_frame(df)
         self.written += df.height if stands_for is None else stands_for
 
+    def adopt(self, remote: Any, rows: int) -> None:
+        """Hand the store an engine's finished result kept outside the kernel (a Spark
+        table); ``rows``: the rows that reached the sink."""
+        if self._stop.is_set():
+            self.dropped = True
+            return
+        self._store.adopt(remote)
+        self.written += rows
+
+    def delegate(self, rows: int) -> None:
+        """The engine wrote the sink itself (Spark's executors wrote the Parquet files)."""
+        if self._stop.is_set():
+            self.dropped = True
+            return
+        self._store.delegated = True
+        self.written += rows
+
 
 class _Env:
     """The run-side services a backend uses (see ``backends.reference.Env``)."""
@@ -376,8 +393,21 @@ class Run:
     def table_names(self) -> list[str]:
         return list(self._tables)
 
-    def table(self, name: str | None = None) -> pl.DataFrame:
-        """A consistent snapshot of a live table as a Polars DataFrame (default: the first)."""
+    def table(self, name: str | None = None, *, limit: int | None = None) -> pl.DataFrame:
+        """A consistent snapshot of a live table as a Polars DataFrame (default: the first).
+
+        ``limit``: only the first ``limit`` rows. On Spark a finished table stays in Spark
+        until asked for: ``limit`` brings only those rows into the notebook, and taking more
+        than a million rows without it warns (every engine supports ``limit``).
+
+        Examples
+        --------
+        >>> run.table("per_user", limit=10)  # doctest: +SKIP
+        """
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
+        ):
+            raise ArgumentError(f"run.table: limit must be an integer >= 0, got {limit!r}", "limit")
         if name is None:
             if not self._tables:
                 raise KeyError(f"run {self.name!r} has no table sinks")
@@ -386,7 +416,7 @@ class Run:
             raise KeyError(
                 f"no table {name!r} in run {self.name!r}; tables: {', '.join(self._tables)}"
             )
-        return self._tables[name].snapshot()
+        return self._tables[name].snapshot(limit)
 
     def sketch_names(self) -> list[str]:
         return list(self._sketches)

@@ -44,6 +44,13 @@ class TableStore:
         self._frames: list[pl.DataFrame] = []
         self._frame_rows = 0
         self._compacted_rows = 0
+        self._remote: Any = None  # rows kept by an engine (Spark): see adopt()
+
+    def adopt(self, remote: Any) -> None:
+        """Hold an engine's finished table instead of rows: ``remote`` has ``height`` and
+        ``to_polars(limit)`` (a Spark DataFrame kept on the executors)."""
+        with self._lock:
+            self._remote = remote
 
     def write_frame(self, df: pl.DataFrame) -> None:
         with self._lock:
@@ -84,18 +91,27 @@ class TableStore:
                     self._by_key[tuple(_hashable(r[c]) for c in k)] = r
 
     def __len__(self) -> int:
+        if self._remote is not None:
+            return int(self._remote.height)
         if self._frames:
             with self._lock:
                 self._compact()
                 return self._frames[0].height
         return len(self._rows) if self.key is None else len(self._by_key)
 
-    def snapshot(self) -> pl.DataFrame:
+    def snapshot(self, limit: int | None = None) -> pl.DataFrame:
+        """The table now (its first ``limit`` rows when given)."""
+        remote = self._remote
+        if remote is not None:
+            return remote.to_polars(limit)  # type: ignore[no-any-return]
         with self._lock:
             if self._frames:
                 self._compact()
-                return self._frames[0]
+                df = self._frames[0]
+                return df if limit is None else df.head(limit)
             rows = list(self._rows) if self.key is None else list(self._by_key.values())
+        if limit is not None:
+            rows = rows[: max(0, limit)]
         return _pl_frame(rows, self.schema)
 
 
