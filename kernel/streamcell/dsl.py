@@ -1164,7 +1164,7 @@ def _parquet_sink(st: _Stage, what: ast.Call, cur: P.Step, pos: Pos) -> P.Sink:
         inputs=(cur,),
         target="parquet",
         name=str(st.const(what.args[0])),
-        mode=None if mode == "append" else mode,
+        mode=None if mode == "append" else mode,  # type: ignore[arg-type]  # checked above
         key=key,
         pos=pos,
     )

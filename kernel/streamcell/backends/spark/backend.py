@@ -610,6 +610,7 @@ class BatchDriver:
         self.side: list[tuple[list[int], int, str, Any]] = []  # (o, kind, step, payload)
         self.group = f"streamcell-{next(_ids)}"
         self.sketch_parts: dict[str, list[Any]] = {}  # sketch step -> partition partials
+        self.text_sources: list[tuple[int, Any]] = []  # (source, io.SparkSource) parsed by Spark
 
     def _action(self, fn: Callable[[], Any]) -> Any:
         """Run a Spark action on a helper thread so a stop request cancels it promptly."""
@@ -682,6 +683,7 @@ class BatchDriver:
                 return False
         done = [self._sink_job(low, j, s, dfs[s.inputs[0].step_id]) for j, s in self._sink_steps()]
         self._read_back(low)
+        self._read_text_sources()
         for s in self.steps:  # a union passes every row of its inputs
             if isinstance(s, P.Union):
                 n = sum(env.counters[x.step_id].rows_out for x in s.inputs)
@@ -694,6 +696,27 @@ class BatchDriver:
         if failed:
             raise failed[0]
         return True
+
+    def _read_text_sources(self) -> None:
+        """Dead letters, counts and the last good row of the sources Spark parsed."""
+        multi = len(self.sources) > 1
+        for i, src in self.text_sources:
+            m = src.observation.get
+            sid = self.sources[i].step_id
+            cnt = self.env.counters[sid]
+            for r in m["side"] or []:
+                payload = side_payload(r["_k"], r["_b"])
+                if r["_k"] == STATS:
+                    cnt.rows_out += payload["rows_out"]
+                    cnt.dead += payload["dead"]
+                    continue
+                q = int(r["_o"][0])
+                q = merged_serial(i, q, self.counts) if multi else q
+                self.side.append(([q], DEAD, sid, payload))
+            if m["last"] is not None:
+                last = int(m["last"])
+                last = merged_serial(i, last, self.counts) if multi else last
+                self.last_good = last if self.last_good is None else max(self.last_good, last)
 
     def _sink_steps(self) -> list[tuple[int, P.Sink]]:
         return [(j, s) for j, s in enumerate(self.steps) if isinstance(s, P.Sink)]
@@ -713,11 +736,15 @@ class BatchDriver:
             schema = self.c.schemas[src.step_id]
             on_spark = spark_source(spark, self.c, src, source_spec(src))
             if on_spark is not None:
+                if on_spark.observation is not None:  # bad rows known after the job
+                    self.text_sources.append((i, on_spark))
                 frames.append(on_spark.df)
                 bad_rows.extend((i, q, b) for q, b in on_spark.bad)
                 lasts.append((i, on_spark.last_good))
                 self.counts.append(on_spark.count)
                 good, n_bad = on_spark.count - len(on_spark.bad), len(on_spark.bad)
+                if on_spark.observation is not None:  # counted by the job (STATS)
+                    good = n_bad = 0
             else:
 
                 def on_bad(seq: int, b: BadRow, i: int = i) -> None:

@@ -24,6 +24,7 @@ position, by a distributed ``groupBy`` on the key.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import warnings
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ import polars as pl
 import pyarrow as pa
 
 from ... import plan as P
-from ...sources import CHUNK, GENERATORS, BadRow, ParquetReader
+from ...sources import CHUNK, GENERATORS, BadRow, ParquetReader, csv_record, ndjson_line
 from ...types import Schema, schema_from_arrow
 from .expr import qcol, spark_type
 
@@ -45,12 +46,17 @@ LARGE_TABLE_ROWS = 1_000_000
 @dataclass
 class SparkSource:
     """A finite source as a DataFrame of its good rows with their order key ``_o`` =
-    ``[serial]``, what the driver knows of it without its rows, and its bad rows."""
+    ``[serial]``, what the driver knows of it without its rows, and its bad rows.
+
+    A text source learns its bad rows while the job runs: ``observation`` then gathers them
+    (side rows ``_k``/``_o``/``_b`` as the operators' are) with the serial of the last good
+    row (``last``), and ``bad`` / ``last_good`` are filled from it after the job."""
 
     df: Any
     count: int  # rows, good and bad: the serials 0 .. count-1
     bad: list[tuple[int, BadRow]]  # (serial, row)
     last_good: int | None  # serial of the last good row
+    observation: Any = None
 
 
 # Arrow types Spark's Parquet reader reads as the streamcell type (others: from the driver)
@@ -78,7 +84,133 @@ def spark_source(spark: Any, c: Any, src: P.Source, spec: P.SourceSpec) -> Spark
         reader = c.readers[src.step_id]
         assert isinstance(reader, ParquetReader)
         return _parquet(spark, c.schemas[src.step_id], reader)
+    if spec.kind in ("csv", "ndjson") and not spec.arg("watch", False):
+        reader = c.readers[src.step_id]
+        return _text(spark, c.schemas[src.step_id], reader, spec.kind)
     return None
+
+
+def _decoded_name() -> Any:
+    """The file name of a row read by a Spark file source (Spark's paths are URL-encoded:
+    'a b' as 'a%20b'; a '+' is not an encoded space)."""
+    from pyspark.sql import functions as F
+
+    path = F.url_decode(F.replace(F.col("_metadata.file_path"), F.lit("+"), F.lit("%2B")))
+    return F.element_at(F.split(path, "/"), -1)
+
+
+_obs_ids = itertools.count()
+
+
+def _text(spark: Any, schema: Schema, reader: Any, kind: str) -> SparkSource | None:
+    """CSV / NDJSON files read as lines by ``spark.read.text`` on the executors and parsed
+    there by the reference's own functions (:func:`streamcell.sources.csv_record`,
+    :func:`~streamcell.sources.ndjson_line`), so rows and dead letters (file:line, reason,
+    raw text) are the reference's exactly.
+
+    Positions are computed distributedly in two passes. A first, small job counts the lines
+    of each file block (Spark's split of a file: ``_metadata.file_block_start``), its data
+    lines (not blank, not the header) and whether its first line is blank; the driver turns
+    these counts into each block's first line number and first serial (files in name order,
+    blocks by start). The second pass (``mapInArrow`` over the unshuffled scan, where a
+    block's lines arrive in order) numbers each line from its block's start."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    from .backend import SIDE_DDL, ddl
+    from .ops import DEAD, LIVE, SIDE_FIELDS, STATS, arrow_schema
+
+    files = list(reader.files)
+    if len({f.name for f in files}) != len(files):
+        return None
+    header = kind == "csv" and bool(reader.header)
+    rank = {f.name: r for r, f in enumerate(files)}
+    lines = spark.read.text([str(f) for f in files]).select(
+        "value", _decoded_name().alias("_f"), F.col("_metadata.file_block_start").alias("_bs")
+    )
+    blank = (
+        F.col("value") == F.lit("")
+        if kind == "csv"
+        else F.length(F.regexp_replace("value", r"\s", "")) == 0
+    )
+    counts = (
+        lines.withColumn("_m", F.monotonically_increasing_id())
+        .withColumn("_nb", (~blank).cast("int"))
+        .groupBy("_f", "_bs")
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            F.sum("_nb").alias("nb"),
+            F.min_by("_nb", "_m").alias("first_nb"),
+        )
+        .collect()
+    )
+    if any(r["_f"] not in rank for r in counts):
+        return None
+    blocks: dict[tuple[str, int], tuple[int, int]] = {}  # block -> (first line, first serial)
+    seq = 0
+    line_of: dict[str, int] = {}
+    for r in sorted(counts, key=lambda r: (rank[r["_f"]], r["_bs"])):
+        f = r["_f"]
+        line = line_of.get(f, 0)
+        blocks[(f, int(r["_bs"]))] = (line, seq)
+        line_of[f] = line + int(r["n"])
+        data = int(r["nb"])
+        if header and line == 0 and r["first_nb"]:
+            data -= 1
+        seq += data
+    out_schema = arrow_schema(schema, SIDE_FIELDS)
+    parse = csv_record if kind == "csv" else ndjson_line
+
+    def fn(batches: Any) -> Any:
+        import csv
+        import pickle
+
+        at: tuple[str, int] | None = None
+        line = serial = 0
+        good = bad = 0
+        for b in batches:
+            live: list[dict[str, Any]] = []
+            side: list[dict[str, Any]] = []
+            values = b.column(0).to_pylist()
+            for text, f, bs in zip(values, b.column(1).to_pylist(), b.column(2).to_pylist()):
+                if at != (f, bs):
+                    at = (f, bs)
+                    line, serial = blocks[at]
+                line += 1
+                if (header and line == 1) or (text == "" if kind == "csv" else not text.strip()):
+                    continue
+                pos = f"{f}:{line}"
+                if kind == "csv":
+                    row = parse(next(csv.reader([text])), schema, pos)
+                else:
+                    row = parse(text, schema, pos)
+                if isinstance(row, BadRow):
+                    side.append({"_o": [serial], "_k": DEAD, "_b": pickle.dumps(row)})
+                    bad += 1
+                else:
+                    row["_o"] = [serial]
+                    row["_k"] = LIVE
+                    live.append(row)
+                    good += 1
+                serial += 1
+            if live or side:
+                yield pa.RecordBatch.from_pylist(live + side, schema=out_schema)
+        stats = {"rows_in": 0, "rows_out": good, "filtered": 0, "late": 0, "dead": bad}
+        yield pa.RecordBatch.from_pylist(
+            [{"_o": [], "_k": STATS, "_b": pickle.dumps(stats)}], schema=out_schema
+        )
+
+    parsed = lines.mapInArrow(fn, ddl(schema, SIDE_DDL))
+    obs = Observation(f"sc_text{next(_obs_ids)}")
+    parsed = parsed.observe(
+        obs,
+        F.collect_list(F.when(F.col("_k") != F.lit(LIVE), F.struct("_k", "_o", "_b"))).alias(
+            "side"
+        ),
+        F.max(F.when(F.col("_k") == F.lit(LIVE), F.col("_o")[0])).alias("last"),
+    )
+    df = parsed.filter(F.col("_k") == F.lit(LIVE)).drop("_k", "_b")
+    return SparkSource(df, seq, [], None, obs)
 
 
 def _generator(spark: Any, schema: Schema, spec: P.SourceSpec) -> SparkSource:
@@ -143,12 +275,10 @@ def _parquet(spark: Any, schema: Schema, reader: ParquetReader) -> SparkSource |
             spark.createDataFrame([], ddl(schema, "`_o` array<bigint>")), seq, bad, None
         )
     base_of = F.create_map(*[x for k, v in bases.items() for x in (F.lit(k), F.lit(v))])
-    # Spark's file paths are URL-encoded ('a b' as 'a%20b'); '+' is not an encoded space
-    path = F.url_decode(F.replace(F.col("_metadata.file_path"), F.lit("+"), F.lit("%2B")))
-    name = F.element_at(F.split(path, "/"), -1)
+    name = _decoded_name()
     base = F.element_at(base_of, name)
     checked = F.when(base.isNotNull(), base).otherwise(
-        F.raise_error(F.concat(F.lit("streamcell: unexpected Parquet file "), path))
+        F.raise_error(F.concat(F.lit("streamcell: unexpected Parquet file "), name))
     )
     order = F.array((checked + F.col("_metadata.row_index")).cast("bigint")).alias("_o")
     df = None
