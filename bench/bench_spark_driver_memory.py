@@ -124,6 +124,11 @@ def main() -> None:
     ap.add_argument("--rows", default="2000000,8000000")
     ap.add_argument("--before", default=None, help="another checkout's kernel/ to compare")
     ap.add_argument("--agg", action="store_true", help="also a keyed agg at the smallest size")
+    ap.add_argument(
+        "--before-kinds",
+        default="table,parquet",
+        help="workloads run on --before (its Parquet sink holds every row in the notebook)",
+    )
     args = ap.parse_args()
     sizes = [int(x) for x in args.rows.split(",")]
     codes = [("after", os.path.join(HERE, "kernel"))]
@@ -147,6 +152,8 @@ def main() -> None:
             kinds = ["table", "parquet"] + (["agg"] if args.agg and rows == sizes[0] else [])
             for code, kernel in codes:
                 for kind in kinds:
+                    if code == "before" and kind not in args.before_kinds.split(","):
+                        continue
                     r = measure(kernel, kind, data, os.path.join(tmp, f"{code}-{kind}"))
                     ratio = r["growth_mb"] / max(base["growth_mb"], 1.0)
                     label = {"table": "filter+map -> table", "parquet": "filter+map -> parquet",

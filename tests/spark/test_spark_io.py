@@ -4,6 +4,7 @@ kept in Spark) and that the answers equal the reference engine's."""
 
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 
@@ -149,3 +150,61 @@ def test_parquet_sinks_are_written_by_spark_in_order(tmp_path, mode):
     got = pl.read_parquet(files)
     assert_frame_equal(got, pl.read_parquet(sorted((tmp_path / "r").glob("*.parquet"))))
     assert got.height == (30_000 if mode == "append" else 20)
+
+
+@pytest.fixture
+def small_splits():
+    """Spark splits every file into ~2 KB blocks and packs several blocks per task: line
+    numbers must come out right across blocks, files and partitions."""
+    from streamcell.backends.spark.session import get_session
+
+    conf = get_session().conf
+    old = conf.get("spark.sql.files.maxPartitionBytes")
+    conf.set("spark.sql.files.maxPartitionBytes", "2048")
+    yield
+    conf.set("spark.sql.files.maxPartitionBytes", old)
+
+
+def test_csv_lines_are_numbered_across_blocks_on_the_executors(tmp_path, small_splits):
+    d = tmp_path / "csv"
+    d.mkdir()
+    for k, name in enumerate(["b.csv", "a.csv", "c c.csv"]):
+        lines = ["id,v,s"]
+        for i in range(700):
+            if i % 97 == 5:
+                lines.append("")  # blank: skipped, but counted in line numbers
+            elif i % 131 == 7:
+                lines.append(f"{i},oops,{k}")  # a bad value
+            elif i % 151 == 9:
+                lines.append(f"{i},{i}")  # too few fields
+            else:
+                lines.append(f"{i},{i * k},s{i}")
+        (d / name).write_text("\n".join(lines) + "\n")
+    spec = sc.csv(str(d), schema={"id": "int", "v": "int", "s": "str"})
+    plan = sc.source(spec).filter(sc.col("v") % 3 != 1).plan()
+    got = spark_source_of(plan)
+    assert got is not None and "FileScan text" in physical_plan(got.df)
+    out = check_against_reference(plan, SPARK)
+    assert out["dead"].height > 10 and "c c.csv:" in out["dead"]["position"][-1]
+
+
+def test_ndjson_lines_are_parsed_on_the_executors(tmp_path, small_splits):
+    d = tmp_path / "js"
+    d.mkdir()
+    for name in ("2.ndjson", "1.jsonl"):
+        rows = []
+        for i in range(400):
+            if i % 89 == 3:
+                rows.append("{not json")
+            elif i % 113 == 4:
+                rows.append("[1, 2]")
+            elif i % 71 == 5:
+                rows.append("   ")
+            else:
+                rows.append(json.dumps({"a": i, "b": f"x{i}"} if i % 5 else {"a": i}))
+        (d / name).write_text("\n".join(rows) + "\n")
+    plan = sc.source(sc.ndjson(str(d), schema={"a": "int", "b": "str"})).plan()
+    got = spark_source_of(plan)
+    assert got is not None and "FileScan text" in physical_plan(got.df)
+    out = check_against_reference(plan, SPARK)
+    assert out["dead"].height >= 8
