@@ -224,6 +224,9 @@ class Run:
                 gate = _SinkGate(self._stop, lambda rows: None)
             elif sink.target == "parquet":
                 assert sink.name is not None
+                uri = _is_uri(sink.name)
+                if uri and self.options.engine != "spark":
+                    raise _sink_error(sink, OSError(0, "only engine='spark' writes URIs"))
                 try:
                     w = ParquetWriter(
                         sink.name,
@@ -231,6 +234,7 @@ class Run:
                         mode=sink.mode or "append",
                         key=c.upsert_keys[sink.step_id],
                         epoch_s=1.0 if _unbounded(c) else None,
+                        create=not uri,
                     )
                 except OSError as e:  # refused at start(), at the sink's text
                     raise _sink_error(sink, e) from None
@@ -628,6 +632,13 @@ def start(
         _REGISTRY[name] = run
     run._start()
     return run
+
+
+def _is_uri(path: str) -> bool:
+    """``s3a://bucket/x``, ``hdfs://...``: a location only Spark writes (``file://`` too)."""
+    import re
+
+    return re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", path) is not None
 
 
 def _unbounded(c: Compiled) -> bool:

@@ -159,9 +159,11 @@ class ParquetWriter:
         mode: str = "append",
         key: tuple[str, ...] | None = None,
         epoch_s: float | None = None,
+        create: bool = True,
     ):
         self.dir = Path(path)
-        self.dir.mkdir(parents=True, exist_ok=True)
+        if create:  # not a URI that only Spark's executors write
+            self.dir.mkdir(parents=True, exist_ok=True)
         self.schema = schema
         self.mode = mode
         self.key = key

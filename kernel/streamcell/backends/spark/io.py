@@ -159,7 +159,6 @@ def _text(spark: Any, schema: Schema, reader: Any, kind: str) -> SparkSource | N
             data -= 1
         seq += data
     out_schema = arrow_schema(schema, SIDE_FIELDS)
-    parse = csv_record if kind == "csv" else ndjson_line
 
     def fn(batches: Any) -> Any:
         import csv
@@ -181,9 +180,9 @@ def _text(spark: Any, schema: Schema, reader: Any, kind: str) -> SparkSource | N
                     continue
                 pos = f"{f}:{line}"
                 if kind == "csv":
-                    row = parse(next(csv.reader([text])), schema, pos)
+                    row = csv_record(next(csv.reader([text])), schema, pos)
                 else:
-                    row = parse(text, schema, pos)
+                    row = ndjson_line(text, schema, pos)
                 if isinstance(row, BadRow):
                     side.append({"_o": [serial], "_k": DEAD, "_b": pickle.dumps(row)})
                     bad += 1
