@@ -208,3 +208,16 @@ def test_ndjson_lines_are_parsed_on_the_executors(tmp_path, small_splits):
     assert got is not None and "FileScan text" in physical_plan(got.df)
     out = check_against_reference(plan, SPARK)
     assert out["dead"].height >= 8
+
+
+@pytest.mark.parametrize("rows", [0, 5])
+def test_a_global_aggregate_to_a_complete_sink_with_or_without_rows(tmp_path, rows):
+    def plan(p: str) -> sc.Plan:
+        s = sc.source(sc.clickstream(rows=100)).filter(sc.col("item_id") < rows)
+        return sc.combine(s.agg(n=sc.count()).sink_parquet(p, mode="complete"))
+
+    run_plan(plan(str(tmp_path / "s")), SPARK)
+    run_plan(plan(str(tmp_path / "r")), REF)
+    got = pl.read_parquet(sorted((tmp_path / "s").glob("*.parquet")))
+    assert_frame_equal(got, pl.read_parquet(sorted((tmp_path / "r").glob("*.parquet"))))
+    assert got.height == (1 if rows else 0)

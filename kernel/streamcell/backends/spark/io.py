@@ -318,10 +318,11 @@ def latest_per_key(df: Any, key: tuple[str, ...] | None, names: list[str]) -> An
 
     if key is None:
         return df
-    if not key:  # one row: the last
-        return df.select(
+    if not key:  # one row: the last (none when no row came)
+        one = df.select(
             F.min("_o").alias("_o"), F.max_by(F.struct(*[qcol(n) for n in names]), "_o").alias("_r")
-        ).select(*[F.col("_r")[n].alias(n) for n in names], "_o")
+        ).filter(F.col("_o").isNotNull())
+        return one.select(*[F.col("_r")[n].alias(n) for n in names], "_o")
     rest = [n for n in names if n not in key]
     agg = [F.min("_o").alias("_o")]
     if rest:
