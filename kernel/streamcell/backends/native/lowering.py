@@ -342,8 +342,8 @@ def lower(c: Compiled, options: RunOptions) -> Lowered:  # noqa: C901 - one disp
 
 def _publishes(s: P.Aggregate, c: Compiled) -> bool:
     """Whether an aggregate may publish its changed keys instead of its per-row changelog:
-    its one consumer is a table that keeps the latest row per key (an upsert table on the
-    aggregate's own keys), in a chain, so no one else sees the changelog. The source must never
+    its one consumer is a table that keeps the latest row per key (an upsert table, or a
+    complete / update Parquet sink, on the aggregate's own keys), in a chain, so no one else sees the changelog. The source must never
     wait for data (memory, files, unthrottled generators): a publish rides on arriving rows."""
     if not s.keys or not c.plan.is_chain():
         return False
@@ -353,7 +353,7 @@ def _publishes(s: P.Aggregate, c: Compiled) -> bool:
     (sink,) = c.plan.consumers()[s.step_id] or (None,)
     return (
         isinstance(sink, P.Sink)
-        and sink.target == "table"
+        and (sink.target == "table" or (sink.target == "parquet" and sink.mode is not None))
         and c.upsert_keys.get(sink.step_id) == tuple(s.keys)
     )
 

@@ -45,10 +45,20 @@ from ...compiler import Compiled
 from ...errors import NotSupportedError, StreamcellError
 from ...expr import FUNCTIONS, IR, Binary, Call, Col, Lit, Unary, When
 from ...options import RunOptions
-from ...sources import BadRow, locate_serial, merged_serials, row_batches
+from ...sources import BadRow, locate_serial, row_batches
 from ...types import BOOL, Schema, polars_schema
 from ..evaluate import RowError, compile_row_expr
 from .expr import NAME, Translator, can_fail, qcol, spark_type
+from .io import (
+    SparkTable,
+    in_order,
+    latest_per_key,
+    merged_order,
+    merged_serial,
+    spark_source,
+    spark_writes,
+    write_parquet,
+)
 from .native_ops import NATIVE, native_keyed_fn, native_refusal, native_window_fn
 from .ops import (
     DEAD,
@@ -308,17 +318,6 @@ def source_table(
         on_error(e)
     out_schema = target.append(pa.field("_o", pa.list_(pa.int64())))
     return pa.Table.from_batches(parts, schema=out_schema) if parts else out_schema.empty_table()
-
-
-def _reserial(tbl: pa.Table, serials: Any) -> pa.Table:
-    """Replace each row's order key [local serial] by [merged serial] (serials[local])."""
-    import numpy as np
-
-    if tbl.num_rows == 0:
-        return tbl
-    local = tbl.column("_o").combine_chunks().flatten().to_numpy()
-    merged = pa.array(np.asarray(serials)[local], type=pa.int64())
-    return tbl.set_column(tbl.schema.get_field_index("_o"), "_o", order_array(merged))
 
 
 def conform_to_spark(b: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
@@ -707,6 +706,7 @@ class BatchDriver:
         self.group = f"streamcell-{next(_ids)}"
         self.sketch_parts: dict[str, list[Any]] = {}  # sketch step -> partition partials
         self.changelog: dict[str, int] = {}  # a final-table agg -> the changelog rows it stands for
+        self.text_sources: list[tuple[int, Any]] = []  # (source, io.SparkSource) parsed by Spark
 
     def _action(self, fn: Callable[[], Any]) -> Any:
         """Run a Spark action on a helper thread so a stop request cancels it promptly."""
@@ -746,60 +746,26 @@ class BatchDriver:
     def _run(self, spark: Any) -> bool:
         env = self.env
         t0 = time.perf_counter_ns()
-        start = time.monotonic()
-        done = [0]  # rows of the sources read before the current one
-
-        tables: list[pa.Table] = []
-        bad_rows: list[tuple[int, int, BadRow]] = []  # source, local serial, row
-        failed: list[Exception] = []  # a source that raised: what was read runs, then it
-        for i, src in enumerate(self.sources):
-            schema = self.c.schemas[src.step_id]
-
-            def on_bad(seq: int, b: BadRow, i: int = i) -> None:
-                bad_rows.append((i, seq, b))
-
-            def pace(n: int, src: P.Source = src) -> bool:
-                env.on_source_row(done[0] + n)
-                if src.rate:
-                    delay = start + n / src.rate - time.monotonic()
-                    while delay > 0:
-                        if env.should_stop():
-                            return False
-                        time.sleep(min(delay, 0.05))
-                        delay = start + n / src.rate - time.monotonic()
-                return not env.should_stop() and env.wait_if_paused()
-
-            try:
-                tbl = source_table(
-                    self.c, src, schema, on_bad, pace, failed.append if not failed else None
-                )
-            except _Stopped:
-                return False
-            tables.append(tbl)
-            n_bad = sum(1 for b in bad_rows if b[0] == i)
-            self.counts.append(tbl.num_rows + n_bad)
-            done[0] += self.counts[-1]
-            cnt = env.counters[src.step_id]
-            cnt.rows_in, cnt.rows_out, cnt.dead = self.counts[-1], tbl.num_rows, n_bad
-        env.on_source_row(done[0])
+        read = self._read_sources(spark)
+        if read is None:
+            return False
+        frames, bad_rows, lasts, failed = read
+        env.on_source_row(sum(self.counts))
         if len(self.sources) > 1:  # serial numbers of the round-robin merge of the sources
-            serials = merged_serials(0, self.counts)
-            tables = [_reserial(t, serials[i]) for i, t in enumerate(tables)]
-            bad_rows = [(i, int(serials[i][q]), b) for i, q, b in bad_rows]
+            frames = [merged_order(f, i, self.counts) for i, f in enumerate(frames)]
+            bad_rows = [(i, merged_serial(i, q, self.counts), b) for i, q, b in bad_rows]
+            lasts = [(i, None if x is None else merged_serial(i, x, self.counts)) for i, x in lasts]
         for i, q, b in bad_rows:
             self.side.append(([q], DEAD, self.sources[i].step_id, b))
-        lasts = [x for x in (self._last_good(t) for t in tables) if x is not None]
-        self.last_good = max(lasts) if lasts else None
+        known = [x for _, x in lasts if x is not None]
+        self.last_good = max(known) if known else None
         low = Lowering(self.c, self.steps, spark)
         low.checkpoint = lambda d: self._action(lambda: d.localCheckpoint(eager=True))
         consumers = self.c.plan.consumers()
         dfs: dict[str, Any] = {}
         for j, s in enumerate(self.steps):
             if isinstance(s, P.Source):
-                k = self.sources.index(s)
-                df = spark.createDataFrame(
-                    tables[k], schema=ddl(self.c.schemas[s.step_id], ORDER_DDL)
-                )
+                df = frames[self.sources.index(s)]
             elif isinstance(s, P.Sink):
                 continue
             elif isinstance(s, P.Union):
@@ -811,25 +777,160 @@ class BatchDriver:
             dfs[s.step_id] = df
             if env.should_stop():
                 return False
-        outs = []
-        for sink in self.sinks:
-            final = dfs[sink.inputs[0].step_id].orderBy("_o")
-            outs.append((sink, self._action(final.toArrow)))
+        done = [self._sink_job(low, j, s, dfs[s.inputs[0].step_id]) for j, s in self._sink_steps()]
         self._read_back(low)
         self.env.run.spark_operators = dict(low.how)
+        self._read_text_sources()
         for s in self.steps:  # a union passes every row of its inputs
             if isinstance(s, P.Union):
                 n = sum(env.counters[x.step_id].rows_out for x in s.inputs)
                 env.counters[s.step_id].rows_in = env.counters[s.step_id].rows_out = n
         self._file_side()
         self._attach_sketches()
-        for sink, out in outs:
-            stands_for = self.changelog.get(sink.inputs[0].step_id)
-            self._write(to_polars(out, self.c.schemas[sink.step_id]), sink, stands_for)
+        for finish in done:
+            finish()
         env.record_latency(time.perf_counter_ns() - t0)
         if failed:
             raise failed[0]
         return True
+
+    def _read_text_sources(self) -> None:
+        """Dead letters, counts and the last good row of the sources Spark parsed."""
+        multi = len(self.sources) > 1
+        for i, src in self.text_sources:
+            m = src.observation.get
+            sid = self.sources[i].step_id
+            cnt = self.env.counters[sid]
+            for r in m["side"] or []:
+                payload = side_payload(r["_k"], r["_b"])
+                if r["_k"] == STATS:
+                    cnt.rows_out += payload["rows_out"]
+                    cnt.dead += payload["dead"]
+                    continue
+                q = int(r["_o"][0])
+                q = merged_serial(i, q, self.counts) if multi else q
+                self.side.append(([q], DEAD, sid, payload))
+            if m["last"] is not None:
+                last = int(m["last"])
+                last = merged_serial(i, last, self.counts) if multi else last
+                self.last_good = last if self.last_good is None else max(self.last_good, last)
+
+    def _sink_steps(self) -> list[tuple[int, P.Sink]]:
+        return [(j, s) for j, s in enumerate(self.steps) if isinstance(s, P.Sink)]
+
+    def _read_sources(self, spark: Any) -> Any:
+        """Each source as a DataFrame with ``_o`` = [its own serial]: read by Spark's
+        executors where it can be (:mod:`.io`), else from the driver (notebook frames,
+        iterables, text files, throttled sources). None when the run was stopped."""
+        env = self.env
+        start = time.monotonic()
+        done = [0]  # rows of the sources read before the current one
+        frames: list[Any] = []
+        bad_rows: list[tuple[int, int, BadRow]] = []  # source, local serial, row
+        lasts: list[tuple[int, int | None]] = []  # source, local serial of its last good row
+        failed: list[Exception] = []  # a source that raised: what was read runs, then it
+        for i, src in enumerate(self.sources):
+            schema = self.c.schemas[src.step_id]
+            on_spark = spark_source(spark, self.c, src, source_spec(src))
+            if on_spark is not None:
+                if on_spark.observation is not None:  # bad rows known after the job
+                    self.text_sources.append((i, on_spark))
+                frames.append(on_spark.df)
+                bad_rows.extend((i, q, b) for q, b in on_spark.bad)
+                lasts.append((i, on_spark.last_good))
+                self.counts.append(on_spark.count)
+                good, n_bad = on_spark.count - len(on_spark.bad), len(on_spark.bad)
+                if on_spark.observation is not None:  # counted by the job (STATS)
+                    good = n_bad = 0
+            else:
+
+                def on_bad(seq: int, b: BadRow, i: int = i) -> None:
+                    bad_rows.append((i, seq, b))
+
+                def pace(n: int, src: P.Source = src) -> bool:
+                    env.on_source_row(done[0] + n)
+                    if src.rate:
+                        delay = start + n / src.rate - time.monotonic()
+                        while delay > 0:
+                            if env.should_stop():
+                                return False
+                            time.sleep(min(delay, 0.05))
+                            delay = start + n / src.rate - time.monotonic()
+                    return not env.should_stop() and env.wait_if_paused()
+
+                try:
+                    tbl = source_table(
+                        self.c, src, schema, on_bad, pace, failed.append if not failed else None
+                    )
+                except _Stopped:
+                    return None
+                frames.append(spark.createDataFrame(tbl, schema=ddl(schema, ORDER_DDL)))
+                lasts.append((i, self._last_good(tbl)))
+                n_bad = sum(1 for b in bad_rows if b[0] == i)
+                good = tbl.num_rows
+                self.counts.append(good + n_bad)
+            done[0] += self.counts[-1]
+            cnt = env.counters[src.step_id]
+            cnt.rows_in, cnt.rows_out, cnt.dead = self.counts[-1], good, n_bad
+        return frames, bad_rows, lasts, failed
+
+    def _sink_job(self, low: Lowering, j: int, sink: P.Sink, df: Any) -> Callable[[], None]:
+        """Run the Spark job that feeds ``sink``; return what hands its result to the run
+        once the side outputs are filed. Parquet files are written by the executors and
+        tables stay in Spark; only a callback sink's rows come to the driver (the callback
+        is a notebook function)."""
+        from pyspark.sql import functions as F
+
+        schema = self.c.schemas[sink.step_id]
+        names = [n for n, _ in schema]
+        key = self.c.upsert_keys[sink.step_id]
+        gate: Any = self.env.sink_writer(sink).__self__
+        df, obs = low.observe(df, j, F.count(F.lit(1)).alias("n"))
+        parts = low.partitions
+
+        def rows() -> int:
+            """The rows the sink stands for: those reaching it, or for a final table that
+            Spark's groupBy computed, the changelog rows of its aggregate (read back with
+            the side outputs, before any finish runs)."""
+            stands_for = self.changelog.get(sink.inputs[0].step_id)
+            return int(obs.get["n"] or 0) if stands_for is None else stands_for
+
+        if sink.target == "callback" or (sink.target == "parquet" and not spark_writes(schema)):
+            out = self._action(df.orderBy("_o").toArrow)
+            return lambda: self._write(
+                to_polars(out, schema), sink, self.changelog.get(sink.inputs[0].step_id)
+            )
+        if sink.target == "none":
+            self._action(lambda: df.write.format("noop").mode("overwrite").save())
+
+            def finish_none() -> None:
+                n = rows()
+                self.env.counters[sink.step_id].rows_in += n
+                gate.written += n
+
+            return finish_none
+        kept = latest_per_key(df, key if sink.target == "table" or sink.mode else None, names)
+        if sink.target == "parquet":
+            assert sink.name is not None
+            path = sink.name
+            self._action(lambda: write_parquet(in_order(kept, parts), path, names))
+
+            def finish_parquet() -> None:
+                n = rows()
+                self.env.counters[sink.step_id].rows_in += n
+                gate.delegate(n)
+
+            return finish_parquet
+        table = self._action(lambda: kept.orderBy("_o").localCheckpoint(eager=True))
+        height = self._action(table.count)
+
+        def finish_table() -> None:
+            n = rows()
+            self.env.counters[sink.step_id].rows_in += n
+            name = self.c.table_names[sink.step_id]
+            gate.adopt(SparkTable(table.select(*[qcol(x) for x in names]), schema, height, name), n)
+
+        return finish_table
 
     def _union(self, s: P.Union, dfs: dict[str, Any]) -> Any:
         """Inputs in the union's column order. The order key gets the input's port right
