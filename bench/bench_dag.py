@@ -1,4 +1,4 @@
-"""DAG pipelines (issue 8, seed 000): a 10-vertex DAG over two sources on the native DAG
+"""DAG pipelines (issue 8, Zimmerman and Chandy): a 10-vertex DAG over two sources on the native DAG
 runtime at 1 and 2 workers, and the vertex executions Δ-propagation skipped.
 
 Usage: python bench/bench_dag.py [--rows 2_000_000] [--repeat 3] [--batch 1024]

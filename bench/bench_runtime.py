@@ -157,7 +157,7 @@ def keyed_frames(rows: int) -> dict[str, pl.DataFrame]:
 
 
 def tpcx(name: str, src: Any) -> sc.Stream:
-    """TPCx-BB streaming queries (seed 003 Table 1) in streamcell's operator vocabulary."""
+    """TPCx-BB streaming queries (Prasaad et al. Table 1) in streamcell's operator vocabulary."""
     s = sc.source(src)
     if name == "Q1":  # SS: items sold most per hour, top 100
         return (

@@ -1,4 +1,4 @@
-/* Micro-benchmark of the runtime's concurrent structures (ablations of seed 003 §7.2, §7.3).
+/* Micro-benchmark of the runtime's concurrent structures (ablations of Prasaad et al. §7.2, §7.3).
  *
  *   1. reorder: non-blocking (Fig. 4) vs lock-based (Fig. 2): W workers take serials from a
  *      shared counter, do `work` ns of busy work, and send to the reorder buffer, whose emit

@@ -500,7 +500,7 @@ cdef int _conc_feed_i64(sc_concurrent *c, uint32_t w, const int64_t *x, size_t n
 
 
 cdef class ConcurrentFrequentItemsSketch:
-    """Frequent int64 items several threads update at once (seed 004, Algorithm 2).
+    """Frequent int64 items several threads update at once (Rinberg et al., Algorithm 2).
 
     Each of ``writers`` writer ids owns a double-buffered local frequent-items sketch of
     ``buffer`` updates; a propagator thread merges full buffers into the global sketch (the

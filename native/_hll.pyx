@@ -232,7 +232,7 @@ def hll_union(sketches, *, lg_k=None):
 
 
 # ---------------------------------------------------------------------------------------
-# concurrent HLL (seed 004's framework over the HLL vtable)
+# concurrent HLL (Rinberg et al.'s framework over the HLL vtable)
 
 cdef int _conc_ingest(sc_concurrent *c, uint32_t w, const chunk_t *cs, size_t m) noexcept nogil:
     """Writer w adds the chunks in pieces of at most `room` rows, reporting each piece."""
@@ -273,7 +273,7 @@ cdef int _conc_ingest(sc_concurrent *c, uint32_t w, const chunk_t *cs, size_t m)
 
 
 cdef class ConcurrentHllSketch:
-    """HLL_8 sketch several threads update at once (seed 004, Algorithm 2).
+    """HLL_8 sketch several threads update at once (Rinberg et al., Algorithm 2).
 
     Each writer id owns a double-buffered local HLL; a propagator merges every ``buffer`` rows
     into the global sketch. ``estimate()`` reads the last published estimate lock-free and

@@ -411,7 +411,7 @@ cdef class KllFloatsSketch(_KllSketch):
 
 
 # ---------------------------------------------------------------------------------------
-# concurrent KLL (seed 004's framework over the KLL vtable, native/sketch/concurrent.h)
+# concurrent KLL (Rinberg et al.'s framework over the KLL vtable, native/sketch/concurrent.h)
 
 cdef int _conc_feed(sc_concurrent *c, uint32_t w, const double *x, size_t n,
                     const uint8_t *vp, size_t off) noexcept nogil:
@@ -443,7 +443,7 @@ cdef int _conc_feed(sc_concurrent *c, uint32_t w, const double *x, size_t n,
 
 
 cdef class ConcurrentKllDoublesSketch:
-    """KLL doubles sketch several threads update at once (seed 004, Algorithm 2).
+    """KLL doubles sketch several threads update at once (Rinberg et al., Algorithm 2).
 
     Each of ``writers`` writer ids owns a double-buffered local KLL sketch of ``buffer``
     updates; a propagator thread merges full buffers into the global sketch. While the global

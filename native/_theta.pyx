@@ -545,7 +545,7 @@ everything that preceded the query (the retained count plus r). ``exact``: no sa
 
 
 cdef class ConcurrentThetaSketch:
-    """A Θ sketch several threads update at once while any thread queries it (seed 004).
+    """A Θ sketch several threads update at once while any thread queries it (Rinberg et al.).
 
     Each of ``writers`` writer ids owns a double-buffered local buffer of ``buffer`` hashes;
     a native propagator thread merges full buffers into the global sketch and hands back

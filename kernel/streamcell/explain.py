@@ -110,7 +110,7 @@ def explain_text(plan: P.Plan, schemas: dict[str, str] | None = None) -> str:
 
 
 def _dag_lines(plan: P.Plan) -> list[str]:
-    """How the native engine cuts a non-linear plan into vertices (seed 000 numbering)."""
+    """How the native engine cuts a non-linear plan into vertices (Zimmerman and Chandy numbering)."""
     try:
         from .backends.native import _vertices
         from .compiler import compile_plan

@@ -29,11 +29,11 @@ class RunOptions:
     batch_size
         Rows per columnar batch (native engine).
     scheduler
-        Native scheduling heuristic (seed 003 section 6).
+        Native scheduling heuristic (Prasaad et al. section 6).
     display
         Whether a ``%%stream`` cell shows its plan and live status.
     reorder
-        Native reorder buffer: ``"nonblocking"`` (seed 003 Fig. 4, the default) or
+        Native reorder buffer: ``"nonblocking"`` (Prasaad et al. Fig. 4, the default) or
         ``"locked"`` (for the ablation benchmark), or ``"none"``: no order restored after
         stateless operators, outputs in completion order. ``"none"`` exists only to measure
         what ordering costs; it breaks the ordering guarantee and is accepted only for plans
@@ -44,10 +44,10 @@ class RunOptions:
     trigger_interval
         Spark streaming runs: seconds between micro-batches (a processing-time trigger).
     keyed_queue
-        Native keyed worklist: ``"hybrid"`` (seed 003 hybrid queue, the default) or
+        Native keyed worklist: ``"hybrid"`` (Prasaad et al. hybrid queue, the default) or
         ``"partitioned"`` (one queue per worker, for the ablation benchmark).
     entity_order
-        Native multi-entity events (``key_by_all`` + ``transfer``): ``"tickets"`` (seed 002,
+        Native multi-entity events (``key_by_all`` + ``transfer``): ``"tickets"`` (the lazy topological sorting design,
         per-entity ticket ordering, the default) or ``"serial"`` (one global ticket lock
         around the same update, the benchmark's baseline). Both give the same result.
     """

@@ -286,7 +286,7 @@ class Sketch(Step):
 
 @dataclass(frozen=True, kw_only=True)
 class Transfer(Step):
-    """A multi-entity event (seed 002): move ``amount`` from the entity named by ``keys[0]``
+    """A multi-entity event (the lazy topological sorting design): move ``amount`` from the entity named by ``keys[0]``
     to the one named by ``keys[1]``; every balance starts at ``initial``. A transfer that
     would take a balance below zero is rejected (a dead letter) unless ``overdraft``. Each
     output row is the input row plus both balances after the transfer."""
@@ -304,7 +304,7 @@ class Transfer(Step):
 
 Horizon = int | Literal["adaptive"]
 """How far speculation may run ahead of the earliest uncommitted event: a fixed number of
-events (1: sequential) or ``"adaptive"`` (driven by the abort rate, seed 001 §5.2.2)."""
+events (1: sequential) or ``"adaptive"`` (driven by the abort rate, Sturzrehm §5.2.2)."""
 
 MAX_HORIZON = 4096  # exec/speculate.h SC_SPEC_MAX_HORIZON
 
@@ -324,7 +324,7 @@ class Speculate(Step):
     argument ``sc_txn *tx``) once per row, in arrival order by definition, against one keyed
     store (int64 keys and values) that lives as long as the run; ``args`` are the input
     columns passed to it (empty: the columns named like its parameters) and ``name`` the
-    result column added to each row. Engines may run rows speculatively ahead (seed 001), but
+    result column added to each row. Engines may run rows speculatively ahead (Sturzrehm), but
     the output equals the sequential run's."""
 
     fn: str
@@ -450,7 +450,7 @@ def edge_kind(step: Step) -> str:
 
 
 def operator_kind(step: Step) -> str:
-    """Seed 003's operator kinds: ``stateless``, ``partitioned`` (keyed) or ``stateful``."""
+    """Prasaad et al.'s operator kinds: ``stateless``, ``partitioned`` (keyed) or ``stateful``."""
     if isinstance(step, (Filter, Select, WithColumns, Explode)):
         return "stateless"
     if isinstance(step, Transfer):
@@ -673,7 +673,7 @@ class Stream:
 
     # keyed / stateful
     def key_by_all(self, *keys: str) -> EntityStream:
-        """Events that name several entities up front (seed 002), e.g.
+        """Events that name several entities up front (the lazy topological sorting design), e.g.
         ``key_by_all("src", "dst").transfer("amount", initial=100)``: each event updates
         every entity it names, in arrival order per entity."""
         return EntityStream(self, _cols(keys))
@@ -733,7 +733,7 @@ class Stream:
         the function. The result always equals running the function on the rows one at a
         time in arrival order; the native engine runs rows ahead speculatively on
         ``RunOptions.workers`` threads, commits them in order and re-runs a row whose reads
-        an earlier row changed (seed 001). Native and reference engines; Spark refuses it.
+        an earlier row changed (Sturzrehm). Native and reference engines; Spark refuses it.
 
         Parameters
         ----------

@@ -23,7 +23,7 @@ defined freely and called from the exported functions.
 Expressions call a registered function by name: ``score(price, qty)`` in the DSL, or
 ``sc.call("score", sc.col("price"), sc.col("qty"))`` / ``udfs.score(...)`` in the fluent API.
 
-Transactional functions (the ``speculate`` stage, seed 001) take the state first::
+Transactional functions (the ``speculate`` stage, Sturzrehm) take the state first::
 
     cdef long claim(sc_txn *tx, long x) noexcept nogil:
         if tx_get(tx, x) == 0:

@@ -48,7 +48,7 @@ static inline bool sc_ptr_cas_acqrel(sc_atomic_ptr *a, void **expected, void *de
     return atomic_compare_exchange_strong_explicit(&a->v, expected, desired, memory_order_acq_rel, memory_order_acquire);
 }
 
-/* A try-lock flag (seed 003 Fig. 4 style): 0 = free, 1 = held. */
+/* A try-lock flag (Prasaad et al. Fig. 4 style): 0 = free, 1 = held. */
 static inline void sc_flag_init(sc_atomic_flag_t *f) { atomic_init(&f->v, 0); }
 static inline bool sc_flag_try_acquire(sc_atomic_flag_t *f) {
     int expected = 0;

@@ -1,4 +1,4 @@
-/* dag: phases and Δ-propagation over a DAG of operator chains (see dag.h; seed 000). */
+/* dag: phases and Δ-propagation over a DAG of operator chains (see dag.h; Zimmerman and Chandy). */
 #include "dag.h"
 
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* dag: a compiled plan with several sources, fan-in and fan-out, run by phases with
- * Δ-propagation (seed 000, sections 3.1-3.2, Listings 1 and 2).
+ * Δ-propagation (Zimmerman and Chandy, sections 3.1-3.2, Listings 1 and 2).
  *
  * Vertices. A vertex is a linear segment of the plan: a chain of exec operators (exec.h)
  * called one after another on its input. A vertex with several input ports (union, join,
@@ -21,7 +21,7 @@
  * `max_phases`); a vertex with state executes its phases in order, one at a time; a
  * stateless vertex may execute several phases at once. Every vertex-phase pair runs at
  * most once and the result equals executing phases one at a time, each vertex in index
- * order (seed 000 §3.3).
+ * order (Zimmerman and Chandy §3.3).
  *
  * End of stream: sc_dag_finish starts a last phase in which every vertex executes: it
  * processes its inputs, then an end-of-stream batch goes through its chain (operators that

@@ -1,4 +1,4 @@
-/* ops_entities: multi-entity events with ticket ordering (seed 002), lowered from the plan's
+/* ops_entities: multi-entity events with ticket ordering (the lazy topological sorting design), lowered from the plan's
  * `key_by_all FROM, TO` + `transfer AMOUNT` (plan.Transfer).
  *
  * An event names its entities up front (two key columns). Each entity has a ticket pair:

@@ -1,4 +1,4 @@
-/* ops_sketch: the `sketch` stage of a compiled plan (seed 004's sketches inside a pipeline).
+/* ops_sketch: the `sketch` stage of a compiled plan (Rinberg et al.'s sketches inside a pipeline).
  *
  * A sketch operator is a tap: it forwards every input batch unchanged (same schema, same
  * rows, same order) and, on the way, updates one or more sketches from input columns:

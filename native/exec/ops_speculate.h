@@ -1,6 +1,6 @@
 /* ops_speculate: the `speculate` stage (plan.Speculate): one user transaction per row against
  * the operator's keyed store, run speculatively on several threads with ordered commit
- * (exec/speculate.h, seed 001).
+ * (exec/speculate.h, Sturzrehm).
  *
  * STATEFUL (the pool gives it one input batch at a time, in arrival order). Per batch, the
  * rows become events 0..n-1 of one sc_spec_run on the operator's own engine (`workers`

@@ -3,7 +3,7 @@
  * the Python driver drains. Owns the operators' states, the per-step counters and the
  * metrics.
  *
- * Keyed operators (aggregate, running, top-k, dedup) run partitioned (seed 003 §5): a
+ * Keyed operators (aggregate, running, top-k, dedup) run partitioned (Prasaad et al. §5): a
  * stateless SPLIT cuts each batch into one sub-batch per partition (hash of the key columns
  * modulo the partition count), recording each row's position in the hidden pos column; the
  * keyed operator runs as SC_OP_PARTITIONED on the hybrid queue (one state instance per

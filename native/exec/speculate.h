@@ -1,4 +1,4 @@
-/* speculate: speculative execution of user transactions with ordered commit (seed 001, ch. 5).
+/* speculate: speculative execution of user transactions with ordered commit (Sturzrehm, ch. 5).
  *
  * sc_spec_run(s, n, task, ctx, results) runs n events (0..n-1, arrival order) as
  * transactions against a keyed store (int64 key -> int64 value, exec/txn.h) that persists
@@ -16,12 +16,12 @@
  *   version unchanged, every absent key still absent); if valid its writes are applied (each
  *   written node gets the next version) and its result published; if not (an earlier commit
  *   changed something it read), it is aborted and re-executed at once by the committer.
- * - Contention manager (seed 001 §5.2.3, timestamp CM): the earliest uncommitted event always
+ * - Contention manager (Sturzrehm §5.2.3, timestamp CM): the earliest uncommitted event always
  *   wins. Conflicts are only ever resolved against the later event; an execution that started
  *   while its event was the head (the committer's re-execution included) sees a store no one
  *   else can change before it commits, so it is never aborted: every event commits after at
  *   most one abort, and the run always progresses.
- * - Conflict predictors (seed 001 §5.2.2) bound how far speculation runs ahead: event i may
+ * - Conflict predictors (Sturzrehm §5.2.2) bound how far speculation runs ahead: event i may
  *   start only when i < head + horizon. `horizon` > 0 is a fixed predictor (1: sequential);
  *   0 selects the adaptive predictor, which starts at 2 * workers and, after every window of
  *   SC_SPEC_WINDOW commits, halves the horizon when more than SC_SPEC_ABORT_HIGH of them

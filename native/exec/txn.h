@@ -1,4 +1,4 @@
-/* txn: the state API a transactional user function sees (the `speculate` stage, seed 001).
+/* txn: the state API a transactional user function sees (the `speculate` stage, Sturzrehm).
  *
  * A compiled user module never links against the runtime: it receives a pointer to this
  * struct and calls through its function pointers (a vtable). The generated Cython module

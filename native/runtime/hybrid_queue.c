@@ -1,6 +1,6 @@
 /* hybrid_queue: see hybrid_queue.h for the contract.
  *
- * HYBRID correctness (seed 003 Theorem 4.1): add pushes the item into the partition's queue
+ * HYBRID correctness (Prasaad et al. Theorem 4.1): add pushes the item into the partition's queue
  * before pushing the partition id into the master queue, so each master entry stands for one
  * item already queued in its partition. The worker whose increment takes count[p] from 0 is
  * the only one that pops from partition p until its decrement brings the counter back to 0;

@@ -1,4 +1,4 @@
-/* hybrid_queue: worklist of a partitioned (keyed) stateful operator (seed 003 §4, Fig. 7).
+/* hybrid_queue: worklist of a partitioned (keyed) stateful operator (Prasaad et al. §4, Fig. 7).
  *
  * SC_HQ_HYBRID (default): items go to their partition's queue and the partition id to a
  *   master queue; a worker takes a partition id from the master queue and increments that
@@ -6,7 +6,7 @@
  *   worker and processes items of that partition until the counter drops back to 0; otherwise
  *   it leaves the item to the active worker (delegation) and moves on. Many fine-grained
  *   partitions balance skewed keys across workers.
- * SC_HQ_PARTITIONED (ablation, seed 003 Fig. 6): partition p is fixed to lane p mod lanes and
+ * SC_HQ_PARTITIONED (ablation, Prasaad et al. Fig. 6): partition p is fixed to lane p mod lanes and
  *   lane w is served only by worker w mod lanes.
  *
  * Contract

@@ -1,4 +1,4 @@
-/* metrics: per-operator counters and an end-to-end latency histogram (seed 003 §7 markers).
+/* metrics: per-operator counters and an end-to-end latency histogram (Prasaad et al. §7 markers).
  *
  * Latency markers: a batch carries `marker_ns`, the time it (or the input it came from) was
  * injected; the runtime stamps a marker on every k-th source batch, carries it through every

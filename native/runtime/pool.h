@@ -1,5 +1,5 @@
 /* pool: long-lived worker threads that run a linear pipeline of operators over batches
- * (seed 003 §2.2, §5): workers ask the scheduler for work, run an operator on batches from
+ * (Prasaad et al. §2.2, §5): workers ask the scheduler for work, run an operator on batches from
  * its worklist, and hand outputs to a reorder buffer that restores arrival order before the
  * next operator (or the sink). Worklists by operator kind:
  *   stateless    MPMC ring, any number of workers;

@@ -1,6 +1,6 @@
 /* reorder: see reorder.h for the contract.
  *
- * Why the non-blocking variant is correct (seed 003, Theorem 3.1), in terms of this code:
+ * Why the non-blocking variant is correct (Prasaad et al., Theorem 3.1), in terms of this code:
  * - Only the flag holder reads/advances `next` and clears slots, so emission is serialized.
  * - try_add accepts serial t only when next <= t < next + window (read with acquire). Slot
  *   t mod window last held t - window, which was cleared before `next` moved past it

@@ -1,15 +1,15 @@
-/* reorder: restores arrival order of outputs produced by concurrent workers (seed 003 §3).
+/* reorder: restores arrival order of outputs produced by concurrent workers (Prasaad et al. §3).
  *
  * Each output carries the serial number of the input that produced it (one serial may carry
  * several batches chained together, or SC_REORDER_NOTHING when it produced no output). The
  * buffer hands items to `emit` strictly in serial order: first_serial, first_serial+1, ...
  *
  * Two variants behind one interface (chosen by sc_reorder_kind, for the ablation benchmark):
- *   SC_REORDER_NONBLOCKING (default, seed 003 Fig. 4): a bounded ring of atomic slots indexed
+ *   SC_REORDER_NONBLOCKING (default, Prasaad et al. Fig. 4): a bounded ring of atomic slots indexed
  *       by serial mod window, plus an atomic try-lock flag; whoever holds the flag drains the
  *       in-order prefix; a thread that fails to take the flag leaves its item and goes on;
  *       after releasing the flag the drainer re-checks the next slot, so no item is stranded.
- *   SC_REORDER_LOCKED (seed 003 Fig. 2): the same bounded window under one mutex held while
+ *   SC_REORDER_LOCKED (Prasaad et al. Fig. 2): the same bounded window under one mutex held while
  *       adding and while emitting.
  *
  * Contract

@@ -1,4 +1,4 @@
-/* scheduler: decides which operator a worker runs next and for how many items (seed 003 §6).
+/* scheduler: decides which operator a worker runs next and for how many items (Prasaad et al. §6).
  *
  * Workers call sc_sched_acquire to get a grant (operator + item quota for one time slice),
  * run it, then sc_sched_release with what they measured. The scheduler keeps per-operator

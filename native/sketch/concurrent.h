@@ -1,4 +1,4 @@
-/* Generic concurrent sketch (seed 004, Algorithm 2 "OptParSketch", with section 5.3's eager
+/* Generic concurrent sketch (Rinberg et al., Algorithm 2 "OptParSketch", with section 5.3's eager
  * propagation for small streams).
  *
  * N writers each own two local sketches (double buffering). A writer updates its current

@@ -1,6 +1,6 @@
 /* Θ (theta) sketch: distinct counting, mergeable, Apache DataSketches compatible.
  *
- * Algorithm: the QuickSelect update sketch (seed 004 section 7.1; DataSketches'
+ * Algorithm: the QuickSelect update sketch (Rinberg et al. section 7.1; DataSketches'
  * HeapQuickSelectSketch). Items are hashed with MurmurHash3_x64_128 (seed 9001 by default);
  * hash = h1 >> 1, a 63-bit value. theta starts at MAX = 2^63 - 1. A hash h is kept when
  * 0 < h < theta. The table holds up to T = floor(15/16 * 2k) hashes (k = 2^lg_k); on
@@ -123,7 +123,7 @@ int sc_theta_a_not_b(sc_theta_compact **out, const sc_theta_compact *a,
 int sc_theta_jaccard(double out[3], const sc_theta_compact *a, const sc_theta_compact *b,
                      uint64_t seed);
 
-/* ---- concurrent Θ (seed 004 Algorithm 1 on the generic framework) ---- */
+/* ---- concurrent Θ (Rinberg et al. Algorithm 1 on the generic framework) ---- */
 extern const sc_sketch_vtable sc_theta_vtable;
 /* summary words published by sc_theta_vtable.summarize */
 enum { SC_THETA_SUM_RETAINED = 0, SC_THETA_SUM_THETA = 1, SC_THETA_SUM_EMPTY = 2 };

@@ -1,5 +1,5 @@
 // sources: sketch/concurrent.c sketch/theta.c sketch/murmur3.c
-/* The concurrent sketch framework (seed 004 Algorithm 2) under writers + concurrent queries.
+/* The concurrent sketch framework (Rinberg et al. Algorithm 2) under writers + concurrent queries.
  * Run under TSan (data races), ASan (leaks) and the debug build. */
 #include <pthread.h>
 #include <stdio.h>

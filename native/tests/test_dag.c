@@ -1,5 +1,5 @@
 // sources: exec/dag.c exec/common.c runtime/batch.c runtime/metrics.c runtime/ring.c exec/lists.c
-/* Tests for exec/dag (seed 000): two sources, a fan-out, a union merge, stateful vertices
+/* Tests for exec/dag (Zimmerman and Chandy): two sources, a fan-out, a union merge, stateful vertices
  * feeding two sinks. Many phases of random sizes are pushed with 1, 2 and 4 workers; the
  * sinks must equal a sequential model exactly, every stateful vertex must see its rows in
  * arrival order, and a vertex must execute only in the phases where its input changed

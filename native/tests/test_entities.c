@@ -1,5 +1,5 @@
 // sources: exec/ops_entities.c exec/ops_state.c exec/keyhash.c exec/rowstore.c exec/common.c runtime/batch.c runtime/ring.c exec/lists.c
-/* Tests for exec/ops_entities (seed 002 ticket ordering): ORDER runs batches in arrival
+/* Tests for exec/ops_entities (the lazy topological sorting design ticket ordering): ORDER runs batches in arrival
  * order on one thread; APPLY runs them on several threads that take batches first come,
  * first served (as the pool's worklist hands them out); balances, output rows and rejected
  * transfers must equal a sequential model at any thread count, with hot accounts (TSan

@@ -1,6 +1,6 @@
 // sources: runtime/scheduler.c
 /* Tests for runtime/scheduler: each heuristic's choice on hand-built pipelines (CT, QST, LP,
- * ET as in seed 003 §6), operator-kind limits, quota from the measured cost, and a concurrent
+ * ET as in Prasaad et al. §6), operator-kind limits, quota from the measured cost, and a concurrent
  * stress where more workers than cores acquire/release grants while producers change queue
  * sizes: a stateful operator never has two workers, no operator exceeds its maximum, and the
  * grant hand-off orders a single-consumer state (checked by TSan). */

@@ -1,5 +1,5 @@
 // sources: exec/speculate.c
-/* Tests for exec/speculate (seed 001): speculative transactions committed in arrival order
+/* Tests for exec/speculate (Sturzrehm): speculative transactions committed in arrival order
  * must give exactly the sequential run's results and final state, at every worker count and
  * horizon, with conflicts, with random delays injected into transactions, across several
  * runs (batches) sharing the store; cancel stops a run promptly. The oracle runs the same
@@ -57,7 +57,7 @@ static void maybe_delay(const work *w) {
     }
 }
 
-/* seed 001 Alg. 25: bucket e % STATE gets +1; some events also bump the next bucket. */
+/* Sturzrehm Alg. 25: bucket e % STATE gets +1; some events also bump the next bucket. */
 static void histogram(void *ctx, sc_txn *tx, int64_t i, sc_spec_result *res) {
     const work *w = ctx;
     int64_t e = w->base + i;
@@ -74,7 +74,7 @@ static void histogram(void *ctx, sc_txn *tx, int64_t i, sc_spec_result *res) {
     res->ok = 1;
 }
 
-/* Ride sharing (seed 001 §7.4): drivers 0..63 at fixed spots on a line, key = driver, value =
+/* Ride sharing (Sturzrehm §7.4): drivers 0..63 at fixed spots on a line, key = driver, value =
  * 1 when busy. A request at x scans the drivers within 6 spots, picks the nearest free one,
  * marks it busy, and frees the driver it names in its second field (a finished ride). */
 static void ride(void *ctx, sc_txn *tx, int64_t i, sc_spec_result *res) {

@@ -1,4 +1,4 @@
-"""DAG pipelines on the native engine (seed 000): several sources, union, fan-out.
+"""DAG pipelines on the native engine (Zimmerman and Chandy): several sources, union, fan-out.
 
 Every native run is compared with the reference's sequential phase-by-phase definition
 (tables, counts, late rows, dead letters), at 1, 2 and 4 workers and several phase sizes;

@@ -1,4 +1,4 @@
-"""Speculative stateful operators (seed 001): transactional Cython UDFs in a ``speculate``
+"""Speculative stateful operators (Sturzrehm): transactional Cython UDFs in a ``speculate``
 stage. The reference engine runs the function on each row in order against a dict; the
 native engine runs rows ahead on several threads, commits in order and re-runs a row whose
 reads an earlier commit changed. Every test compares the native output with the reference's
@@ -44,7 +44,7 @@ cdef inline void _jitter(long on) noexcept nogil:
             usleep(rand() % 40)
 
 cdef long match(sc_txn *tx, long region, long spot, long release, long jitter) noexcept nogil:
-    # ride sharing (seed 001 ch. 7): drivers sit at spots 0..15 of a region (key
+    # ride sharing (Sturzrehm ch. 7): drivers sit at spots 0..15 of a region (key
     # region * 16 + spot, value 1 when busy); a request at `spot` takes the nearest free driver
     # within 3 spots and marks it busy; `release` >= 0 first frees that driver (a ride ended)
     cdef long best = -1, dist = 100, d, k
@@ -147,7 +147,7 @@ def rides(n: int, conflict: float, seed: int = 7, jitter: int = 0) -> pl.DataFra
 
 def histogram(n: int, conflict: float, seed: int = 11, jitter: int = 0) -> pl.DataFrame:
     """Each event counts into its own bucket; a share `conflict` also count into the previous
-    event's bucket (seed 001 Alg. 25)."""
+    event's bucket (Sturzrehm Alg. 25)."""
     rnd = random.Random(seed)
     rows = [(i, i - 1 if i and rnd.random() < conflict else -1, jitter) for i in range(n)]
     return pl.DataFrame(rows, schema=["bucket", "extra", "jitter"], orient="row")

@@ -1,4 +1,4 @@
-"""Multi-entity events (seed 002): ``key_by_all FROM, TO`` + ``transfer AMOUNT``.
+"""Multi-entity events (the lazy topological sorting design): ``key_by_all FROM, TO`` + ``transfer AMOUNT``.
 
 Every engine configuration (native at 1, 2 and 4 workers, batch sizes down to 1, each
 scheduler; Spark) must equal the reference's sequential run exactly: balances in every

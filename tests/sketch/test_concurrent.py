@@ -1,4 +1,4 @@
-"""Concurrent Θ (seed 004): writers + concurrent queries, relaxation bound, final equality."""
+"""Concurrent Θ (Rinberg et al.): writers + concurrent queries, relaxation bound, final equality."""
 
 from __future__ import annotations
 

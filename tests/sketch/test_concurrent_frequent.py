@@ -1,5 +1,5 @@
 """ConcurrentFrequentItemsSketch: N Python threads update one frequent-items sketch through
-seed 004's framework; queries during ingestion stay within the relaxation, nothing is lost
+Rinberg et al.'s framework; queries during ingestion stay within the relaxation, nothing is lost
 after the flush, and every item's true count lies within the merged sketch's bounds."""
 
 from __future__ import annotations

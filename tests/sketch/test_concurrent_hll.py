@@ -1,4 +1,4 @@
-"""ConcurrentHllSketch: N Python threads update one HLL through seed 004's framework."""
+"""ConcurrentHllSketch: N Python threads update one HLL through Rinberg et al.'s framework."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ConcurrentKllDoublesSketch: N Python threads update one KLL through seed 004's framework;
+"""ConcurrentKllDoublesSketch: N Python threads update one KLL through Rinberg et al.'s framework;
 queries during ingestion stay within the relaxation, nothing is lost after the flush."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Accuracy pitchfork (seed 004, Fig. 5): at fixed seeds, over stream sizes from 1 upward,
+"""Accuracy pitchfork (Rinberg et al., Fig. 5): at fixed seeds, over stream sizes from 1 upward,
 every estimate lies within the sketch's documented bounds.
 
 - Θ and HLL: lower_bound(3) <= n <= upper_bound(3), and Θ exact (estimate == n) below k.

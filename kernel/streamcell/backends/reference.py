@@ -871,7 +871,7 @@ def execute(c: Compiled, env: Env) -> bool:
     inputs takes them in port order. At the end of the input every step, in plan order,
     takes the rows its inputs emitted at their end (ordered by the emitting step, then
     port) and then ends itself. This sequential definition is what the native DAG
-    executor's phases must equal (seed 000); for a chain it is plain depth-first delivery.
+    executor's phases must equal (Zimmerman and Chandy); for a chain it is plain depth-first delivery.
     """
     steps = c.plan.steps
     ops = {s.step_id: make_op(s, c, env) for s in steps if not isinstance(s, P.Source)}

@@ -1,4 +1,4 @@
-"""Sketches: standalone, mergeable, DataSketches-compatible, and concurrent (seed 004).
+"""Sketches: standalone, mergeable, DataSketches-compatible, and concurrent (Rinberg et al.).
 
 Each sketch lives in a native module; this package is its public face.
 

@@ -27,7 +27,7 @@ class Vertex:
 
 def _vertices(c: Compiled) -> tuple[list[Vertex], dict[str, int]]:
     """Cut the plan into vertices (a new vertex at each source, multi-input step and fan-out
-    branch), numbered as seed 000 requires: topologically, sorted by the index of their
+    branch), numbered as Zimmerman and Chandy requires: topologically, sorted by the index of their
     last predecessor (so the vertices whose inputs all lie below x form a prefix)."""
     steps = c.plan.steps
     consumers = c.plan.consumers()
@@ -49,7 +49,7 @@ def _vertices(c: Compiled) -> tuple[list[Vertex], dict[str, int]]:
             verts[v].sink = s
         else:
             verts[v].steps.append(s)
-    # seed 000 numbering: repeatedly take, among the vertices whose inputs are numbered,
+    # Zimmerman and Chandy numbering: repeatedly take, among the vertices whose inputs are numbered,
     # the one whose last input was numbered earliest (sources first)
     new: dict[int, int] = {}
     pending = set(range(len(verts)))
