@@ -57,12 +57,12 @@ def main() -> int:
     ap.add_argument("--check-rows", type=int, default=5000)
     ap.add_argument("--queries", default="Q1,Q2,Q3,Q4,Q15")
     a = ap.parse_args()
-    from streamcell.backends.spark.session import MASTER, get_session
+    from streamcell.backends.spark.session import current_master, get_session
 
     t0 = time.perf_counter()
     get_session()
     print(
-        f"streamcell Spark ({MASTER}) vs native (2 workers): TPCx-BB, {a.rows:,} rows, "
+        f"streamcell Spark ({current_master()}) vs native (2 workers): TPCx-BB, {a.rows:,} rows, "
         f"median of {a.repeat}, {os.cpu_count()} cpus; Spark start-up {time.perf_counter() - t0:.1f} s"
     )
     print(

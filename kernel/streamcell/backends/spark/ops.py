@@ -194,7 +194,7 @@ def window_fn(
         cur: dict[str, Any] = {"o": [], "n": 0}
 
         class Op(WindowOp):
-            def new_sketch(self, key: Any, start: int, end: int) -> WindowState:
+            def _new(self, key: Any, start: int, end: int) -> WindowState:
                 cur["n"] += 1
                 win = WindowState(key, start, end, tuple(cur["o"]) + (cur["n"],), self.spec.new())  # type: ignore[arg-type]
                 heapq.heappush(self.heap, (end, start, win.seq, next(self.uid), win))
