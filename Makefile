@@ -108,7 +108,9 @@ bench-dag: build
 bench-dashboard: build
 	$(BIN)/python bench/bench_dashboard.py $(BENCH_ARGS)
 
-## bench-spark: TPCx-BB Q1-Q4, Q15 on Spark local[2] vs native, same input, same run (ratios)
+## bench-spark: engine="spark" vs the same queries hand-written in PySpark vs native, on the same
+## Parquet input, same session, same run: filter+map, keyed agg, tumbling, sessions, TPCx-BB
+## Q1-Q4, Q15; ratio and driver RSS growth against the targets (BENCH_ARGS="--rows 10000000")
 bench-spark: build
 	$(BIN)/python bench/bench_spark.py $(BENCH_ARGS)
 

@@ -250,7 +250,8 @@ def _driver_jvm() -> int | None:
         if not e.isdigit():
             continue
         try:
-            stat = open(f"/proc/{e}/stat").read()
+            with open(f"/proc/{e}/stat") as f:
+                stat = f.read()
         except OSError:
             continue
         name = stat[stat.index("(") + 1 : stat.rindex(")")]
