@@ -34,6 +34,16 @@ import streamcell
 REPO = Path(__file__).resolve().parents[2]
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the process that started it dies (Linux
+    ``PR_SET_PDEATHSIG``, kept across exec), so a test run killed without its teardown
+    (a CI timeout) leaves no JVM behind; the worker's shutdown hook stops its executors."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -99,8 +109,13 @@ def _still_alive(seen: dict[int, str]) -> list[int]:
 class StandaloneCluster:
     """A standalone master and ``workers`` workers (``cores`` cores, ``memory`` each)."""
 
-    def __init__(self, workers: int = 2, cores: int = 1, memory: str = "1g") -> None:
+    def __init__(
+        self, workers: int = 2, cores: int = 1, memory: str = "1g", with_streamcell: bool = True
+    ) -> None:
+        """``with_streamcell=False``: the nodes' PYTHONPATH lacks this checkout (streamcell
+        must then be shipped to the executors, e.g. with ``spark.archives``)."""
         self.n_workers, self.cores, self.memory = workers, cores, memory
+        self.with_streamcell = with_streamcell
         self.dir = Path(tempfile.mkdtemp(prefix="streamcell-cluster-"))
         self.procs: list[subprocess.Popen[bytes]] = []
         self.port = free_port()
@@ -111,7 +126,8 @@ class StandaloneCluster:
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
         kernel = os.path.dirname(os.path.dirname(os.path.abspath(streamcell.__file__)))
-        path = [kernel, str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(":") if p]
+        path = [kernel, str(REPO)] if self.with_streamcell else []
+        path += [p for p in env.get("PYTHONPATH", "").split(":") if p and p != kernel]
         env.update(
             SPARK_HOME=spark_home(),
             SPARK_LOCAL_IP="127.0.0.1",
@@ -121,6 +137,8 @@ class StandaloneCluster:
             PYSPARK_PYTHON=sys.executable,
             PYTHONPATH=":".join(dict.fromkeys(path)),
         )
+        if not path:
+            del env["PYTHONPATH"]
         return env
 
     def session_conf(self) -> dict[str, str]:
@@ -142,6 +160,7 @@ class StandaloneCluster:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,  # its own process group: the worker's executors too
+            preexec_fn=_die_with_parent,
             cwd=self.dir,
         )
         log.close()

@@ -27,6 +27,7 @@ from ...errors import StreamcellError
 _LOCK = threading.Lock()
 _SESSION: Any = None
 _BUILT_FOR: tuple[str | None, tuple[tuple[str, str], ...]] | None = None
+_ADOPTED = False  # the session was already active (Databricks...): never stopped by streamcell
 _MASTER: str | None = None  # configure(master=...)
 _EXTRA: dict[str, str] = {}  # configure(conf=...)
 
@@ -108,7 +109,8 @@ def configure(master: str | None = None, *, conf: Mapping[str, str] | None = Non
         Extra Spark settings for the session (they override streamcell's defaults), e.g.
         ``{"spark.executor.memory": "4g", "spark.archives": "env.tar.gz#environment"}``.
 
-    The cached session is stopped when the master or ``conf`` changes, so this is refused
+    The cached session is stopped when the master or ``conf`` changes (a session that was
+    already active when streamcell first needed one is left running), so this is refused
     while a Spark run is in progress (stop it first).
 
     Examples
@@ -174,21 +176,23 @@ def _alive(s: Any) -> bool:
 
 
 def _stop_locked() -> None:
-    global _SESSION, _BUILT_FOR
+    global _SESSION, _BUILT_FOR, _ADOPTED
     s, _SESSION, _BUILT_FOR = _SESSION, None, None
-    if s is not None and _alive(s):
+    adopted, _ADOPTED = _ADOPTED, False
+    if s is not None and not adopted and _alive(s):
         s.stop()
 
 
 def stop() -> None:
-    """Stop the cached session (the next Spark run starts a new one)."""
+    """Stop the cached session (the next Spark run starts a new one); a session streamcell
+    found already active is left running, only forgotten."""
     with _LOCK:
         _stop_locked()
 
 
 def get_session() -> Any:
     """The kernel's SparkSession for the configured master, started on the first call."""
-    global _SESSION, _BUILT_FOR
+    global _SESSION, _BUILT_FOR, _ADOPTED
     with _LOCK:
         key = (wanted_master(), tuple(sorted(_EXTRA.items())))
         if _SESSION is not None and key == _BUILT_FOR and _alive(_SESSION):
@@ -203,13 +207,28 @@ def get_session() -> Any:
         from pyspark.sql import SparkSession
 
         master = key[0]
-        active = SparkSession.getActiveSession() if master is None else None
+        active = SparkSession.getActiveSession()
+        if (
+            active is not None
+            and _alive(active)
+            and master not in (None, active.sparkContext.master)
+        ):
+            raise StreamcellError(  # one SparkContext per process: getOrCreate would return it
+                f"a SparkSession on {active.sparkContext.master} is already active in this "
+                f"process; stop it, or call configure_spark() without a master to use it, "
+                f"instead of {master}"
+            )
         if active is not None and _alive(active):  # a notebook on a cluster: use its session
-            for k in SEMANTIC_CONF:
-                active.conf.set(k, CONF[k])
-            for k, v in _EXTRA.items():
-                active.conf.set(k, v)
-            _SESSION, _BUILT_FOR = active, key
+            for k, v in [*((k, CONF[k]) for k in SEMANTIC_CONF), *_EXTRA.items()]:
+                try:
+                    active.conf.set(k, v)
+                except Exception as e:  # a static setting of a running session
+                    raise StreamcellError(
+                        f"configure_spark: {k} cannot be set on the SparkSession already "
+                        f"active in this process ({type(e).__name__}); set it where that "
+                        "session is built"
+                    ) from e
+            _SESSION, _BUILT_FOR, _ADOPTED = active, key, True
             return active
         master = master or DEFAULT_MASTER
         b = SparkSession.builder.master(master).appName("streamcell")
