@@ -105,7 +105,12 @@ def _spark_master(request: pytest.FixtureRequest):
 
         cluster = request.getfixturevalue("spark_cluster")
         sc.configure_spark(cluster.master_url, conf=cluster.session_conf())
-    yield
+        yield
+        st = cluster.status()  # the runs did go to the cluster
+        apps = [a["name"] for a in st["activeapps"] + st["completedapps"]]
+        assert "streamcell" in apps, f"no streamcell application ran on the cluster: {apps}"
+    else:
+        yield
 
 
 @pytest.fixture(autouse=True)
