@@ -56,7 +56,9 @@ def test_bad_cell_prints_error_with_caret_and_binds_nothing(ip, capsys):
         "stream", "broken --no-display", "source clickstream(rows=5)\nfilter prize > 1\n"
     )
     out = capsys.readouterr().out
-    assert "unknown column 'prize'" in out and "line 2, column 8" in out and "^" in out
+    # lines count the cell as the user sees it: the %%stream line is line 1
+    assert "unknown column 'prize' (did you mean 'price'?)" in out
+    assert "line 3, column 8" in out and "^" in out
     assert "broken" not in ip.user_ns
 
 

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 
 class StreamcellError(Exception):
     """Base class of every error streamcell raises on purpose."""
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """``" (did you mean 'filter'?)"`` for the closest of ``known`` to a misspelt ``name``
+    (nothing when none is close)."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 class DSLSyntaxError(StreamcellError):
@@ -76,10 +87,16 @@ class UnsupportedTypeError(StreamcellError, ValueError):
 class NotSupportedError(StreamcellError):
     """A step that a backend cannot run. The message names the step and the backend."""
 
-    def __init__(self, step: str, backend: str, why: str = ""):
+    def __init__(self, step: str, backend: str, why: str = "", pos: object = None):
         self.step = step
         self.backend = backend
-        super().__init__(f"not supported on {backend}: step {step}" + (f" ({why})" if why else ""))
+        # where the step is in its cell (a step's ``pos``), when it came from DSL text
+        self.line: int = getattr(pos, "line", 0) or 0
+        self.column: int = getattr(pos, "column", 0) or 0
+        where = f"line {self.line}, column {self.column}: " if self.line else ""
+        super().__init__(
+            f"{where}not supported on {backend}: step {step}" + (f" ({why})" if why else "")
+        )
 
 
 class RunFailed(StreamcellError):

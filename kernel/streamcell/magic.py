@@ -73,7 +73,7 @@ class StreamMagics(Magics):
             scheduler=args.scheduler,
         )
         try:
-            plan = parse(cell, ns, name=args.name)
+            plan = parse(cell, ns, name=args.name, first_line=2)  # line 1: %%stream
             run = start(plan, name=args.name, options=opts, cell_id=_cell_id(self.shell))
         except StreamcellError as e:
             # a clear message with line/column and caret; no traceback noise

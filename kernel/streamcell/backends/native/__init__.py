@@ -44,7 +44,7 @@ from .lowering import (
     tagged_schema,
     untag_row,
 )
-from .program import build
+from .program import build, check_operator_count
 from .typecodes import NAME, _check_types, _lts, encode_list
 from .vertices import Vertex, _check_graph, _vertices
 
@@ -83,7 +83,7 @@ class NativeBackend:
         for s in c.plan.steps:
             if isinstance(s, P.Sink) and s.target not in ("table", "parquet", "callback", "none"):
                 raise NotSupportedError(s.step_id, NAME, f"sink {s.target}")
-        lower(c, options)  # expression support is checked by lowering
+        check_operator_count(lower(c, options), c)  # lowering checks expression support
         if options.reorder == "none":
             for s in c.plan.steps:
                 if isinstance(

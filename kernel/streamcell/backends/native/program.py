@@ -8,13 +8,44 @@ from typing import Any
 
 from ... import plan as P
 from ...compiler import Compiled
+from ...errors import NotSupportedError
 from ...types import Schema
 from .lowering import Lowered, tagged_schema
-from .typecodes import _lts
+from .typecodes import NAME, _lts
 
 PHASES = 16  # phases in flight at once on the DAG runtime
 OUT_ROWS = 65_536  # rows per chunk handed to the sink
 PUBLISH_NS = 100_000_000  # while rows arrive, a publishing aggregate publishes this often
+
+
+MAX_OPERATORS = 64  # runtime/scheduler.h SC_SCHED_MAX_OPS: a Program's operator table
+
+
+def runtime_operators(kind: str, a: dict[str, Any]) -> int:
+    """How many runtime operators ``build`` adds for one lowered op: a keyed operator runs
+    between a split and a merge; a transfer is a ticket order plus a parallel apply."""
+    if kind in ("keyed", "step") or (kind == "sketch" and a.get("keys")):
+        return 3
+    return 2 if kind == "transfer" else 1
+
+
+def check_operator_count(low: Lowered, c: Compiled) -> None:
+    """Refuse, at start, a plan with more operators than a Program holds, naming the step
+    (with its line and column in a cell) where the limit is crossed."""
+    total = 0
+    steps = list(c.plan.steps)
+    for kind, a in low.ops:
+        total += runtime_operators(kind, a)
+        if total > MAX_OPERATORS:
+            step = steps[a["step"]]
+            raise NotSupportedError(
+                step.step_id,
+                NAME,
+                f"the native runtime runs at most {MAX_OPERATORS} operators per pipeline and "
+                f"this step takes it to {total}; split the cell into two runs (a table of "
+                "the first is the source of the second) or use engine='reference'",
+                pos=step.pos,
+            )
 
 
 def build(low: Lowered, c: Compiled) -> Any:

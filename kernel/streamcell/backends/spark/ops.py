@@ -262,7 +262,7 @@ def side_payload(kind: int, blob: bytes) -> Any:
 SKETCH = 4  # side row: a partition's partial sketches (see sketch_fn)
 
 
-def new_sketch(call: P.SketchCall, is_str: bool) -> Any:
+def sketch_for_call(call: P.SketchCall, is_str: bool) -> Any:
     """An empty streamcell sketch for ``call`` (the native engine's kinds and parameters)."""
     from .sketch import new_sketch
 
@@ -300,7 +300,7 @@ def sketch_fn(
         n = 0
 
         def fresh() -> list[Any]:
-            return [new_sketch(c, types[c.column].name == "str") for _, c in step.sketches]
+            return [sketch_for_call(c, types[c.column].name == "str") for _, c in step.sketches]
 
         for b in batches:
             n += b.num_rows
