@@ -112,16 +112,12 @@ def _events(n: int = 400) -> pl.DataFrame:
 # a few pipelines of different kinds (the whole shared suite runs on the cluster in
 # ``make test-spark-cluster``); kept small so this module fits the default run
 PIPELINES = {
-    "filter_map_dead_letters": lambda d: (
+    "dead_letters_then_tumbling_with_late_rows": lambda d: (
         sc.source(d)
-        .filter(sc.col("v") > 0)
-        .with_columns(n=sc.col("s").cast("int"), y=sc.col("x") * 2 + sc.col("v"))
-    ),
-    "tumbling_with_late_rows": lambda d: (
-        sc.source(d)
+        .with_columns(i=sc.col("s").cast("int"))  # "bad" does not parse: a dead letter
         .key_by("k")
         .tumbling("15m", time="ts")
-        .agg(n=sc.count(), total=sc.col("v").sum())
+        .agg(n=sc.count(), total=sc.col("v").sum(), top=sc.col("i").max())
     ),
     "union_of_two_sources": lambda d: (
         sc.source(d.head(150))
