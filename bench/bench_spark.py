@@ -27,7 +27,10 @@ ran (sampled every 10 ms; target <= 100 MB), plus the driver JVM's, for informat
 The issue's target size is 10M rows (``--rows 10000000``).
 
     python bench/bench_spark.py [--rows N] [--files N] [--repeat R] [--check-rows N]
-                                [--workloads filter_map,keyed_agg,...] [--master URL]
+                                [--workloads filter_map,keyed_agg,...] [--master URL | --cluster]
+
+``--cluster`` starts a standalone master and two 1-core workers on this machine (the tests'
+``StandaloneCluster``), runs everything there, and stops them.
 """
 
 from __future__ import annotations
@@ -243,8 +246,17 @@ def _rss_kb(pid: int | str = "self") -> int:
     return 0
 
 
+def _cmdline(pid: str) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
 def _driver_jvm() -> int | None:
-    """The Spark driver JVM: a java child of this process (PySpark's gateway)."""
+    """The Spark driver JVM: the java child of this process that PySpark's gateway launched
+    through ``spark-submit``."""
     me = os.getpid()
     for e in os.listdir("/proc"):
         if not e.isdigit():
@@ -256,8 +268,8 @@ def _driver_jvm() -> int | None:
             continue
         name = stat[stat.index("(") + 1 : stat.rindex(")")]
         ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
-        if ppid == me and name == "java":
-            return int(e)
+        if ppid == me and name == "java" and b"deploy.SparkSubmit" in _cmdline(e):
+            return int(e)  # the gateway, not a --cluster master or worker
     return None
 
 
@@ -368,18 +380,29 @@ def main() -> int:
     ap.add_argument("--check-rows", type=int, default=4000)
     ap.add_argument("--workloads", default=",".join(w.name for w in WORKLOADS))
     ap.add_argument("--master", default=None, help="a Spark master URL (default: local[2])")
+    ap.add_argument(
+        "--cluster",
+        action="store_true",
+        help="start a standalone master + 2 one-core workers here (the tests' fixture) and use it",
+    )
     ap.add_argument("--no-native", action="store_true")
     a = ap.parse_args()
     chosen = [w for w in WORKLOADS if w.name in a.workloads.split(",")]
     from streamcell.backends.spark.session import current_master, get_session
 
-    if a.master:
+    cluster = None
+    if a.cluster:
+        from tests.spark.cluster import StandaloneCluster
+
+        cluster = StandaloneCluster(workers=2, cores=1, memory="1g").start()
+        sc.configure_spark(cluster.master_url, conf=cluster.session_conf())
+    elif a.master:
         sc.configure_spark(a.master)
-    t0 = time.perf_counter()
-    spark = get_session()
-    startup = time.perf_counter() - t0
     root = tempfile.mkdtemp(prefix="streamcell-bench-spark-")
     try:
+        t0 = time.perf_counter()
+        spark = get_session()
+        startup = time.perf_counter() - t0
         small = write_inputs(os.path.join(root, "check"), a.check_rows, a.files)
         t0 = time.perf_counter()
         big = write_inputs(os.path.join(root, "input"), a.rows, a.files)
@@ -414,6 +437,9 @@ def main() -> int:
             )
     finally:
         shutil.rmtree(root, ignore_errors=True)
+        if cluster is not None:
+            sc.configure_spark()
+            cluster.stop()
     report(results, a.rows)
     return 0
 
