@@ -97,6 +97,24 @@ def spark_cluster():
         cluster.stop()
 
 
+def _warm_up_spark(timeout: float) -> None:
+    """One small keyed run, so the session, the executors and their Python workers are up
+    before the first test (whose run would otherwise pay their start-up in its own timeout)."""
+    import polars as pl
+
+    import streamcell as sc
+
+    df = pl.DataFrame({"k": [1, 2, 1, 3], "v": [1, 2, 3, 4]})
+    run = (
+        sc.source(df)
+        .key_by("k")
+        .agg(n=sc.count())
+        .start("_warm_up", options=RunOptions(engine="spark", display=False))
+    )
+    run.wait(timeout)
+    assert run.status == "finished", (run.status, run.error)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _spark_master(request: pytest.FixtureRequest):
     """``STREAMCELL_TEST_SPARK_CLUSTER=1``: the whole session's Spark runs go to the cluster."""
@@ -105,6 +123,7 @@ def _spark_master(request: pytest.FixtureRequest):
 
         cluster = request.getfixturevalue("spark_cluster")
         sc.configure_spark(cluster.master_url, conf=cluster.session_conf())
+        _warm_up_spark(timeout=600)
         yield
         st = cluster.status()  # the runs did go to the cluster
         apps = [a["name"] for a in st["activeapps"] + st["completedapps"]]
