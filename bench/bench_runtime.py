@@ -305,6 +305,20 @@ def fig1_2(clicks: pl.DataFrame, repeat: int) -> float:
         repeat,
         cpu_target_ns=40,
     )
+    from streamcell.backends.native import program as native_program
+
+    tf, cf = measure(to_table(stateless(clicks), native(2)), repeat)
+    native_program.FUSE = False  # ablation: one operator per step, a gather per filter
+    try:
+        ts, cs = measure(to_table(stateless(clicks), native(2)), repeat)
+    finally:
+        native_program.FUSE = True
+    report(
+        "1b fused stage vs one operator per step (CPU, wall)",
+        f"{cs / cf:.2f}x, {ts / tf:.2f}x ({cf * 1e9 / n:.0f} vs {cs * 1e9 / n:.0f} ns CPU/row)",
+        "report",
+        None,
+    )
     tu, _ = measure(to_table(stateless(clicks), native(2, reorder="none")), repeat)
     report(
         "2 ordering cost: time ordered / time unordered",

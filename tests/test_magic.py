@@ -76,7 +76,11 @@ def test_rerun_same_name_stops_and_replaces(ip):
 def test_line_magics_list_status_stop(ip, capsys):
     ip.run_cell_magic("stream", "forever --no-display", "source clickstream(seed=3), rate=1000\n")
     listing = ip.run_line_magic("stream", "list")
-    assert "forever" in listing["name"].to_list()
+    assert "forever" in listing.frame["name"].to_list()
+    # formatted once (streamcell.fmt): separators, units, m:ss; no raw floats
+    row = [r for r in listing.rows() if r[0] == "forever"][0]
+    assert row[5].endswith(" rows/s") and row[7].startswith("0:")
+    assert "forever" in repr(listing) and "<table class='sc-run-table'>" in listing._repr_html_()
     ip.run_line_magic("stream", "pause forever")
     time.sleep(0.3)
     assert ip.user_ns["forever"].status == "paused"

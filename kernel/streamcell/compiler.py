@@ -654,8 +654,17 @@ def _corr_agg_type(s: P.Correlate, a: P.CorrAgg, ins: list[Schema]) -> DType:
 
 
 def default_upsert_key(c: Compiled, sink: P.Sink) -> tuple[str, ...] | None:
-    """Key of an upsert table, or None for append (the default depends on the input step)."""
-    if sink.mode == "append":
+    """Key of an upsert table, or None for append (the default depends on the input step).
+    A Parquet sink has a key only in the ``complete`` / ``update`` output modes: its given
+    key, else the key an upsert table after the same step has (none: every row is a row)."""
+    if sink.mode == "append" or (sink.target == "parquet" and sink.mode is None):
+        return None
+    if sink.target == "parquet" and sink.key is None:
+        up = sink.inputs[0]
+        if isinstance(up, P.Aggregate):
+            return up.keys if up.window is None else up.keys + ("window_start", "window_end")
+        if isinstance(up, P.TopK):
+            return up.keys + ("rank",)
         return None
     if sink.key is not None:
         return sink.key

@@ -1129,14 +1129,12 @@ def _sink(st: _Stage, cur: P.Step, ns: dict[str, Any], pos: Pos) -> P.Sink:
             st.fail(opts["mode"], 'mode must be "append" or "upsert"')
         key = st.names(opts["key"]) if "key" in opts else None
         return P.Sink(inputs=(cur,), target="table", name=name, mode=mode, key=key, pos=pos)
-    if kind in ("parquet", "callback"):
-        for k in what.keywords:  # neither takes options: refuse them like every stage does
+    if kind == "callback":
+        for k in what.keywords:  # no options: refuse them like every stage does
             node = k if k.arg is not None else k.value
             st.fail(node, f"{kind}() sink takes no options, not {k.arg or '**'}=")
     if kind == "parquet":
-        if len(what.args) != 1:
-            st.fail(what, 'parquet sink takes a directory: parquet("out/")')
-        return P.Sink(inputs=(cur,), target="parquet", name=str(st.const(what.args[0])), pos=pos)
+        return _parquet_sink(st, what, cur, pos)
     if kind == "callback":
         if len(what.args) != 1 or not isinstance(what.args[0], ast.Name):
             st.fail(what, "callback sink takes a function name: callback(fn)")
@@ -1147,6 +1145,39 @@ def _sink(st: _Stage, cur: P.Step, ns: dict[str, Any], pos: Pos) -> P.Sink:
             inputs=(cur,), target="callback", callback=P.ObjRef(ns[fn_name], fn_name), pos=pos
         )
     return st.fail(what.func, f"unknown sink {kind!r}; sinks: table, parquet, callback, none")
+
+
+def _parquet_sink(st: _Stage, what: ast.Call, cur: P.Step, pos: Pos) -> P.Sink:
+    """``parquet("dir", mode="complete", key=[...])``; unknown options and bad modes are
+    refused at their text (an ArgumentError names the parameter)."""
+    if len(what.args) != 1:
+        st.fail(what, 'parquet sink takes a directory: parquet("out/")')
+    opts: dict[str, ast.keyword] = {}
+    for k in what.keywords:
+        if k.arg not in ("mode", "key"):
+            node = k if k.arg is not None else k.value
+            st.fail(node, f"parquet() sink options are mode= and key=, not {k.arg or '**'}=")
+        assert k.arg is not None
+        opts[k.arg] = k
+    mode = st.const(opts["mode"].value) if "mode" in opts else "append"
+    key = st.names(opts["key"].value) if "key" in opts else None
+    try:
+        P.check_output_mode(mode)
+        if key is not None and mode == "append":
+            raise ArgumentError('parquet sink: key= needs mode="complete" or "update"', "key")
+    except ArgumentError as e:
+        p = st.pos(opts.get(e.parameter, what))
+        raise ArgumentError(
+            e.msg, e.parameter, line=p.line, column=p.column, text=p.text, length=p.length
+        ) from None
+    return P.Sink(
+        inputs=(cur,),
+        target="parquet",
+        name=str(st.const(what.args[0])),
+        mode=None if mode == "append" else mode,  # type: ignore[arg-type]  # checked above
+        key=key,
+        pos=pos,
+    )
 
 
 # ----------------------------------------------------------------------------- printer
@@ -1310,7 +1341,12 @@ def _sink_line(s: P.Sink) -> str:
             opts.append("key=[" + ", ".join(repr(k) for k in s.key) + "]")
         return "sink table" + (f"({', '.join(opts)})" if opts else "")
     if s.target == "parquet":
-        return f"sink parquet({s.name!r})"
+        opts = [repr(s.name)]
+        if s.mode is not None:
+            opts.append(f"mode={s.mode!r}")
+        if s.key is not None:
+            opts.append("key=[" + ", ".join(repr(k) for k in s.key) + "]")
+        return f"sink parquet({', '.join(opts)})"
     if s.target == "none":
         return "sink none"
     assert s.callback is not None

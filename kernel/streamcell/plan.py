@@ -413,9 +413,26 @@ class Sink(Step):
     target: Literal["table", "parquet", "callback", "none"]
     name: str | None = None  # table name or parquet directory
     callback: ObjRef | None = None
-    mode: Literal["append", "upsert"] | None = None
+    # table sinks: "append" | "upsert"; Parquet sinks: an output mode, OUTPUT_MODES
+    mode: Literal["append", "upsert", "complete", "update"] | None = None
     key: tuple[str, ...] | None = None
     kind = "sink"
+
+
+OUTPUT_MODES = ("append", "complete", "update")
+"""A Parquet sink's output modes, as Spark users know them: ``append`` writes every row of
+the stream (after an unwindowed ``agg``, its per-row changelog), ``complete`` the table (the
+latest row per key, as an upsert table holds it) at the end of a finite run and again per
+epoch of an unbounded one, ``update`` the rows changed since the previous write."""
+
+
+def check_output_mode(mode: Any) -> None:
+    """Raise :class:`ArgumentError` naming ``mode`` unless it is one of OUTPUT_MODES."""
+    if mode not in OUTPUT_MODES:
+        raise ArgumentError(
+            f"parquet sink: mode must be one of {', '.join(map(repr, OUTPUT_MODES))}, got {mode!r}",
+            "mode",
+        )
 
 
 def edge_kind(step: Step) -> str:
@@ -858,9 +875,46 @@ class Stream:
             key=None if key is None else _cols(key),
         )
 
-    def sink_parquet(self, path: str) -> Sink:
-        """Write Parquet part files into directory ``path``."""
-        return Sink(inputs=(self._step,), target="parquet", name=path)
+    def sink_parquet(
+        self,
+        path: str,
+        *,
+        mode: Literal["append", "complete", "update"] = "append",
+        key: list[str] | None = None,
+    ) -> Sink:
+        """Write Parquet part files into directory ``path``.
+
+        Parameters
+        ----------
+        path
+            The directory (created if missing). On Spark, any URI Spark writes.
+        mode
+            ``"append"`` (default): every row of the stream, in order (after an unwindowed
+            ``agg``, its per-row changelog). ``"complete"``: the table, the latest row per
+            key as ``sink_table`` would hold it, written when a finite run ends and
+            rewritten per epoch of an unbounded one. ``"update"``: per write, the rows
+            changed since the previous write (a finite run writes once, at its end).
+        key
+            The key of ``complete`` / ``update`` (default: the ``agg`` / ``top_k`` keys
+            before the sink; without a key every row is a row of the table).
+
+        Every engine supports every mode.
+
+        Examples
+        --------
+        >>> s = sc.source(sc.clickstream(rows=1000)).key_by("user_id").agg(n=sc.count())
+        >>> s.sink_parquet("out/", mode="complete")  # doctest: +SKIP
+        """
+        check_output_mode(mode)
+        if key is not None and mode == "append":
+            raise ArgumentError('parquet sink: key= needs mode="complete" or "update"', "key")
+        return Sink(
+            inputs=(self._step,),
+            target="parquet",
+            name=path,
+            mode=None if mode == "append" else mode,
+            key=None if key is None else _cols(key),
+        )
 
     def sink_callback(self, fn: Any) -> Sink:
         """Call ``fn(df)`` with consecutive Polars DataFrames of output rows."""

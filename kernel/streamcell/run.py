@@ -78,6 +78,23 @@ class _FrameGate(_SinkGate):
         self._store.write_frame(df)
         self.written += df.height if stands_for is None else stands_for
 
+    def adopt(self, remote: Any, rows: int) -> None:
+        """Hand the store an engine's finished result kept outside the kernel (a Spark
+        table); ``rows``: the rows that reached the sink."""
+        if self._stop.is_set():
+            self.dropped = True
+            return
+        self._store.adopt(remote)
+        self.written += rows
+
+    def delegate(self, rows: int) -> None:
+        """The engine wrote the sink itself (Spark's executors wrote the Parquet files)."""
+        if self._stop.is_set():
+            self.dropped = True
+            return
+        self._store.delegated = True
+        self.written += rows
+
 
 class _Env:
     """The run-side services a backend uses (see ``backends.reference.Env``)."""
@@ -187,6 +204,10 @@ class Run:
         """An engine's own metrics rows (Spark streaming: one per StreamingQueryProgress)."""
         self.operator_metrics: Callable[[], list[dict[str, Any]]] | None = None
         """An engine's per-operator rows for :func:`streamcell.snapshot.metrics_snapshot`."""
+        self.spark_operators: dict[str, str] = {}
+        """Spark finite runs: how each stateful step ran, by step id: ``"native"``
+        (streamcell's C operator in ``mapInArrow``), ``"spark groupBy"`` (a final table by
+        Spark's own operators) or ``"reference: <why>"`` (the Python operator)."""
 
     @property
     def engine(self) -> str:
@@ -207,8 +228,18 @@ class Run:
                 gate = _SinkGate(self._stop, lambda rows: None)
             elif sink.target == "parquet":
                 assert sink.name is not None
+                uri = _is_uri(sink.name)
+                if uri and self.options.engine != "spark":
+                    raise _sink_error(sink, OSError(0, "only engine='spark' writes URIs"))
                 try:
-                    w = ParquetWriter(sink.name, schema)
+                    w = ParquetWriter(
+                        sink.name,
+                        schema,
+                        mode=sink.mode or "append",
+                        key=c.upsert_keys[sink.step_id],
+                        epoch_s=1.0 if _unbounded(c) else None,
+                        create=not uri,
+                    )
                 except OSError as e:  # refused at start(), at the sink's text
                     raise _sink_error(sink, e) from None
                 self._parquet.append(w)
@@ -370,8 +401,21 @@ class Run:
     def table_names(self) -> list[str]:
         return list(self._tables)
 
-    def table(self, name: str | None = None) -> pl.DataFrame:
-        """A consistent snapshot of a live table as a Polars DataFrame (default: the first)."""
+    def table(self, name: str | None = None, *, limit: int | None = None) -> pl.DataFrame:
+        """A consistent snapshot of a live table as a Polars DataFrame (default: the first).
+
+        ``limit``: only the first ``limit`` rows. On Spark a finished table stays in Spark
+        until asked for: ``limit`` brings only those rows into the notebook, and taking more
+        than a million rows without it warns (every engine supports ``limit``).
+
+        Examples
+        --------
+        >>> run.table("per_user", limit=10)  # doctest: +SKIP
+        """
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
+        ):
+            raise ArgumentError(f"run.table: limit must be an integer >= 0, got {limit!r}", "limit")
         if name is None:
             if not self._tables:
                 raise KeyError(f"run {self.name!r} has no table sinks")
@@ -380,7 +424,7 @@ class Run:
             raise KeyError(
                 f"no table {name!r} in run {self.name!r}; tables: {', '.join(self._tables)}"
             )
-        return self._tables[name].snapshot()
+        return self._tables[name].snapshot(limit)
 
     def sketch_names(self) -> list[str]:
         return list(self._sketches)
@@ -465,6 +509,7 @@ class Run:
             "rows_out": sink_rows,
             "rows_done": p.rows_read,
             "rows_per_s": 0.0 if self.done() else p.rate(),
+            "rows_out_per_s": 0.0 if self.done() else p.out_rate(sink_rows),
             "p50_ms": p.latency_ms(0.5),
             "p99_ms": p.latency_ms(0.99),
             "elapsed_s": end - p.started,
@@ -544,8 +589,10 @@ class Run:
         return self.plan.explain()
 
     def __repr__(self) -> str:
+        from .fmt import count, elapsed
+
         p = self.progress()
-        return f"<Run {self.name!r} {p['status']}: {p['rows_in']:,} rows in {p['elapsed_s']:.1f}s>"
+        return f"<Run {self.name!r} {p['status']}: {count(p['rows_in'])} rows in {elapsed(p['elapsed_s'])}>"
 
     def _repr_html_(self) -> str:
         from .widgets.status import status_html
@@ -592,6 +639,34 @@ def start(
         _REGISTRY[name] = run
     run._start()
     return run
+
+
+def _is_uri(path: str) -> bool:
+    """``s3a://bucket/x``, ``hdfs://...``: a location only Spark writes (``file://`` too)."""
+    import re
+
+    return re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", path) is not None
+
+
+def _unbounded(c: Compiled) -> bool:
+    """Whether a source may run without end (an unbounded generator, a watched folder, an
+    iterator) or is throttled (``rate=``): complete / update Parquet sinks then write once per
+    epoch, not only at the end."""
+    for src in c.plan.sources:
+        if src.rate is not None:
+            return True
+        spec = src.spec
+        if (
+            spec.kind == "object"
+            and spec.obj is not None
+            and isinstance(spec.obj.obj, P.SourceSpec)
+        ):
+            spec = spec.obj.obj
+        if spec.kind in ("clickstream", "store_sales") and spec.arg("rows") is None:
+            return True
+        if not getattr(c.readers.get(src.step_id), "never_waits", True):
+            return True
+    return False
 
 
 def _sink_error(sink: P.Sink, e: OSError) -> ArgumentError:

@@ -312,32 +312,14 @@ class CsvReader(Reader):
             self.schema = tuple((n, _infer_text_type(list(c))) for n, c in zip(names, cols))
 
     def rows(self) -> Iterator[dict[str, Any] | BadRow]:
-        names = [n for n, _ in self.schema]
         for f in self.files:
             with open(f, newline="") as fh:
                 reader = _csv.reader(fh)
                 if self.header:
                     next(reader, None)
                 for rec in reader:
-                    pos = f"{f.name}:{reader.line_num}"
-                    if not rec:
-                        continue
-                    if len(rec) != len(names):
-                        yield BadRow(
-                            pos, f"expected {len(names)} fields, got {len(rec)}", ",".join(rec)
-                        )
-                        continue
-                    row: dict[str, Any] = {}
-                    for (n, t), v in zip(self.schema, rec):
-                        try:
-                            row[n] = _parse_scalar(v, t)
-                        except ValueError:
-                            yield BadRow(
-                                pos, f"column {n}: cannot parse {v!r} as {t}", ",".join(rec)
-                            )
-                            break
-                    else:
-                        yield row
+                    if rec:
+                        yield csv_record(rec, self.schema, f"{f.name}:{reader.line_num}")
 
 
 class NdjsonReader(Reader):
@@ -376,22 +358,34 @@ class NdjsonReader(Reader):
         for f in self.files:
             with open(f) as fh:
                 for lineno, line in enumerate(fh, start=1):
-                    if not line.strip():
-                        continue
-                    pos = f"{f.name}:{lineno}"
-                    try:
-                        obj = json.loads(line)
-                    except json.JSONDecodeError as e:
-                        yield BadRow(
-                            pos, f"invalid JSON: {e.msg} at column {e.colno}", line.rstrip("\n")
-                        )  # type: ignore[attr-defined]
-                        continue
-                    if not isinstance(obj, dict):
-                        yield BadRow(pos, "expected a JSON object", line.rstrip("\n"))
-                        continue
-                    yield _conform_row(
-                        obj, self.schema, pos, line.rstrip("\n"), missing_is_null=True
-                    )
+                    if line.strip():
+                        yield ndjson_line(line.rstrip("\n"), self.schema, f"{f.name}:{lineno}")
+
+
+def csv_record(rec: list[str], schema: Schema, pos: str) -> dict[str, Any] | BadRow:
+    """One CSV record (its fields) as a row of ``schema``, or a BadRow at ``pos``: the
+    reference's reading, shared with the Spark engine's executors."""
+    if len(rec) != len(schema):
+        return BadRow(pos, f"expected {len(schema)} fields, got {len(rec)}", ",".join(rec))
+    row: dict[str, Any] = {}
+    for (n, t), v in zip(schema, rec):
+        try:
+            row[n] = _parse_scalar(v, t)
+        except ValueError:
+            return BadRow(pos, f"column {n}: cannot parse {v!r} as {t}", ",".join(rec))
+    return row
+
+
+def ndjson_line(line: str, schema: Schema, pos: str) -> dict[str, Any] | BadRow:
+    """One NDJSON line (without its newline; not blank) as a row of ``schema`` (a missing
+    field is null), or a BadRow at ``pos``: shared with the Spark engine's executors."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as e:
+        return BadRow(pos, f"invalid JSON: {e.msg} at column {e.colno}", line)
+    if not isinstance(obj, dict):
+        return BadRow(pos, "expected a JSON object", line)
+    return _conform_row(obj, schema, pos, line, missing_is_null=True)
 
 
 def _conform_row(

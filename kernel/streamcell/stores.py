@@ -44,6 +44,13 @@ class TableStore:
         self._frames: list[pl.DataFrame] = []
         self._frame_rows = 0
         self._compacted_rows = 0
+        self._remote: Any = None  # rows kept by an engine (Spark): see adopt()
+
+    def adopt(self, remote: Any) -> None:
+        """Hold an engine's finished table instead of rows: ``remote`` has ``height`` and
+        ``to_polars(limit)`` (a Spark DataFrame kept on the executors)."""
+        with self._lock:
+            self._remote = remote
 
     def write_frame(self, df: pl.DataFrame) -> None:
         with self._lock:
@@ -84,18 +91,27 @@ class TableStore:
                     self._by_key[tuple(_hashable(r[c]) for c in k)] = r
 
     def __len__(self) -> int:
+        if self._remote is not None:
+            return int(self._remote.height)
         if self._frames:
             with self._lock:
                 self._compact()
                 return self._frames[0].height
         return len(self._rows) if self.key is None else len(self._by_key)
 
-    def snapshot(self) -> pl.DataFrame:
+    def snapshot(self, limit: int | None = None) -> pl.DataFrame:
+        """The table now (its first ``limit`` rows when given)."""
+        remote = self._remote
+        if remote is not None:
+            return remote.to_polars(limit)  # type: ignore[no-any-return]
         with self._lock:
             if self._frames:
                 self._compact()
-                return self._frames[0]
+                df = self._frames[0]
+                return df if limit is None else df.head(limit)
             rows = list(self._rows) if self.key is None else list(self._by_key.values())
+        if limit is not None:
+            rows = rows[: max(0, limit)]
         return _pl_frame(rows, self.schema)
 
 
@@ -121,36 +137,109 @@ def _hashable(v: Any) -> Any:
 
 
 class ParquetWriter:
-    """Writes rows as ``part-NNNNN.parquet`` files into a directory (one per 64K rows)."""
+    """Writes a sink's rows as ``part-NNNNN.parquet`` files into a directory, in one of the
+    output modes (:data:`streamcell.plan.OUTPUT_MODES`):
+
+    - ``append``: every row, in order, one file per 64K rows;
+    - ``complete``: the table (the latest row per ``key`` at the key's first position, as an
+      upsert :class:`TableStore` holds it; without a key every row), written at ``close``
+      and, with ``epoch_s``, rewritten every ``epoch_s`` seconds while rows arrive: the
+      directory then holds exactly the table as of the last write;
+    - ``update``: per write (at ``close``, and every ``epoch_s`` seconds with it), the rows
+      changed since the previous write, as the next part files: reading the files in name
+      order and keeping the last row per key gives the complete table.
+    """
 
     PART_ROWS = 65_536
 
-    def __init__(self, path: str, schema: Schema):
+    def __init__(
+        self,
+        path: str,
+        schema: Schema,
+        mode: str = "append",
+        key: tuple[str, ...] | None = None,
+        epoch_s: float | None = None,
+        create: bool = True,
+    ):
         self.dir = Path(path)
-        self.dir.mkdir(parents=True, exist_ok=True)
+        if create:  # not a URI that only Spark's executors write
+            self.dir.mkdir(parents=True, exist_ok=True)
         self.schema = schema
+        self.mode = mode
+        self.key = key
+        self.epoch_s = epoch_s
         self._buf: list[dict[str, Any]] = []
         self._part = 0
         self.files: list[Path] = []
+        self.delegated = False  # an engine wrote the directory itself (Spark's executors)
+        self._table = TableStore("", schema, key) if mode != "append" else None
+        self._changed = False
+        self._epoch_at = time.monotonic() + (epoch_s or 0.0)
 
     def write(self, rows: list[dict[str, Any]]) -> None:
+        if self._table is not None:
+            self._table.write(rows)
+            self._epoch(bool(rows))
+            return
         self._buf.extend(rows)
         while len(self._buf) >= self.PART_ROWS:
             self._flush(self._buf[: self.PART_ROWS])
             self._buf = self._buf[self.PART_ROWS :]
 
     def write_frame(self, df: pl.DataFrame) -> None:
+        if self._table is not None:
+            self._table.write_frame(df)
+            self._epoch(df.height > 0)
+            return
         self.write(df.to_dicts())
 
+    def _epoch(self, changed: bool) -> None:
+        self._changed = self._changed or changed
+        if self.epoch_s is not None and time.monotonic() >= self._epoch_at:
+            self._epoch_at = time.monotonic() + self.epoch_s
+            if self._changed:
+                self._emit()
+
+    def _emit(self) -> None:
+        """One write of a complete / update sink."""
+        assert self._table is not None
+        frame = self._table.snapshot()
+        self._changed = False
+        if self.mode == "complete":
+            self._replace(frame)
+            return
+        if frame.height or not self.files:  # update: what changed, then start afresh
+            for off in range(0, max(frame.height, 1), self.PART_ROWS):
+                self._write_part(frame.slice(off, self.PART_ROWS).to_arrow())
+        self._table = TableStore("", self.schema, self.key)
+
+    def _replace(self, frame: pl.DataFrame) -> None:
+        """The directory's part files become ``frame`` (each file replaced atomically)."""
+        old, self.files, self._part = self.files, [], 0
+        for off in range(0, max(frame.height, 1), self.PART_ROWS):
+            self._write_part(frame.slice(off, self.PART_ROWS).to_arrow())
+        for f in old[len(self.files) :]:
+            f.unlink(missing_ok=True)
+
     def close(self) -> None:
+        if self.delegated:
+            return
+        if self._table is not None:
+            if self._changed or not self.files:
+                self._emit()
+            return
         if self._buf or not self.files:
             self._flush(self._buf)
             self._buf = []
 
     def _flush(self, rows: list[dict[str, Any]]) -> None:
-        table = _pl_frame(rows, self.schema).to_arrow()
+        self._write_part(_pl_frame(rows, self.schema).to_arrow())
+
+    def _write_part(self, table: pa.Table) -> None:
         f = self.dir / f"part-{self._part:05d}.parquet"
-        pq.write_table(table, f)
+        tmp = f.with_name(f".{f.name}.tmp")
+        pq.write_table(table, tmp)
+        tmp.replace(f)
         self.files.append(f)
         self._part += 1
 
@@ -245,19 +334,31 @@ class Progress:
     latencies_ns: deque[int] = field(default_factory=lambda: deque(maxlen=4096))
     _last: tuple[float, int] = (0.0, 0)
     _rate: float = 0.0
+    _out_last: tuple[float, int] = (0.0, 0)
+    _out_rate: float = 0.0
 
     def rate(self) -> float:
-        """Rows/s over the last ~second (falls back to the average while starting)."""
+        """Rows read per second over the last ~second (the average while starting)."""
+        self._last, self._rate, r = self._window(self.rows_read, self._last, self._rate)
+        return r
+
+    def out_rate(self, rows_out: int) -> float:
+        """Rows out (into the sinks) per second, ``rows_out`` being the running total."""
+        self._out_last, self._out_rate, r = self._window(rows_out, self._out_last, self._out_rate)
+        return r
+
+    def _window(
+        self, n: int, last: tuple[float, int], rate: float
+    ) -> tuple[tuple[float, int], float, float]:
         now = time.monotonic()
-        t0, n0 = self._last
+        t0, n0 = last
         if t0 == 0.0:
-            self._last = (now, self.rows_read)
             el = now - self.started
-            return self.rows_read / el if el > 0 else 0.0
+            return (now, n), rate, n / el if el > 0 else 0.0
         if now - t0 >= 0.5:
-            self._rate = (self.rows_read - n0) / (now - t0)
-            self._last = (now, self.rows_read)
-        return self._rate
+            rate = (n - n0) / (now - t0)
+            return (now, n), rate, rate
+        return last, rate, rate
 
     def latency_ms(self, q: float) -> float | None:
         lat = sorted(self.latencies_ns)

@@ -161,15 +161,16 @@ def test_parquet_sink_directory_that_cannot_be_created(tmp_path: Path, engine):
 
 
 @pytest.mark.parametrize(
-    ("sink", "col"),
-    [('parquet("out/", bogus=1)', 22), ('parquet("out/", mode="complete")', 22),
-     ("callback(f, bogus=1)", 18)],
+    ("sink", "col", "says"),
+    [('parquet("out/", bogus=1)', 22, "options are mode= and key="),
+     ('parquet("out/", mode="completed")', 22, "mode must be one of"),
+     ("callback(f, bogus=1)", 18, "takes no options")],
 )  # fmt: skip
-def test_sink_options_are_refused_with_line_and_column(sink, col):
+def test_sink_options_are_refused_with_line_and_column(sink, col, says):
     with pytest.raises(DSLSyntaxError) as e:
         sc.parse(f"source clickstream(rows=1)\nsink {sink}", {"f": print})
     assert (e.value.line, e.value.column) == (2, col)
-    assert "takes no options" in str(e.value)
+    assert says in str(e.value)
 
 
 # ---------------------------------------------------------------- cells too deep to walk

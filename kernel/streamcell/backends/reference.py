@@ -786,7 +786,8 @@ class SinkOp(Op):
         super().__init__(step, c, env)
         self.writer = env.sink_writer(step)
         self.buf: list[Row] = []
-        self.batch = 1 if step.target == "table" else 1024
+        # tables (and Parquet sinks that keep one: complete / update) take every row at once
+        self.batch = 1 if step.target == "table" or step.mode is not None else 1024
 
     def push(self, row: Row, port: int) -> list[Row]:
         self.buf.append(row)

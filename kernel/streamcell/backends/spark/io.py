@@ -1,0 +1,402 @@
+"""Sources read and sinks written by Spark's executors: rows never pass through the driver.
+
+Sources (finite runs):
+
+- ``parquet(...)``: ``spark.read.parquet`` on the executors. A row's order key is its
+  position in the data: the files in name order (as the reference reads them), then Spark's
+  ``_metadata.row_index`` within the file; serials are made global by each file's row count,
+  read from the Parquet footers (metadata, not rows). A file whose schema differs from the
+  first file's takes one serial and is a dead letter, as on the reference.
+- ``clickstream(rows=N)`` / ``store_sales(rows=N)``: ``spark.range`` over the generator's
+  chunks and ``mapInArrow`` calling the same chunk function on the executors: row ``i`` is
+  the reference's row ``i``, serial ``i``.
+
+Everything else (notebook frames, iterables, CSV / NDJSON files, throttled sources) comes
+from the driver (:func:`.backend.source_table`).
+
+Sinks: ``parquet`` sinks are written by ``DataFrame.write.parquet`` (range-partitioned and
+sorted on the order key, so the part files in name order hold the rows in order); ``table``
+sinks stay in Spark as a checkpointed DataFrame (:class:`SparkTable`), brought to Polars
+only when asked (``run.table(limit=...)``); ``none`` sinks run the job on Spark's ``noop``
+writer. Output modes ``complete`` / ``update`` keep the latest row per key, at the key's first
+position, by a distributed ``groupBy`` on the key.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+
+from ... import plan as P
+from ...sources import CHUNK, GENERATORS, BadRow, ParquetReader, csv_record, ndjson_line
+from ...types import Schema, schema_from_arrow
+from .expr import qcol, spark_type
+
+LARGE_TABLE_ROWS = 1_000_000
+"""``run.table()`` of a Spark table with more rows than this warns (use ``limit=``)."""
+
+
+@dataclass
+class SparkSource:
+    """A finite source as a DataFrame of its good rows with their order key ``_o`` =
+    ``[serial]``, what the driver knows of it without its rows, and its bad rows.
+
+    A text source learns its bad rows while the job runs: ``observation`` then gathers them
+    (side rows ``_k``/``_o``/``_b`` as the operators' are) with the serial of the last good
+    row (``last``), and ``bad`` / ``last_good`` are filled from it after the job."""
+
+    df: Any
+    count: int  # rows, good and bad: the serials 0 .. count-1
+    bad: list[tuple[int, BadRow]]  # (serial, row)
+    last_good: int | None  # serial of the last good row
+    observation: Any = None
+
+
+# Arrow types Spark's Parquet reader reads as the streamcell type (others: from the driver)
+def _spark_readable(t: pa.DataType) -> bool:
+    return (
+        pa.types.is_integer(t)
+        and t != pa.uint64()
+        or pa.types.is_floating(t)
+        and t != pa.float16()
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_date32(t)
+        or (pa.types.is_timestamp(t) and t.unit in ("ms", "us"))
+    )
+
+
+def spark_source(spark: Any, c: Any, src: P.Source, spec: P.SourceSpec) -> SparkSource | None:
+    """The source read by the executors, or None when it must come from the driver."""
+    if src.rate is not None:  # throttling paces rows the driver hands out
+        return None
+    if spec.kind in GENERATORS and spec.arg("rows") is not None:
+        return _generator(spark, c.schemas[src.step_id], spec)
+    if spec.kind == "parquet" and not spec.arg("watch", False):
+        reader = c.readers[src.step_id]
+        assert isinstance(reader, ParquetReader)
+        return _parquet(spark, c.schemas[src.step_id], reader)
+    if spec.kind in ("csv", "ndjson") and not spec.arg("watch", False):
+        reader = c.readers[src.step_id]
+        return _text(spark, c.schemas[src.step_id], reader, spec.kind)
+    return None
+
+
+def _decoded_name() -> Any:
+    """The file name of a row read by a Spark file source (Spark's paths are URL-encoded:
+    'a b' as 'a%20b'; a '+' is not an encoded space)."""
+    from pyspark.sql import functions as F
+
+    path = F.url_decode(F.replace(F.col("_metadata.file_path"), F.lit("+"), F.lit("%2B")))
+    return F.element_at(F.split(path, "/"), -1)
+
+
+_obs_ids = itertools.count()
+
+
+def _text(spark: Any, schema: Schema, reader: Any, kind: str) -> SparkSource | None:
+    """CSV / NDJSON files read as lines by ``spark.read.text`` on the executors and parsed
+    there by the reference's own functions (:func:`streamcell.sources.csv_record`,
+    :func:`~streamcell.sources.ndjson_line`), so rows and dead letters (file:line, reason,
+    raw text) are the reference's exactly.
+
+    Positions are computed distributedly in two passes. A first, small job counts the lines
+    of each file block (Spark's split of a file: ``_metadata.file_block_start``), its data
+    lines (not blank, not the header) and whether its first line is blank; the driver turns
+    these counts into each block's first line number and first serial (files in name order,
+    blocks by start). The second pass (``mapInArrow`` over the unshuffled scan, where a
+    block's lines arrive in order) numbers each line from its block's start."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    from .backend import SIDE_DDL, ddl
+    from .ops import DEAD, LIVE, SIDE_FIELDS, STATS, arrow_schema
+
+    files = list(reader.files)
+    if len({f.name for f in files}) != len(files):
+        return None
+    header = kind == "csv" and bool(reader.header)
+    rank = {f.name: r for r, f in enumerate(files)}
+    lines = spark.read.text([str(f) for f in files]).select(
+        "value", _decoded_name().alias("_f"), F.col("_metadata.file_block_start").alias("_bs")
+    )
+    blank = (
+        F.col("value") == F.lit("")
+        if kind == "csv"
+        else F.length(F.regexp_replace("value", r"\s", "")) == 0
+    )
+    counts = (
+        lines.withColumn("_m", F.monotonically_increasing_id())
+        .withColumn("_nb", (~blank).cast("int"))
+        .groupBy("_f", "_bs")
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            F.sum("_nb").alias("nb"),
+            F.min_by("_nb", "_m").alias("first_nb"),
+        )
+        .collect()
+    )
+    if any(r["_f"] not in rank for r in counts):
+        return None
+    blocks: dict[tuple[str, int], tuple[int, int]] = {}  # block -> (first line, first serial)
+    seq = 0
+    line_of: dict[str, int] = {}
+    for r in sorted(counts, key=lambda r: (rank[r["_f"]], r["_bs"])):
+        f = r["_f"]
+        line = line_of.get(f, 0)
+        blocks[(f, int(r["_bs"]))] = (line, seq)
+        line_of[f] = line + int(r["n"])
+        data = int(r["nb"])
+        if header and line == 0 and r["first_nb"]:
+            data -= 1
+        seq += data
+    out_schema = arrow_schema(schema, SIDE_FIELDS)
+
+    def fn(batches: Any) -> Any:
+        import csv
+        import pickle
+
+        at: tuple[str, int] | None = None
+        line = serial = 0
+        good = bad = 0
+        for b in batches:
+            live: list[dict[str, Any]] = []
+            side: list[dict[str, Any]] = []
+            values = b.column(0).to_pylist()
+            for text, f, bs in zip(values, b.column(1).to_pylist(), b.column(2).to_pylist()):
+                if at != (f, bs):
+                    at = (f, bs)
+                    line, serial = blocks[at]
+                line += 1
+                if (header and line == 1) or (text == "" if kind == "csv" else not text.strip()):
+                    continue
+                pos = f"{f}:{line}"
+                if kind == "csv":
+                    row = csv_record(next(csv.reader([text])), schema, pos)
+                else:
+                    row = ndjson_line(text, schema, pos)
+                if isinstance(row, BadRow):
+                    side.append({"_o": [serial], "_k": DEAD, "_b": pickle.dumps(row)})
+                    bad += 1
+                else:
+                    row["_o"] = [serial]
+                    row["_k"] = LIVE
+                    live.append(row)
+                    good += 1
+                serial += 1
+            if live or side:
+                yield pa.RecordBatch.from_pylist(live + side, schema=out_schema)
+        stats = {"rows_in": 0, "rows_out": good, "filtered": 0, "late": 0, "dead": bad}
+        yield pa.RecordBatch.from_pylist(
+            [{"_o": [], "_k": STATS, "_b": pickle.dumps(stats)}], schema=out_schema
+        )
+
+    parsed = lines.mapInArrow(fn, ddl(schema, SIDE_DDL))
+    obs = Observation(f"sc_text{next(_obs_ids)}")
+    parsed = parsed.observe(
+        obs,
+        F.collect_list(F.when(F.col("_k") != F.lit(LIVE), F.struct("_k", "_o", "_b"))).alias(
+            "side"
+        ),
+        F.max(F.when(F.col("_k") == F.lit(LIVE), F.col("_o")[0])).alias("last"),
+    )
+    df = parsed.filter(F.col("_k") == F.lit(LIVE)).drop("_k", "_b")
+    return SparkSource(df, seq, [], None, obs)
+
+
+def _generator(spark: Any, schema: Schema, spec: P.SourceSpec) -> SparkSource:
+    from .backend import conform_to_spark, ddl, order_array
+    from .ops import arrow_schema
+
+    total = int(spec.arg("rows"))
+    chunks = (total + CHUNK - 1) // CHUNK
+    target = arrow_schema(schema)
+    fn = GENERATORS[spec.kind]
+
+    def gen(batches: Any) -> Any:
+        for b in batches:
+            for c in b.column(0).to_pylist():
+                n = min(CHUNK, total - c * CHUNK)
+                rows = conform_to_spark(fn(spec, c, CHUNK).slice(0, n), target)
+                seqs = pa.array(range(c * CHUNK, c * CHUNK + n), type=pa.int64())
+                yield pa.RecordBatch.from_arrays(
+                    [*rows.columns, order_array(seqs)], names=[*target.names, "_o"]
+                )
+
+    parts = max(1, min(chunks, spark.sparkContext.defaultParallelism * 2))
+    ids = spark.range(0, chunks, 1, parts) if chunks else spark.range(0)
+    df = ids.mapInArrow(gen, ddl(schema, "`_o` array<bigint>"))
+    return SparkSource(df, total, [], total - 1 if total else None)
+
+
+def _parquet(spark: Any, schema: Schema, reader: ParquetReader) -> SparkSource | None:
+    """Files in name order; a file's rows get serials ``base + _metadata.row_index``."""
+    import pyarrow.parquet as pq
+    from pyspark.sql import functions as F
+
+    groups: dict[pa.Schema, list[Path]] = {}  # files of one physical schema, read together
+    bases: dict[str, int] = {}
+    bad: list[tuple[int, BadRow]] = []
+    seq = 0
+    last_good: int | None = None
+    for f in reader.files:
+        meta = pq.ParquetFile(f)
+        arrow = meta.schema_arrow
+        if not all(_spark_readable(x.type) for x in arrow):
+            return None
+        fs = schema_from_arrow(arrow)
+        if fs != schema:
+            reason = f"file schema differs from the first file's: {fs} vs {schema}"
+            bad.append((seq, BadRow(str(f), reason, "")))
+            seq += 1
+            continue
+        if f.name in bases or "/" in f.name:
+            return None
+        groups.setdefault(arrow, []).append(f)
+        bases[f.name] = seq
+        n = meta.metadata.num_rows
+        seq += n
+        if n:
+            last_good = seq - 1
+    cols = [qcol(n).cast(spark_type(t)).alias(n) for n, t in schema]
+    if not groups:
+        from .backend import ddl
+
+        return SparkSource(
+            spark.createDataFrame([], ddl(schema, "`_o` array<bigint>")), seq, bad, None
+        )
+    base_of = F.create_map(*[x for k, v in bases.items() for x in (F.lit(k), F.lit(v))])
+    name = _decoded_name()
+    base = F.element_at(base_of, name)
+    checked = F.when(base.isNotNull(), base).otherwise(
+        F.raise_error(F.concat(F.lit("streamcell: unexpected Parquet file "), name))
+    )
+    order = F.array((checked + F.col("_metadata.row_index")).cast("bigint")).alias("_o")
+    df = None
+    for files in groups.values():
+        part = spark.read.parquet(*[str(f) for f in files]).select(*cols, order)
+        df = part if df is None else df.unionByName(part)
+    return SparkSource(df, seq, bad, last_good)
+
+
+def merged_order(df: Any, i: int, counts: list[int]) -> Any:
+    """``_o`` of source ``i``'s rows in the round-robin merge of the sources (the serials of
+    :func:`streamcell.sources.merged_serials`, computed by Spark per row)."""
+    from pyspark.sql import functions as F
+
+    j = F.col("_o")[0]
+    s = F.lit(0).cast("bigint")
+    for i2, n in enumerate(counts):
+        if not n:
+            continue
+        s = s + F.least(F.lit(n).cast("bigint"), j)
+        if i2 < i:
+            s = s + F.when(j < F.lit(n), 1).otherwise(0)
+    return df.withColumn("_o", F.array(s))
+
+
+def merged_serial(i: int, j: int, counts: list[int]) -> int:
+    """The merged serial of source ``i``'s row ``j`` (one row: :func:`merged_order`)."""
+    return sum(min(n, j) + (1 if i2 < i and j < n else 0) for i2, n in enumerate(counts) if n)
+
+
+# --------------------------------------------------------------------------------- sinks
+
+
+def latest_per_key(df: Any, key: tuple[str, ...] | None, names: list[str]) -> Any:
+    """What an upsert table holds (``TableStore``): each key's last row, at the key's first
+    position (its order key becomes the key's first ``_o``). Without a key: every row."""
+    from pyspark.sql import functions as F
+
+    if key is None:
+        return df
+    if not key:  # one row: the last (none when no row came)
+        one = df.select(
+            F.min("_o").alias("_o"), F.max_by(F.struct(*[qcol(n) for n in names]), "_o").alias("_r")
+        ).filter(F.col("_o").isNotNull())
+        return one.select(*[F.col("_r")[n].alias(n) for n in names], "_o")
+    rest = [n for n in names if n not in key]
+    agg = [F.min("_o").alias("_o")]
+    if rest:
+        agg.append(F.max_by(F.struct(*[qcol(n) for n in rest]), "_o").alias("_r"))
+    out = df.groupBy(*[qcol(k) for k in key]).agg(*agg)
+    return out.select(*[qcol(n) if n in key else F.col("_r")[n].alias(n) for n in names], "_o")
+
+
+def in_order(df: Any, parts: int) -> Any:
+    """Rows range-partitioned and sorted on ``_o``: partition ``p`` holds rows before those
+    of partition ``p + 1``, each partition in order (a distributed sort)."""
+    return df.repartitionByRange(parts, "_o").sortWithinPartitions("_o")
+
+
+def spark_writes(schema: Schema) -> bool:
+    """Whether Spark can write the sink's columns to Parquet as streamcell would (Spark has
+    no Parquet form of a column of nulls)."""
+    return all(t.name != "null" for _, t in schema)
+
+
+def write_parquet(df: Any, path: str, names: list[str]) -> None:
+    """Write ``df`` (sorted as :func:`in_order` leaves it) as the directory's part files,
+    replacing what a previous write put there."""
+    df.select(*[qcol(n) for n in names]).write.mode("overwrite").parquet(path)
+
+
+class SparkTable:
+    """A table sink's rows kept in Spark (a checkpointed DataFrame in the sink's order), for
+    :class:`streamcell.stores.TableStore`: the notebook receives rows only when it asks."""
+
+    def __init__(self, df: Any, schema: Schema, height: int, name: str):
+        self.df = df
+        self.schema = schema
+        self.height = height
+        self.name = name
+        self._lock = threading.Lock()
+        self._full: pl.DataFrame | None = None
+
+    def to_polars(self, limit: int | None = None) -> pl.DataFrame:
+        """The first ``limit`` rows (all when None) as a Polars DataFrame."""
+        from .backend import to_polars
+
+        if limit is not None and limit < self.height:
+            return to_polars(self.df.limit(max(0, limit)).toArrow(), self.schema)
+        with self._lock:
+            if self._full is None:
+                if self.height > LARGE_TABLE_ROWS:
+                    warnings.warn(
+                        f"table {self.name!r} holds {self.height:,} rows in Spark; bringing "
+                        "them all into the notebook (pass limit= to take the first rows)",
+                        ResourceWarning,
+                        stacklevel=4,
+                    )
+                self._full = to_polars(self.df.toArrow(), self.schema)
+            return self._full
+
+
+def reads_on_spark(spec: P.SourceSpec) -> bool:
+    """Whether a source of this spec is read by Spark's executors in a finite run."""
+    if spec.kind in GENERATORS:
+        return spec.arg("rows") is not None
+    return spec.kind == "parquet" and not spec.arg("watch", False)
+
+
+__all__ = [
+    "LARGE_TABLE_ROWS",
+    "SparkSource",
+    "SparkTable",
+    "in_order",
+    "latest_per_key",
+    "merged_order",
+    "merged_serial",
+    "reads_on_spark",
+    "spark_source",
+    "spark_writes",
+    "write_parquet",
+]

@@ -1,0 +1,223 @@
+"""Spark reads sources and writes sinks on its executors (issue 19, parts 1 and 2): each test
+checks both where the work happens (the physical plan, the files Spark wrote, the table
+kept in Spark) and that the answers equal the reference engine's."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pytest
+from polars.testing import assert_frame_equal
+
+import streamcell as sc
+from streamcell.compiler import compile_plan
+from streamcell.options import RunOptions
+from streamcell.sources import GeneratorReader
+from tests.helpers import check_against_reference, run_plan
+
+pytest.importorskip("pyspark")
+pytestmark = pytest.mark.spark
+
+SPARK = RunOptions(engine="spark")
+REF = RunOptions(engine="reference")
+
+
+def spark_source_of(plan: sc.Plan):
+    from streamcell.backends.spark.backend import source_spec
+    from streamcell.backends.spark.io import spark_source
+    from streamcell.backends.spark.session import get_session
+
+    c = compile_plan(plan)
+    src = c.plan.sources[0]
+    return spark_source(get_session(), c, src, source_spec(src))
+
+
+def physical_plan(df) -> str:
+    return str(df._jdf.queryExecution().executedPlan().toString())
+
+
+def write_files(d: Path) -> None:
+    """Files whose name order differs from their write order, several row groups, names
+    Spark URL-encodes, Int32 and Int64 files (one streamcell type, two physical ones) and a
+    file of another schema (a dead letter on every engine)."""
+    d.mkdir()
+    pl.DataFrame({"v": list(range(20, 30)), "s": ["x"] * 10}).write_parquet(
+        d / "c+c.parquet", row_group_size=3
+    )
+    pl.DataFrame({"v": list(range(10)), "s": list("abcdefghij")}).write_parquet(
+        d / "a a.parquet", row_group_size=4
+    )
+    pl.DataFrame(
+        {"v": [100, 101], "s": ["y", None]}, schema={"v": pl.Int32, "s": pl.String}
+    ).write_parquet(d / "b.parquet")
+    pl.DataFrame({"v": ["not", "int"]}).write_parquet(d / "bb.parquet")
+    pl.DataFrame({"v": [7], "s": ["z"]}).write_parquet(d / "d.parquet")
+
+
+def test_parquet_files_are_read_by_the_executors_in_name_order(tmp_path):
+    write_files(tmp_path / "in")
+    plan = sc.source(sc.parquet(str(tmp_path / "in"))).with_columns(w=sc.col("v") * 2).plan()
+    got = spark_source_of(plan)
+    assert got is not None and "FileScan parquet" in physical_plan(got.df)
+    assert got.count == 10 + 2 + 1 + 10 + 1  # a, b, bb (one dead letter), c+c, d
+    out = check_against_reference(plan, SPARK)
+    want = pl.concat(
+        [pl.read_parquet(tmp_path / "in" / f) for f in ("a a.parquet", "b.parquet")]
+        + [pl.read_parquet(tmp_path / "in" / f) for f in ("c+c.parquet", "d.parquet")],
+        how="vertical_relaxed",
+    ).with_columns(w=pl.col("v") * 2)
+    assert_frame_equal(next(iter(out["tables"].values())), want)
+    assert out["dead"]["position"].to_list() == [f"source#1 {tmp_path / 'in' / 'bb.parquet'}"]
+
+
+def test_row_positions_of_downstream_dead_letters_follow_the_files(tmp_path):
+    write_files(tmp_path / "in")
+    plan = sc.source(sc.parquet(str(tmp_path / "in"))).select(x=sc.col("s").cast("int")).plan()
+    out = check_against_reference(plan, SPARK)
+    assert out["dead"].height > 5  # letters do not cast: each names its row
+
+
+def test_generators_build_their_rows_on_the_executors():
+    plan = sc.source(sc.store_sales(rows=150_000, seed=3)).plan()
+    got = spark_source_of(plan)
+    assert got is not None and "MapInArrow" in physical_plan(got.df)
+    rows = got.df.orderBy("_o").toArrow()
+    reader = GeneratorReader(sc.store_sales(rows=150_000, seed=3))
+    want = pa.Table.from_batches(list(reader.arrow_batches()))
+    assert rows.column("_o").to_pylist() == [[i] for i in range(150_000)]
+    assert_frame_equal(
+        pl.from_arrow(rows.drop(["_o"])),  # type: ignore[arg-type]
+        pl.from_arrow(want),  # type: ignore[arg-type]
+        check_dtypes=False,
+    )
+
+
+def test_two_sources_merge_round_robin_on_spark(tmp_path):
+    write_files(tmp_path / "in")
+    a = sc.source(sc.parquet(str(tmp_path / "in"))).select("v")
+    b = sc.source(pl.DataFrame({"v": [-1, -2, -3]}))
+    gen = sc.source(sc.clickstream(rows=5)).select(v=sc.col("item_id"))
+    check_against_reference(a.union(b).union(gen).plan(), SPARK)
+
+
+def test_a_table_stays_in_spark_until_asked_for(tmp_path):
+    plan = sc.source(sc.clickstream(rows=50_000)).key_by("user_id").agg(n=sc.count()).plan()
+    run = run_plan(plan, SPARK)
+    ref = run_plan(plan, REF)
+    from streamcell.backends.spark.io import SparkTable
+
+    store = run._tables[run.table_names()[0]]
+    assert isinstance(store._remote, SparkTable)
+    assert len(store) == len(ref._tables[ref.table_names()[0]])
+    assert_frame_equal(run.table(limit=7), ref.table().head(7))
+    assert_frame_equal(ref.table(limit=7), ref.table().head(7))
+    assert_frame_equal(run.table(), ref.table())
+    assert run.table(limit=0).height == 0
+    with pytest.raises(sc.errors.ArgumentError) as e:
+        run.table(limit=-1)
+    assert e.value.parameter == "limit"
+
+
+def test_taking_a_large_table_whole_warns(monkeypatch):
+    from streamcell.backends.spark import io
+
+    monkeypatch.setattr(io, "LARGE_TABLE_ROWS", 100)
+    run = run_plan(sc.source(sc.clickstream(rows=500)).plan(), SPARK)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert run.table(limit=100).height == 100  # a limit: no warning
+    with pytest.warns(ResourceWarning, match="holds 500 rows in Spark"):
+        assert run.table().height == 500
+
+
+@pytest.mark.parametrize("mode", ["append", "complete", "update"])
+def test_parquet_sinks_are_written_by_spark_in_order(tmp_path, mode):
+    src = sc.source(sc.clickstream(rows=30_000, seed=5)).key_by("category")
+    plan = sc.combine(
+        src.agg(n=sc.count(), spent=sc.sum("price")).sink_parquet(str(tmp_path / "s"), mode=mode)
+    )
+    ref = sc.combine(
+        src.agg(n=sc.count(), spent=sc.sum("price")).sink_parquet(str(tmp_path / "r"), mode=mode)
+    )
+    run_plan(plan, SPARK)
+    run_plan(ref, REF)
+    files = sorted((tmp_path / "s").glob("*.parquet"))
+    assert files and all(f.name.endswith(".snappy.parquet") for f in files)  # Spark's writer
+    got = pl.read_parquet(files)
+    assert_frame_equal(got, pl.read_parquet(sorted((tmp_path / "r").glob("*.parquet"))))
+    assert got.height == (30_000 if mode == "append" else 20)
+
+
+@pytest.fixture
+def small_splits():
+    """Spark splits every file into ~2 KB blocks and packs several blocks per task: line
+    numbers must come out right across blocks, files and partitions."""
+    from streamcell.backends.spark.session import get_session
+
+    conf = get_session().conf
+    old = conf.get("spark.sql.files.maxPartitionBytes")
+    conf.set("spark.sql.files.maxPartitionBytes", "2048")
+    yield
+    conf.set("spark.sql.files.maxPartitionBytes", old)
+
+
+def test_csv_lines_are_numbered_across_blocks_on_the_executors(tmp_path, small_splits):
+    d = tmp_path / "csv"
+    d.mkdir()
+    for k, name in enumerate(["b.csv", "a.csv", "c c.csv"]):
+        lines = ["id,v,s"]
+        for i in range(700):
+            if i % 97 == 5:
+                lines.append("")  # blank: skipped, but counted in line numbers
+            elif i % 131 == 7:
+                lines.append(f"{i},oops,{k}")  # a bad value
+            elif i % 151 == 9:
+                lines.append(f"{i},{i}")  # too few fields
+            else:
+                lines.append(f"{i},{i * k},s{i}")
+        (d / name).write_text("\n".join(lines) + "\n")
+    spec = sc.csv(str(d), schema={"id": "int", "v": "int", "s": "str"})
+    plan = sc.source(spec).filter(sc.col("v") % 3 != 1).plan()
+    got = spark_source_of(plan)
+    assert got is not None and "FileScan text" in physical_plan(got.df)
+    out = check_against_reference(plan, SPARK)
+    assert out["dead"].height > 10 and "c c.csv:" in out["dead"]["position"][-1]
+
+
+def test_ndjson_lines_are_parsed_on_the_executors(tmp_path, small_splits):
+    d = tmp_path / "js"
+    d.mkdir()
+    for name in ("2.ndjson", "1.jsonl"):
+        rows = []
+        for i in range(400):
+            if i % 89 == 3:
+                rows.append("{not json")
+            elif i % 113 == 4:
+                rows.append("[1, 2]")
+            elif i % 71 == 5:
+                rows.append("   ")
+            else:
+                rows.append(json.dumps({"a": i, "b": f"x{i}"} if i % 5 else {"a": i}))
+        (d / name).write_text("\n".join(rows) + "\n")
+    plan = sc.source(sc.ndjson(str(d), schema={"a": "int", "b": "str"})).plan()
+    got = spark_source_of(plan)
+    assert got is not None and "FileScan text" in physical_plan(got.df)
+    out = check_against_reference(plan, SPARK)
+    assert out["dead"].height >= 8
+
+
+@pytest.mark.parametrize("rows", [0, 5])
+def test_a_global_aggregate_to_a_complete_sink_with_or_without_rows(tmp_path, rows):
+    def plan(p: str) -> sc.Plan:
+        s = sc.source(sc.clickstream(rows=100)).filter(sc.col("item_id") < rows)
+        return sc.combine(s.agg(n=sc.count()).sink_parquet(p, mode="complete"))
+
+    run_plan(plan(str(tmp_path / "s")), SPARK)
+    run_plan(plan(str(tmp_path / "r")), REF)
+    got = pl.read_parquet(sorted((tmp_path / "s").glob("*.parquet")))
+    assert_frame_equal(got, pl.read_parquet(sorted((tmp_path / "r").glob("*.parquet"))))
+    assert got.height == (1 if rows else 0)
