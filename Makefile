@@ -10,7 +10,7 @@ EXT_OUT := kernel/streamcell/labextension
 EXT_SRC := package.json tsconfig.json $(wildcard ext/src/*.ts ext/style/*.css ext/schema/*.json)
 EXT_LINK := $(VENV)/share/jupyter/labextensions/streamcell
 
-.PHONY: venv build node_modules ext test test-quick demo lab lint format clean sanitize bench bench-expr bench-memory bench-structures bench-sketch bench-scaling bench-dashboard bench-entities bench-speculate bench-spark bench-dag
+.PHONY: venv build node_modules ext test test-quick test-spark-cluster demo lab lint format clean sanitize bench bench-expr bench-memory bench-structures bench-sketch bench-scaling bench-dashboard bench-entities bench-speculate bench-spark bench-dag
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,12 @@ test: build ext
 ## test-quick: everything except the slow tier
 test-quick: build
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+## test-spark-cluster: the Spark tier (-m spark: the shared suite's Spark configuration and
+## tests/spark) on a real standalone cluster: a master and two 1-core workers, separate JVMs on
+## 127.0.0.1, started and stopped by the spark_cluster fixture (tests/conftest.py)
+test-spark-cluster: build
+	STREAMCELL_TEST_SPARK_CLUSTER=1 $(BIN)/python -m pytest -m spark $(PYTEST_ARGS)
 
 ## demo: the flagship clickstream pipeline, headless, with a live progress line
 demo: build
@@ -111,7 +117,9 @@ bench-dag: build
 bench-dashboard: build
 	$(BIN)/python bench/bench_dashboard.py $(BENCH_ARGS)
 
-## bench-spark: TPCx-BB Q1-Q4, Q15 on Spark local[2] vs native, same input, same run (ratios)
+## bench-spark: engine="spark" vs the same queries hand-written in PySpark vs native, on the same
+## Parquet input, same session, same run: filter+map, keyed agg, tumbling, sessions, TPCx-BB
+## Q1-Q4, Q15; ratio and driver RSS growth against the targets (BENCH_ARGS="--rows 10000000")
 bench-spark: build
 	$(BIN)/python bench/bench_spark.py $(BENCH_ARGS)
 

@@ -4,6 +4,11 @@ The ``engine`` fixture runs a test once per backend configuration. Today that is
 reference backend; the native backend (several worker counts, schedulers, batch sizes)
 and Spark join by adding entries to ``ENGINE_CONFIGS`` — every operator test then runs on
 them and is compared against the reference, the oracle.
+
+``spark_cluster`` (session-scoped) starts a real Spark standalone cluster on 127.0.0.1 (a
+master and two workers, separate JVMs: ``tests/spark/cluster.py``) and stops it at the end.
+With ``STREAMCELL_TEST_SPARK_CLUSTER=1`` (``make test-spark-cluster``) every Spark test of
+the session runs on that cluster instead of ``local[2]``.
 """
 
 from __future__ import annotations
@@ -73,6 +78,58 @@ def _param(c: EngineConfig) -> object:
 @pytest.fixture(params=[_param(c) for c in _selected()])
 def engine(request: pytest.FixtureRequest) -> EngineConfig:
     return request.param
+
+
+@pytest.fixture(scope="session")
+def spark_cluster():
+    """A Spark standalone master and two 1-core workers on 127.0.0.1, stopped (and checked
+    gone) at the end of the test session; the Spark engine is pointed back at its default
+    master first."""
+    from tests.spark.cluster import StandaloneCluster
+
+    cluster = StandaloneCluster(workers=2, cores=1, memory="1g").start()
+    try:
+        yield cluster
+    finally:
+        from streamcell.backends.spark import session
+
+        session.configure()  # stops a session that was on the cluster
+        cluster.stop()
+
+
+def _warm_up_spark(timeout: float) -> None:
+    """One small keyed run, so the session, the executors and their Python workers are up
+    before the first test (whose run would otherwise pay their start-up in its own timeout)."""
+    import polars as pl
+
+    import streamcell as sc
+
+    df = pl.DataFrame({"k": [1, 2, 1, 3], "v": [1, 2, 3, 4]})
+    run = (
+        sc.source(df)
+        .key_by("k")
+        .agg(n=sc.count())
+        .start("_warm_up", options=RunOptions(engine="spark", display=False))
+    )
+    run.wait(timeout)
+    assert run.status == "finished", (run.status, run.error)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _spark_master(request: pytest.FixtureRequest):
+    """``STREAMCELL_TEST_SPARK_CLUSTER=1``: the whole session's Spark runs go to the cluster."""
+    if os.environ.get("STREAMCELL_TEST_SPARK_CLUSTER"):
+        import streamcell as sc
+
+        cluster = request.getfixturevalue("spark_cluster")
+        sc.configure_spark(cluster.master_url, conf=cluster.session_conf())
+        _warm_up_spark(timeout=600)
+        yield
+        st = cluster.status()  # the runs did go to the cluster
+        apps = [a["name"] for a in st["activeapps"] + st["completedapps"]]
+        assert "streamcell" in apps, f"no streamcell application ran on the cluster: {apps}"
+    else:
+        yield
 
 
 @pytest.fixture(autouse=True)

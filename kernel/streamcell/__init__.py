@@ -12,6 +12,7 @@ In a notebook: ``%load_ext streamcell`` then a ``%%stream NAME`` cell. From Pyth
     run.wait().table()
 """
 
+from .backends.spark.session import configure as configure_spark
 from .compiler import compile_plan
 from .dsl import parse
 from .errors import DSLSyntaxError, NotSupportedError, PlanError, RunFailed, StreamcellError
@@ -82,6 +83,7 @@ __all__ = [
     "col",
     "combine",
     "compile_plan",
+    "configure_spark",
     "count",
     "count_distinct",
     "csv",

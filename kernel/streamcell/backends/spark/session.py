@@ -1,6 +1,12 @@
-"""The kernel's one local SparkSession, started on first use of the Spark engine.
+"""The kernel's one SparkSession, started on first use of the Spark engine.
 
 Start-up (a JVM, ~6 s) is paid once per kernel: :func:`get_session` caches the session.
+Which Spark it talks to is, in this order: :func:`configure`'s ``master``, the
+``STREAMCELL_SPARK_MASTER`` environment variable (read when a session is built), a
+SparkSession already active in this process (Databricks, ``spark-submit``, one the user
+built), else ``local[2]``. Changing the master or the extra configuration stops the cached
+session; the next Spark run builds one for the new settings.
+
 A missing PySpark or Java gives a :class:`~streamcell.errors.StreamcellError` that says
 how to fix it, instead of a Py4J stack trace.
 """
@@ -13,14 +19,20 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 from ...errors import StreamcellError
 
 _LOCK = threading.Lock()
 _SESSION: Any = None
+_BUILT_FOR: tuple[str | None, tuple[tuple[str, str], ...]] | None = None
+_ADOPTED = False  # the session was already active (Databricks...): never stopped by streamcell
+_MASTER: str | None = None  # configure(master=...)
+_EXTRA: dict[str, str] = {}  # configure(conf=...)
 
-MASTER = os.environ.get("STREAMCELL_SPARK_MASTER", "local[2]")
+DEFAULT_MASTER = "local[2]"
+ENV_MASTER = "STREAMCELL_SPARK_MASTER"
 
 CONF = {
     "spark.ui.enabled": "false",
@@ -42,6 +54,14 @@ CONF = {
     "spark.driver.memory": os.environ.get("STREAMCELL_SPARK_DRIVER_MEMORY", "2g"),
     "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
 }
+# the settings streamcell's results depend on: applied to an adopted session too
+SEMANTIC_CONF = (
+    "spark.sql.session.timeZone",
+    "spark.sql.timestampType",
+    "spark.sql.ansi.enabled",
+    "spark.sql.execution.arrow.pyspark.enabled",
+    "spark.sql.execution.arrow.pyspark.fallback.enabled",
+)
 
 
 def java_problem() -> str | None:
@@ -75,13 +95,109 @@ def pyspark_problem() -> str | None:
     return None
 
 
-def get_session() -> Any:
-    """The kernel's SparkSession (``local[2]`` unless ``STREAMCELL_SPARK_MASTER`` says
-    otherwise), started on the first call."""
-    global _SESSION
+def configure(master: str | None = None, *, conf: Mapping[str, str] | None = None) -> None:
+    """Point the Spark engine at a cluster (and set Spark options) for the next Spark run.
+
+    Parameters
+    ----------
+    master
+        A Spark master URL: ``"local[4]"``, ``"spark://host:7077"`` (standalone),
+        ``"yarn"``, ``"k8s://https://host:443"``. ``None`` (the default) restores the
+        default: ``STREAMCELL_SPARK_MASTER`` if set, else a SparkSession already active in
+        this process (Databricks, ``spark-submit``), else ``local[2]``.
+    conf
+        Extra Spark settings for the session (they override streamcell's defaults), e.g.
+        ``{"spark.executor.memory": "4g", "spark.archives": "env.tar.gz#environment"}``.
+
+    The cached session is stopped when the master or ``conf`` changes (a session that was
+    already active when streamcell first needed one is left running), so this is refused
+    while a Spark run is in progress (stop it first).
+
+    Examples
+    --------
+    >>> import streamcell as sc
+    >>> sc.configure_spark("spark://127.0.0.1:7077", conf={"spark.executor.cores": "1"})
+    >>> sc.configure_spark()  # back to the default (local[2])
+
+    Only the Spark engine reads these settings.
+    """
+    global _MASTER, _EXTRA
+    if master is not None and (not isinstance(master, str) or not master.strip()):
+        raise StreamcellError(f"configure_spark: master must be a Spark master URL, got {master!r}")
+    extra = {}
+    for k, v in (conf or {}).items():
+        if not isinstance(k, str) or not k.startswith("spark."):
+            raise StreamcellError(
+                f"configure_spark: conf key {k!r} is not a Spark setting (spark.*)"
+            )
+        extra[k] = str(v)
+    from ...run import registry
+
+    busy = [n for n, r in registry().items() if r.engine == "spark" and not r.done()]
     with _LOCK:
-        if _SESSION is not None:
+        changed = (master, extra) != (_MASTER, _EXTRA)
+        if changed and busy and _SESSION is not None:
+            raise StreamcellError(
+                "configure_spark: Spark runs are in progress on the current session "
+                f"({', '.join(sorted(busy))}); stop them first"
+            )
+        _MASTER, _EXTRA = master, extra
+        if changed:
+            _stop_locked()
+
+
+def settings() -> tuple[str | None, dict[str, str]]:
+    """What :func:`configure` last set: ``(master, conf)`` (to restore it later)."""
+    return _MASTER, dict(_EXTRA)
+
+
+def wanted_master() -> str | None:
+    """The master the next session is built for (None: adopt an active session, else local)."""
+    return _MASTER or os.environ.get(ENV_MASTER) or None
+
+
+def current_master() -> str:
+    """The master of the running session, or the one the next session will use."""
+    s = _SESSION
+    if s is not None and _alive(s):
+        return str(s.sparkContext.master)
+    return wanted_master() or DEFAULT_MASTER
+
+
+def is_local(master: str) -> bool:
+    return master == "local" or master.startswith("local[") or master.startswith("local-")
+
+
+def _alive(s: Any) -> bool:
+    try:
+        return s.sparkContext._jsc is not None
+    except Exception:  # a torn-down gateway
+        return False
+
+
+def _stop_locked() -> None:
+    global _SESSION, _BUILT_FOR, _ADOPTED
+    s, _SESSION, _BUILT_FOR = _SESSION, None, None
+    adopted, _ADOPTED = _ADOPTED, False
+    if s is not None and not adopted and _alive(s):
+        s.stop()
+
+
+def stop() -> None:
+    """Stop the cached session (the next Spark run starts a new one); a session streamcell
+    found already active is left running, only forgotten."""
+    with _LOCK:
+        _stop_locked()
+
+
+def get_session() -> Any:
+    """The kernel's SparkSession for the configured master, started on the first call."""
+    global _SESSION, _BUILT_FOR, _ADOPTED
+    with _LOCK:
+        key = (wanted_master(), tuple(sorted(_EXTRA.items())))
+        if _SESSION is not None and key == _BUILT_FOR and _alive(_SESSION):
             return _SESSION
+        _stop_locked()
         problem = pyspark_problem() or java_problem()
         if problem:
             raise StreamcellError(problem)
@@ -90,17 +206,44 @@ def get_session() -> Any:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         from pyspark.sql import SparkSession
 
-        b = SparkSession.builder.master(MASTER).appName("streamcell")
-        for k, v in CONF.items():
+        master = key[0]
+        active = SparkSession.getActiveSession()
+        if (
+            active is not None
+            and _alive(active)
+            and master not in (None, active.sparkContext.master)
+        ):
+            raise StreamcellError(  # one SparkContext per process: getOrCreate would return it
+                f"a SparkSession on {active.sparkContext.master} is already active in this "
+                f"process; stop it, or call configure_spark() without a master to use it, "
+                f"instead of {master}"
+            )
+        if active is not None and _alive(active):  # a notebook on a cluster: use its session
+            for k, v in [*((k, CONF[k]) for k in SEMANTIC_CONF), *_EXTRA.items()]:
+                try:
+                    active.conf.set(k, v)
+                except Exception as e:  # a static setting of a running session
+                    raise StreamcellError(
+                        f"configure_spark: {k} cannot be set on the SparkSession already "
+                        f"active in this process ({type(e).__name__}); set it where that "
+                        "session is built"
+                    ) from e
+            _SESSION, _BUILT_FOR, _ADOPTED = active, key, True
+            return active
+        master = master or DEFAULT_MASTER
+        b = SparkSession.builder.master(master).appName("streamcell")
+        for k, v in {**CONF, **_EXTRA}.items():
             b = b.config(k, v)
-        b = b.config("spark.local.dir", tempfile.mkdtemp(prefix="streamcell-spark-"))
+        if is_local(master) and "spark.local.dir" not in _EXTRA:
+            b = b.config("spark.local.dir", tempfile.mkdtemp(prefix="streamcell-spark-"))
         try:
             _SESSION = b.getOrCreate()
         except Exception as e:  # Py4J/JVM start failures: one clear message
-            raise StreamcellError(f"could not start local Spark ({MASTER}): {e}") from e
+            raise StreamcellError(f"could not start Spark (master {master}): {e}") from e
+        _BUILT_FOR = key
         _SESSION.sparkContext.setLogLevel("ERROR")
         return _SESSION
 
 
 def session_started() -> bool:
-    return _SESSION is not None
+    return _SESSION is not None and _alive(_SESSION)
