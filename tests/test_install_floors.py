@@ -111,9 +111,11 @@ def test_the_wheel_works_at_the_declared_floors(tmp_path):
         if Version(installed[name]) != low
     }
     assert not off, f"not installed at their floors: {off}"
+    print(f"installed at the floors: {installed}")
 
     r = subprocess.run([py, str(SMOKE)], capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 0, (
         f"streamcell at the floors {installed} fails its smoke test:\n{r.stdout}\n{r.stderr}"
     )
     assert "wheel smoke passed" in r.stdout
+    print(r.stdout)

@@ -8,15 +8,20 @@ repository root, goes on ``sys.path``)::
 It checks, failing loudly at the first problem: the package imports from site-packages (not
 a checkout); every native extension imports; ``%load_ext streamcell`` works in an IPython
 ``InteractiveShell``; a ``%%stream`` cell runs on the native engine and a Python-API pipeline
-runs on the native engine at 2 workers, both equal to the reference engine's result; the
-prebuilt labextension is installed with the package's version. cibuildwheel runs it on every
+runs on the native engine at 2 workers, both equal to the reference engine's result; a
+displayed cell shows the live dashboard and its charts load (ipywidgets, Altair's
+JupyterChart, vl-convert's offline bundle); the prebuilt labextension is installed with the
+package's version. cibuildwheel runs it on every
 wheel (``test-command``), ``make dist`` on the wheel and on the sdist, and the slow tier's
 lowest-direct install check at the dependency floors.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -40,6 +45,8 @@ def check(ok: object, what: str) -> None:
 
 def main() -> None:
     t0 = time.monotonic()
+    vega_cache = tempfile.mkdtemp(prefix="streamcell-smoke-vega-")
+    os.environ["STREAMCELL_VEGA_CACHE"] = vega_cache  # build the bundle, leave no trace
     import importlib
 
     import streamcell as sc
@@ -72,6 +79,17 @@ def main() -> None:
     got, want = (r.table().sort("user_id") for r in (native, ref))
     check(want.height > 0 and got.equals(want), f"native cell == reference ({want.height} keys)")
 
+    # The dashboard as a notebook shows it: ipywidgets, then Altair's JupyterChart (anywidget)
+    # with the offline Vega bundle vl-convert builds (into a temporary cache here).
+    shell.run_cell_magic("stream", "smoke_dash --engine native --wait", CELL)
+    dash = getattr(shell.user_ns.get("smoke_dash"), "dashboard", None)
+    check(type(dash).__name__ == "Dashboard", "a displayed cell shows the live dashboard")
+    from streamcell.widgets import charts
+
+    check(charts.wait(300), f"the charts load (Altair, vl-convert bundle): {charts.error()!r}")
+    dash.join(60)
+    check(dash.throughput is not None, "the dashboard attached its JupyterCharts")
+
     def plan():  # noqa: ANN202 - a fresh plan per engine
         return (
             sc.source(sc.clickstream(rows=10_000, users=1_000, seed=3))
@@ -95,6 +113,7 @@ def main() -> None:
     meta = json.loads((ext / "package.json").read_text(encoding="utf-8"))
     check(meta.get("version") == sc.__version__, "labextension version == package version")
     shell.run_line_magic("unload_ext", "streamcell")
+    shutil.rmtree(vega_cache, ignore_errors=True)
     print(f"wheel smoke passed in {time.monotonic() - t0:.1f} s")
 
 
