@@ -15,11 +15,11 @@ EXT_LINK := $(VENV)/share/jupyter/labextensions/streamcell
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# the build tools (pyproject's [build-system] requires, plus build and editables); jlpm comes
-# with JupyterLab
+# the build tools (pyproject's [build-system] requires, plus build, twine and editables); jlpm
+# comes with JupyterLab
 $(VENV)/.tools-stamp: | $(BIN)/python
 	$(PIP) install --upgrade pip 2>&1 | grep -v "is ignored" || true
-	$(PIP) install "hatchling>=1.27" editables wheel "build>=1.2" "cython>=3.0,<4" "setuptools>=65" "hatch-jupyter-builder>=0.9" "jupyterlab>=4.6,<5" 2>&1 | grep -v "is ignored" || true
+	$(PIP) install "hatchling>=1.27" editables wheel "build>=1.2" "twine>=5" "cython>=3.0,<4" "setuptools>=65" "hatch-jupyter-builder>=0.9" "jupyterlab>=4.6,<5" 2>&1 | grep -v "is ignored" || true
 	touch $@
 
 $(VENV)/.deps-stamp: pyproject.toml $(VENV)/.tools-stamp
@@ -52,13 +52,15 @@ $(EXT_OUT)/static/style.js: node_modules/.install-stamp $(EXT_SRC)
 
 ## dist: sdist + wheel in dist/ for a release, checked: always the production labextension (a
 ## development build left by `make ext` is replaced), then `python -m build` (the sdist, then the
-## wheel from the sdist, stripped), tools/check_dist.py on both (contents, metadata, stripped
-## .so), and each installed into a fresh venv running tests/smoke/wheel_smoke.py. The wheel's
-## tag is this machine's (linux_x86_64): release wheels come from cibuildwheel (README).
+## wheel from the sdist, stripped), twine check (what PyPI will render), tools/check_dist.py on
+## both (contents, metadata, stripped .so), and each installed into a fresh venv running
+## tests/smoke/wheel_smoke.py. The wheel's tag is this machine's (linux_x86_64): release wheels
+## come from cibuildwheel (README, Releasing).
 dist: node_modules
 	rm -rf dist
 	$(BIN)/jlpm build:prod
 	$(BIN)/python -m build --outdir dist .
+	$(BIN)/python -m twine check --strict dist/*
 	$(BIN)/python tools/check_dist.py dist --install
 
 ## test: the whole suite (what CI runs): jest, then pytest with the browser tests (tests/ui)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -120,9 +121,15 @@ class CustomBuildHook(BuildHookInterface):  # type: ignore[misc,valid-type]
         if version == "editable":
             build_extensions(EXTENSIONS, PKG.parent)
             return
-        tmp = Path(tempfile.mkdtemp(prefix="streamcell-build-"))
+        tmp = self._tmp = Path(tempfile.mkdtemp(prefix="streamcell-build-"))
         for so in build_extensions(EXTENSIONS, tmp, strip=_strip_wheel()):
             build_data["force_include"][str(so)] = str(so.relative_to(tmp))
+
+    def finalize(self, version: str, build_data: dict, artifact_path: str) -> None:
+        # the wheel holds the shared objects now: leave no build folder behind in /tmp
+        tmp = getattr(self, "_tmp", None)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

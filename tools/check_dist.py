@@ -186,6 +186,7 @@ def check_sdist(sdist: Path, ver: str, problems: list[str]) -> None:
 
 def install_and_smoke(target: Path, label: str, problems: list[str]) -> None:
     """A fresh venv, ``pip install target``, then the smoke script from a folder outside."""
+    target = target.resolve()  # pip runs from the temporary folder
     with tempfile.TemporaryDirectory(prefix=f"streamcell-{label}-") as tmp:
         venv = Path(tmp) / "venv"
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
