@@ -83,3 +83,12 @@ def test_wheel_checker_tells_debug_info_from_stripped(tmp_path):
     problems = []
     assert check_dist.check_so(stripped.name, stripped.read_bytes(), problems) == "stripped"
     assert problems == []
+
+
+def test_every_extension_is_checked():
+    """The wheel checker and the smoke test know every extension the build hook compiles."""
+    import hatch_build
+    from tests.smoke import wheel_smoke
+
+    assert sorted(check_dist.EXTENSIONS) == sorted(hatch_build.EXTENSIONS)
+    assert sorted(wheel_smoke.EXTENSIONS) == sorted(hatch_build.EXTENSIONS)
