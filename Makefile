@@ -10,7 +10,7 @@ EXT_OUT := kernel/streamcell/labextension
 EXT_SRC := package.json tsconfig.json $(wildcard ext/src/*.ts ext/style/*.css ext/schema/*.json)
 EXT_LINK := $(VENV)/share/jupyter/labextensions/streamcell
 
-.PHONY: venv build node_modules ext dist test test-quick demo lab lint format clean sanitize bench bench-expr bench-memory bench-structures bench-sketch bench-dashboard bench-entities bench-speculate bench-spark bench-dag
+.PHONY: venv build node_modules ext dist test test-quick demo lab lint format clean sanitize bench bench-expr bench-memory bench-structures bench-sketch bench-scaling bench-dashboard bench-entities bench-speculate bench-spark bench-dag
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -101,6 +101,15 @@ bench-sketch: build
 	$(BIN)/python bench/bench_sketch_theta.py
 	$(BIN)/python bench/bench_sketch_kll.py
 	$(BIN)/python bench/bench_sketch_stage.py
+
+## bench-scaling: 1, 2, 4, 8, 16 workers (capped at the cores): concurrent Θ vs a lock per update vs
+## private sketches merged at the end (C), then the runtime's figures 1, 3, 9 beside Polars at the
+## same thread count (POLARS_MAX_THREADS); long on a big machine (SKETCH_ROWS, BENCH_ARGS)
+bench-scaling: build
+	mkdir -p native/build
+	$(CC) -O2 -pthread -Inative -Inative/common bench/bench_sketch_concurrent.c native/sketch/theta.c native/sketch/murmur3.c native/sketch/concurrent.c -o native/build/bench_sc -lm
+	native/build/bench_sc scaling $${SKETCH_ROWS:-20000000} 5
+	$(BIN)/python bench/bench_scaling.py $(BENCH_ARGS)
 
 ## bench-entities: transfers with per-event work, ticket ordering vs one global lock vs sequential, 1 and 2 workers
 bench-entities: build

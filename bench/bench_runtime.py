@@ -91,6 +91,71 @@ def keyed(src: Any) -> sc.Stream:
     )
 
 
+def tumbling(src: Any) -> sc.Stream:
+    return (
+        sc.source(src)
+        .key_by("user_id")
+        .tumbling("1m", time="ts")
+        .agg(n=sc.count(), s=col("price").sum())
+    )
+
+
+# The same three queries in Polars (the baselines of figures 1, 3 and 9).
+
+
+def polars_stateless(df: pl.DataFrame) -> pl.LazyFrame:
+    return (
+        df.lazy()
+        .filter(pl.col("price") > 20.0)
+        .with_columns(
+            total=pl.col("price") * 1.1 + (pl.col("item_id") % 7), cheap=pl.col("price") < 50.0
+        )
+    )
+
+
+def polars_keyed(df: pl.DataFrame) -> pl.LazyFrame:
+    return (
+        df.lazy()
+        .group_by("user_id")
+        .agg(n=pl.len(), s=pl.col("price").sum(), m=pl.col("price").mean())
+    )
+
+
+def polars_heavy(df: pl.DataFrame) -> pl.LazyFrame:
+    e = pl.col("price")
+    for k in range(4):
+        e = (e * 1.0001 + k) % 97.3 + (e / (k + 1.5)) ** 0.5
+    return df.lazy().with_columns(h=e)
+
+
+def polars_tumbling(df: pl.DataFrame) -> pl.LazyFrame:
+    return (
+        df.lazy()
+        .group_by("user_id", pl.col("ts").dt.truncate("1m"))
+        .agg(n=pl.len(), s=pl.col("price").sum())
+    )
+
+
+# ------------------------------------------------------------------------- data
+
+
+def clickstream_frame(rows: int) -> pl.DataFrame:
+    """The clickstream of figures 1, 4-7 and 9 (seed 1), materialized."""
+    return _all(open_source(_spec(sc.clickstream(rows=rows, seed=1))))
+
+
+def keyed_frames(rows: int) -> dict[str, pl.DataFrame]:
+    """Figure 3's inputs: ``user_id`` uniform over 100k keys and Zipf-1.2, ``price`` uniform."""
+    rng = np.random.default_rng(7)
+    z = rng.zipf(1.2, rows) % 100_000
+    return {
+        "uniform": pl.DataFrame(
+            {"user_id": rng.integers(0, 100_000, rows), "price": rng.random(rows) * 100}
+        ),
+        "Zipf-1.2": pl.DataFrame({"user_id": z.astype(np.int64), "price": rng.random(rows) * 100}),
+    }
+
+
 def tpcx(name: str, src: Any) -> sc.Stream:
     """TPCx-BB streaming queries (seed 003 Table 1) in streamcell's operator vocabulary."""
     s = sc.source(src)
@@ -219,13 +284,7 @@ def compare(
 
 def fig1_2(clicks: pl.DataFrame, repeat: int) -> float:
     def polars(engine: str) -> Callable[[], Any]:
-        q = (
-            clicks.lazy()
-            .filter(pl.col("price") > 20.0)
-            .with_columns(
-                total=pl.col("price") * 1.1 + (pl.col("item_id") % 7), cheap=pl.col("price") < 50.0
-            )
-        )
+        q = polars_stateless(clicks)
         return lambda: q.collect(engine=engine)  # type: ignore[call-overload]
 
     sql = (
@@ -246,6 +305,20 @@ def fig1_2(clicks: pl.DataFrame, repeat: int) -> float:
         repeat,
         cpu_target_ns=40,
     )
+    from streamcell.backends.native import program as native_program
+
+    tf, cf = measure(to_table(stateless(clicks), native(2)), repeat)
+    native_program.FUSE = False  # ablation: one operator per step, a gather per filter
+    try:
+        ts, cs = measure(to_table(stateless(clicks), native(2)), repeat)
+    finally:
+        native_program.FUSE = True
+    report(
+        "1b fused stage vs one operator per step (CPU, wall)",
+        f"{cs / cf:.2f}x, {ts / tf:.2f}x ({cf * 1e9 / n:.0f} vs {cs * 1e9 / n:.0f} ns CPU/row)",
+        "report",
+        None,
+    )
     tu, _ = measure(to_table(stateless(clicks), native(2, reorder="none")), repeat)
     report(
         "2 ordering cost: time ordered / time unordered",
@@ -257,24 +330,13 @@ def fig1_2(clicks: pl.DataFrame, repeat: int) -> float:
 
 
 def fig3(rows: int, repeat: int) -> None:
-    rng = np.random.default_rng(7)
-    z = rng.zipf(1.2, rows) % 100_000
-    frames = {
-        "uniform": pl.DataFrame(
-            {"user_id": rng.integers(0, 100_000, rows), "price": rng.random(rows) * 100}
-        ),
-        "Zipf-1.2": pl.DataFrame({"user_id": z.astype(np.int64), "price": rng.random(rows) * 100}),
-    }
+    frames = keyed_frames(rows)
     sql = "SELECT user_id, count(*) AS n, sum(price) AS s, avg(price) AS m FROM t GROUP BY user_id"
     walls = {}
     for label, df in frames.items():
 
         def polars(engine: str, df: pl.DataFrame = df) -> Callable[[], Any]:
-            q = (
-                df.lazy()
-                .group_by("user_id")
-                .agg(n=pl.len(), s=pl.col("price").sum(), m=pl.col("price").mean())
-            )
+            q = polars_keyed(df)
             return lambda: q.collect(engine=engine)  # type: ignore[call-overload]
 
         walls[label] = compare(
@@ -302,19 +364,10 @@ def fig3(rows: int, repeat: int) -> None:
 
 def fig9(clicks: pl.DataFrame, repeat: int) -> None:
     """Tumbling 1-minute windows per user against Polars grouping by (user, truncated time)."""
-    stream = (
-        sc.source(clicks)
-        .key_by("user_id")
-        .tumbling("1m", time="ts")
-        .agg(n=sc.count(), s=col("price").sum())
-    )
+    stream = tumbling(clicks)
 
     def polars(engine: str) -> Callable[[], Any]:
-        q = (
-            clicks.lazy()
-            .group_by("user_id", pl.col("ts").dt.truncate("1m"))
-            .agg(n=pl.len(), s=pl.col("price").sum())
-        )
+        q = polars_tumbling(clicks)
         return lambda: q.collect(engine=engine)  # type: ignore[call-overload]
 
     compare(
@@ -486,7 +539,7 @@ def main() -> int:
     if a.memory_rows:
         fig8(a.memory_rows)
         return 0
-    clicks = _all(open_source(_spec(sc.clickstream(rows=a.rows, seed=1))))
+    clicks = clickstream_frame(a.rows)
     sales = _all(open_source(_spec(sc.store_sales(rows=a.rows, seed=1))))
     figs = set(a.figures.split(","))
     peak = fig1_2(clicks, a.repeat) if figs & {"1", "5"} else 0.0

@@ -27,9 +27,18 @@
  * load average before and after are printed, and each claim says "not reproduced here" when it
  * fails.
  *
+ * Scaling (`bench_sc scaling ...`, `make bench-scaling`): the same ingest at W = 1, 2, 4, 8, 16
+ * writers (capped at the cores and at max_writers) for the concurrent sketch, the lock per update,
+ * and private sketches merged at the end (each thread its own ThetaSketch, then one
+ * sc_theta_union of their compact forms, the merge inside the timed region), each with its
+ * speed-up over its own 1-thread figure and the final error of the concurrent sketch. The lock per
+ * update collapses under contention, so on many cores it may be timed over the first lock_rows
+ * values only (a rate, comparable as such; the line says so).
+ *
  * Build: cc -O2 -pthread -Inative -Inative/common bench/bench_sketch_concurrent.c
  *           native/sketch/theta.c native/sketch/murmur3.c native/sketch/concurrent.c -lm
  * Usage: bench_sc [rows=40000000] [reps=9] [buffer=256]
+ *        bench_sc scaling [rows=40000000] [reps=5] [buffer=256] [max_writers=16] [lock_rows=rows]
  */
 #include <math.h>
 #include <pthread.h>
@@ -48,7 +57,7 @@
 #define LG_K 12
 #define SEED 9001
 #define CHUNK 4096
-#define MAXT 8
+#define MAXT 16
 
 static int64_t *g_vals;
 static size_t g_n;
@@ -104,8 +113,9 @@ static void *conc_worker(void *v) {
     return NULL;
 }
 
-typedef enum { SEQ, LOCKED, CONC, PRIVATE } mode;
-/* one run: wall seconds; *cpu: CPU seconds; *est: the final estimate (SEQ, LOCKED, CONC) */
+typedef enum { SEQ, LOCKED, CONC, PRIVATE, MERGED } mode;
+/* one run: wall seconds; *cpu: CPU seconds; *est: the final estimate (SEQ, LOCKED, CONC,
+ * MERGED) */
 static double run_once(mode md, int threads, double *cpu, double *est) {
     double c0 = cpu_s(), t0 = now_s();
     *est = 0;
@@ -128,7 +138,7 @@ static double run_once(mode md, int threads, double *cpu, double *est) {
     if (md == CONC) check(sc_theta_conc_create(&conc, LG_K, SEED, (uint32_t)threads, g_buffer, 0), "conc create");
     for (int i = 0; i < threads; i++) {
         a[i] = (targ){ .id = i, .threads = threads, .sk = shared, .lock = &lock, .conc = conc };
-        if (md == PRIVATE) {
+        if (md == PRIVATE || md == MERGED) {
             check(sc_theta_create(&own[i], LG_K, SEED), "create");
             a[i].sk = own[i];
         }
@@ -136,9 +146,21 @@ static double run_once(mode md, int threads, double *cpu, double *est) {
     }
     for (int i = 0; i < threads; i++) pthread_join(th[i], NULL);
     if (md == CONC) check(sc_conc_flush(conc), "flush");
+    sc_theta_compact *merged = NULL;
+    if (md == MERGED) { /* the merge at the end is part of the figure */
+        sc_theta_compact *parts[MAXT];
+        for (int i = 0; i < threads; i++) check(sc_theta_compact_of(&parts[i], own[i], false), "compact");
+        check(sc_theta_union(&merged, (const sc_theta_compact *const *)parts, (size_t)threads, LG_K, SEED, false),
+              "union");
+        for (int i = 0; i < threads; i++) sc_theta_compact_destroy(parts[i]);
+    }
     double t = now_s() - t0;
     *cpu = cpu_s() - c0;
     if (md == LOCKED) *est = sc_theta_estimate(shared);
+    if (md == MERGED) {
+        *est = sc_theta_estimate_of(merged->n, merged->theta, merged->empty);
+        sc_theta_compact_destroy(merged);
+    }
     if (md == CONC) {
         uint64_t s[SC_CONC_SUMMARY_WORDS];
         sc_conc_stats st;
@@ -226,7 +248,72 @@ static const char *met(bool ok, double outside) {
     return outside > 0.5 ? "NO (not reproduced here; machine loaded)" : "NO (not reproduced here)";
 }
 
+/* ---------------- scaling: 1, 2, 4, 8, 16 writers ---------------- */
+static int scaling_main(int argc, char **argv) {
+    g_n = argc > 1 ? (size_t)atoll(argv[1]) : 40000000;
+    int reps = argc > 2 ? atoi(argv[2]) : 5;
+    if (argc > 3) g_buffer = (uint32_t)atoi(argv[3]);
+    int maxw = argc > 4 ? atoi(argv[4]) : MAXT;
+    size_t lock_n = argc > 5 ? (size_t)atoll(argv[5]) : g_n, all_n = g_n;
+    if (lock_n < 1 || lock_n > g_n) lock_n = g_n;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (maxw > MAXT) maxw = MAXT;
+    if (maxw > cores) maxw = (int)cores;
+    if (maxw < 1) maxw = 1;
+    if (reps < 1) reps = 1;
+    if (reps > 64) reps = 64;
+    g_vals = malloc(g_n * sizeof *g_vals);
+    for (size_t i = 0; i < g_n; i++) g_vals[i] = (int64_t)(i * 2654435761ull + 12345);
+
+    double load0 = 0, load1 = 0, busy0 = proc_busy(), c0 = cpu_s(), t0 = now_s();
+    getloadavg(&load0, 1);
+    int ws[8], nw = 0;
+    for (int w = 1; w <= maxw; w *= 2) ws[nw++] = w;
+    fig seq = measure(SEQ, 1, reps), cc[8], lk[8], mg[8], pv[8];
+    for (int i = 0; i < nw; i++) {
+        cc[i] = measure(CONC, ws[i], reps);
+        g_n = lock_n; /* the first lock_n values */
+        lk[i] = measure(LOCKED, ws[i], reps);
+        g_n = all_n;
+        mg[i] = measure(MERGED, ws[i], reps);
+        pv[i] = measure(PRIVATE, ws[i], reps);
+    }
+    double wall = now_s() - t0, cpu = cpu_s() - c0, busy1 = proc_busy();
+    getloadavg(&load1, 1);
+    double outside = busy0 < 0 || busy1 < 0 ? -1 : (busy1 - busy0 - cpu) / wall;
+    if (outside < 0 && busy0 >= 0) outside = 0;
+
+    printf("concurrent Θ scaling (Rinberg et al.), native threads: %zu distinct int64, lg_k %d, buffer b = %u, "
+           "median of %d runs; M updates/s (speed-up over the same method's 1 thread)\n",
+           g_n, LG_K, g_buffer, reps);
+    if (lock_n != g_n) printf("   lock per update timed over the first %zu values\n", lock_n);
+    printf("   sequential sketch, 1 thread: %.1f M upd/s, %.1f CPU ns/update\n", seq.rate, seq.cpu_ns);
+    printf("   %7s  %18s  %18s  %18s  %18s  %9s  %9s  %10s\n", "writers", "concurrent", "lock per update",
+           "private + merge", "private (no merge)", "conc/lock", "conc/merge", "conc error");
+    for (int i = 0; i < nw; i++) {
+        char c[32], l[32], m[32], p[32];
+        snprintf(c, sizeof c, "%.1f (%.2fx)", cc[i].rate, cc[i].rate / cc[0].rate);
+        snprintf(l, sizeof l, "%.1f (%.2fx)", lk[i].rate, lk[i].rate / lk[0].rate);
+        snprintf(m, sizeof m, "%.1f (%.2fx)", mg[i].rate, mg[i].rate / mg[0].rate);
+        snprintf(p, sizeof p, "%.1f (%.2fx)", pv[i].rate, pv[i].rate / pv[0].rate);
+        printf("   %7d  %18s  %18s  %18s  %18s  %8.2fx  %8.2fx  %9.3f%%\n", ws[i], c, l, m, p, cc[i].rate / lk[i].rate,
+               cc[i].rate / mg[i].rate, 100 * fabs(cc[i].est - (double)g_n) / (double)g_n);
+    }
+    printf("   CPU ns per update:\n   %7s  %18s  %18s  %18s  %18s\n", "writers", "concurrent", "lock per update",
+           "private + merge", "private (no merge)");
+    for (int i = 0; i < nw; i++)
+        printf("   %7d  %18.1f  %18.1f  %18.1f  %18.1f\n", ws[i], cc[i].cpu_ns, lk[i].cpu_ns, mg[i].cpu_ns, pv[i].cpu_ns);
+    printf("   final |error| of private + merge at %d threads: %.3f%%; RSE 1/sqrt(k) = %.2f%%\n", ws[nw - 1],
+           100 * fabs(mg[nw - 1].est - (double)g_n) / (double)g_n, 100 / sqrt((double)(1 << LG_K)));
+    printf("   machine: %ld cores; outside load %.2f cores (/proc/stat busy minus this process); loadavg(1 min) "
+           "%.2f before, %.2f after; this process %.1f s CPU in %.1f s wall\n",
+           cores, outside, load0, load1, cpu, wall);
+    free(g_vals);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "scaling") == 0) return scaling_main(argc - 1, argv + 1);
     g_n = argc > 1 ? (size_t)atoll(argv[1]) : 40000000;
     int reps = argc > 2 ? atoi(argv[2]) : 9;
     if (argc > 3) g_buffer = (uint32_t)atoi(argv[3]);

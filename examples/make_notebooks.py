@@ -73,9 +73,12 @@ def dashboard() -> None:
     nb.cells = [
         new_markdown_cell(
             "# Live dashboard and queries on clickstream data\n\n"
-            "A `%%stream` cell shows a live dashboard: throughput and latency charts, the "
-            "per-operator table (rows, selectivity, cost per row, queue depth, workers, state), "
-            "late and dead-lettered rows, sketches, and pause / resume / stop buttons."
+            "A `%%stream` cell shows a live dashboard: its status with pause / resume / stop "
+            "buttons and the headline numbers first, then throughput and latency charts (in "
+            "the JupyterLab theme, light or dark), the per-operator table (rows, selectivity, "
+            "cost per row, queue depth, workers, state), late and dead-lettered rows, sketches, "
+            "and the plan's graph, collapsed. When a run ends, the dashboard keeps a summary: "
+            "rows, average rows/s, duration and final latency."
         ),
         new_code_cell("%load_ext streamcell\nimport polars as pl\nimport streamcell as sc"),
         new_markdown_cell(
@@ -89,9 +92,12 @@ def dashboard() -> None:
             "agg views=count(), spent=sum(price), last_event=last(event)\n"
             "sink table"
         ),
-        new_markdown_cell("A finite sessionization on the reference engine, next to it:"),
+        new_markdown_cell(
+            "A finite sessionization on the reference engine (pure Python, the oracle), next "
+            "to it; it ends within a second, and its dashboard shows the run's summary:"
+        ),
         new_code_cell(
-            "%%stream sessions --wait\n"
+            "%%stream sessions --engine reference --wait\n"
             "source clickstream(rows=30_000, users=5_000, seed=2)\n"
             'filter event == "view" and user_id.is_not_null()\n'
             "key_by user_id\n"

@@ -1,5 +1,5 @@
 # distutils: language = c
-# distutils: sources = native/exec/common.c native/exec/expr.c native/exec/expr_vec.c native/exec/expr_fast.c native/exec/expr_funcs.c native/exec/expr_compile.c native/exec/expr_compat_num.c native/exec/expr_compat_time.c native/exec/expr_compat_str.c native/exec/ops_filter_project.c native/exec/ops_state.c native/exec/ops_keyed.c native/exec/ops_window.c native/exec/keyhash.c native/exec/rowstore.c native/exec/program.c native/exec/arrow_bridge.c native/exec/lists.c native/exec/ops_sketch.c native/exec/ops_entities.c native/exec/ops_speculate.c native/exec/ops_step.c native/exec/speculate.c native/exec/dag.c native/exec/ops_join.c native/exec/ops_correlate.c native/sketch/theta.c native/sketch/hll.c native/sketch/kll.c native/sketch/frequent.c native/sketch/murmur3.c native/sketch/concurrent.c native/runtime/pool.c native/runtime/scheduler.c native/runtime/reorder.c native/runtime/hybrid_queue.c native/runtime/ring.c native/runtime/batch.c native/runtime/metrics.c
+# distutils: sources = native/exec/common.c native/exec/expr.c native/exec/expr_vec.c native/exec/expr_fast.c native/exec/expr_funcs.c native/exec/expr_compile.c native/exec/expr_compat_num.c native/exec/expr_compat_time.c native/exec/expr_compat_str.c native/exec/ops_filter_project.c native/exec/select.c native/exec/ops_state.c native/exec/ops_keyed.c native/exec/ops_window.c native/exec/keyhash.c native/exec/rowstore.c native/exec/program.c native/exec/arrow_bridge.c native/exec/lists.c native/exec/ops_sketch.c native/exec/ops_entities.c native/exec/ops_speculate.c native/exec/ops_step.c native/exec/speculate.c native/exec/dag.c native/exec/ops_join.c native/exec/ops_correlate.c native/sketch/theta.c native/sketch/hll.c native/sketch/kll.c native/sketch/frequent.c native/sketch/murmur3.c native/sketch/concurrent.c native/runtime/pool.c native/runtime/scheduler.c native/runtime/reorder.c native/runtime/hybrid_queue.c native/runtime/ring.c native/runtime/batch.c native/runtime/metrics.c
 # distutils: include_dirs = native native/common native/exec native/runtime
 """streamcell._runtime: the Python face of the native runtime (native/exec, native/runtime).
 
@@ -10,7 +10,7 @@ zero-copy Arrow record batches. Everything between runs on C threads without the
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, uintptr_t
-from libc.stdlib cimport free, malloc, calloc, realloc, abort
+from libc.stdlib cimport free, malloc, calloc
 from libc.string cimport memcpy, memset
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from posix.time cimport nanosleep, timespec
@@ -26,13 +26,14 @@ from runtime.scheduler cimport (
 from runtime.metrics cimport sc_latency_summary, sc_metrics_snapshot, sc_op_counters
 from runtime.pool cimport sc_op_run_fn, sc_pool_config
 from exec.exec cimport (
-    sc_batch_concat, sc_batch_new, sc_exec_tune_allocator, sc_op_base, sc_op_base_free,
-    sc_op_base_init, sc_schema, sc_schema_free, sc_schema_init, sc_side, sc_side_meta,
+    sc_batch_list, sc_batch_list_add, sc_batch_list_join, sc_batch_new, sc_exec_tune_allocator,
+    sc_op_base, sc_op_base_free, sc_op_base_init, sc_schema, sc_schema_free, sc_schema_init, sc_side, sc_side_meta,
     sc_side_meta_free, sc_side_schema, sc_side_step, sc_side_take, sc_step_counters,
     sc_u64_load_relaxed,
 )
 from exec.expr cimport (
-    sc_enode, sc_op_filter_create, sc_op_filter_destroy, sc_op_filter_run, sc_op_project_create,
+    sc_enode, sc_op_filter_create, sc_op_filter_destroy, sc_op_filter_run,
+    sc_op_fused_create, sc_op_fused_destroy, sc_op_fused_run, sc_op_project_create,
     sc_op_project_destroy, sc_op_project_run,
 )
 from exec.ops_state cimport (
@@ -42,7 +43,7 @@ from exec.ops_state cimport (
     sc_op_window_destroy, sc_op_window_run, sc_out_col, sc_window_spec,
 )
 from exec.program cimport (
-    sc_op_destroy_fn, sc_prog, sc_prog_add, sc_prog_add_keyed, sc_prog_counters, sc_prog_create,
+    sc_op_destroy_fn, sc_prog, sc_prog_add, sc_prog_add_bases, sc_prog_add_keyed, sc_prog_counters, sc_prog_create,
     sc_prog_destroy, sc_prog_error, sc_prog_finish, sc_prog_metrics, sc_prog_nops, sc_prog_op_name,
     sc_prog_pause, sc_prog_push, sc_prog_resume, sc_prog_sched, sc_prog_set_coalesce,
     sc_prog_set_publish, sc_prog_sides, sc_prog_start, sc_prog_state_size, sc_prog_stop,
@@ -76,7 +77,10 @@ from exec.ops_join cimport sc_join_spec, sc_op_join_create, sc_op_join_destroy, 
 from exec.ops_correlate cimport (
     sc_corr_agg, sc_corr_spec, sc_op_correlate_create, sc_op_correlate_destroy, sc_op_correlate_run,
 )
-from exec.arrow_bridge cimport ArrowArray, ArrowSchema, sc_arrow_export, sc_arrow_import
+from exec.arrow_bridge cimport (
+    ArrowArray, ArrowSchema, sc_arrow_export, sc_arrow_hold_array, sc_arrow_hold_create, sc_arrow_import,
+    sc_arrow_import_ref, sc_arrow_reclaim, sc_extbuf, sc_extbuf_unref,
+)
 
 
 sc_exec_tune_allocator()
@@ -217,29 +221,13 @@ cdef sc_agg_spec *_aggs(list aggs) except NULL:
 cdef class SketchTap
 
 
-cdef inline sc_batch **_parts_add(sc_batch **parts, int32_t *n, int32_t *cap, sc_batch *b) noexcept nogil:
-    """Append b to a growing array of output batches (aborts when out of memory)."""
-    if n[0] == cap[0]:
-        cap[0] *= 2
-        parts = <sc_batch **>realloc(parts, cap[0] * sizeof(sc_batch *))
-        if parts == NULL:
-            abort()
-    parts[n[0]] = b
-    n[0] += 1
-    return parts
-
-
-cdef inline int _parts_join(sc_batch **parts, int32_t n, const sc_schema *s, sc_batch **joined) noexcept nogil:
-    """One batch of parts[0..n) in order (the parts are released); *joined NULL when n == 0."""
-    cdef int rc = 0
-    joined[0] = NULL
-    if n == 1:
-        joined[0] = parts[0]
-    elif n > 1:
-        rc = sc_batch_concat(joined, s, parts, n)
-        for i in range(n):
-            sc_batch_release(parts[i])
-    return rc
+cdef inline int _join(sc_batch_list *parts, const sc_schema *s, sc_batch **joined, int rc) noexcept nogil:
+    """Join the collected batches (none left on an earlier error rc)."""
+    cdef int rc2 = sc_batch_list_join(parts, s, joined)
+    if rc != SC_OK:
+        sc_batch_release(joined[0])
+        joined[0] = NULL
+    return rc if rc != SC_OK else rc2
 
 
 cdef class Program:
@@ -294,6 +282,7 @@ cdef class Program:
                 sc_dag_destroy(self.d)
             self.d = NULL
         self._free_entities()
+        sc_arrow_reclaim()  # the arrays the freed batches pointed into
 
     cdef bint _closed(self):
         return self.p == NULL and self.d == NULL
@@ -460,7 +449,7 @@ cdef class Program:
     def set_input(self, bytes lts):
         self.in_schema = _Schema(lts)
 
-    def add_filter(self, int step, bint cin, bint cout, bytes lts, list pred, int64_t capacity):
+    cdef void *_filter(self, int step, bint cin, bint cout, bytes lts, list pred, int64_t capacity) except NULL:
         cdef _Schema s = _Schema(lts)
         cdef _Nodes n = _Nodes(pred)
         cdef sc_op_base b
@@ -469,12 +458,11 @@ cdef class Program:
         rc = sc_op_filter_create(&st, &b, n.nodes, n.n)
         sc_op_base_free(&b)
         check_status(rc, f"filter step {step}")
-        check_status(self._add(b"filter", SC_OP_STATELESS, sc_op_filter_run, sc_op_filter_destroy,
-                                 st, <sc_op_base *>st), "filter")
         self.schemas.append(s)
+        return st
 
-    def add_project(self, int step, bint cin, bint cout, bytes in_lts, bytes out_lts, list src, list exprs,
-                    int64_t capacity):
+    cdef void *_project(self, int step, bint cin, bint cout, bytes in_lts, bytes out_lts, list src, list exprs,
+                        int64_t capacity) except NULL:
         cdef _Schema si = _Schema(in_lts)
         cdef _Schema so = _Schema(out_lts)
         cdef list nodes = [_Nodes(e) for e in exprs]
@@ -498,9 +486,46 @@ cdef class Program:
             free(ptrs)
             free(lens)
             free(srcs)
-        check_status(self._add(b"project", SC_OP_STATELESS, sc_op_project_run, sc_op_project_destroy,
-                                 st, <sc_op_base *>st), "project")
         self.schemas.append(so)
+        return st
+
+    def add_filter(self, int step, bint cin, bint cout, bytes lts, list pred, int64_t capacity):
+        cdef void *st = self._filter(step, cin, cout, lts, pred, capacity)
+        check_status(self._add(b"filter", SC_OP_STATELESS, sc_op_filter_run, sc_op_filter_destroy,
+                               st, <sc_op_base *>st), "filter")
+
+    def add_project(self, int step, bint cin, bint cout, bytes in_lts, bytes out_lts, list src, list exprs,
+                    int64_t capacity):
+        cdef void *st = self._project(step, cin, cout, in_lts, out_lts, src, exprs, capacity)
+        check_status(self._add(b"project", SC_OP_STATELESS, sc_op_project_run, sc_op_project_destroy,
+                               st, <sc_op_base *>st), "project")
+
+    def add_fused(self, list parts):
+        """Consecutive filter / project steps as one fused stage (exec/expr.h): ``parts`` are
+        ("filter", step, cin, cout, lts, pred, capacity) and ("project", step, cin, cout,
+        in_lts, out_lts, src, exprs, capacity), as add_filter / add_project take them. Chains only."""
+        cdef int np = len(parts)
+        cdef void **states = <void **>calloc(np, sizeof(void *))
+        cdef uint8_t *kinds = <uint8_t *>calloc(np, 1)
+        cdef void *st = NULL
+        cdef sc_op_base **bases = NULL
+        cdef int rc = SC_ENOMEM
+        try:
+            for i in range(np if states != NULL and kinds != NULL else 0):
+                a = parts[i]
+                kinds[i] = 1 if a[0] == "filter" else 2
+                if kinds[i] == 1:
+                    states[i] = self._filter(a[1], a[2], a[3], a[4], a[5], a[6])
+                else:
+                    states[i] = self._project(a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8])
+        finally:  # the stage owns the parts whatever it returns (an error frees them)
+            if states != NULL and kinds != NULL:
+                rc = sc_op_fused_create(&st, &bases, states, kinds, np)
+            free(states)
+            free(kinds)
+        check_status(rc, "fused stage")
+        check_status(sc_prog_add_bases(self.p, b"fused", SC_OP_STATELESS, sc_op_fused_run, sc_op_fused_destroy,
+                                       st, bases, np), "fused stage")
 
     def add_keyed(self, str kind, int step, bint cin, bint cout, bytes in_lts, bytes out_lts, list keys,
                   int partitions, int64_t capacity, list aggs=None, list outs=None, int by=-1, int k=0,
@@ -781,29 +806,6 @@ cdef class Program:
         check_status(rc, "start")
         self.started = True
 
-    def push(self, batch, int64_t offset, int64_t n, int64_t seq0, int64_t timeout_ns=-1):
-        """Copy rows [offset, offset+n) of an Arrow record batch in (``__arrow_c_array__``).
-        Returns OK, FULL (timed out; nothing taken) or CLOSED."""
-        schema_capsule, array_capsule = batch.__arrow_c_array__()
-        cdef ArrowSchema *sch = <ArrowSchema *>PyCapsule_GetPointer(schema_capsule, "arrow_schema")
-        cdef ArrowArray *arr = <ArrowArray *>PyCapsule_GetPointer(array_capsule, "arrow_array")
-        cdef sc_batch *b = NULL
-        cdef int rc
-        with nogil:
-            rc = sc_batch_new(&b, &self.in_schema.s, n if n > 0 else 1)
-            if rc == 0:
-                rc = sc_arrow_import(sch, arr, offset, n, &self.in_schema.s, b, seq0)
-            if rc == 0:
-                rc = sc_prog_push(self.p, b, timeout_ns)
-                if rc == SC_OK:
-                    b = NULL
-            if b != NULL:
-                sc_batch_release(b)
-        if rc == SC_EFULL or rc == SC_ECLOSED:
-            return rc
-        check_status(rc, "push")
-        return rc
-
     def push_many(self, batch, int64_t offset, int64_t n, int64_t seq0, int64_t batch_size,
                   int64_t timeout_ns=-1, double rate=0.0, uint64_t t0_ns=0):
         """Copy rows [offset, offset+n) in as runtime batches of up to ``batch_size`` rows,
@@ -824,8 +826,11 @@ cdef class Program:
         cdef int64_t done = 0, m
         cdef uint64_t due, now
         cdef timespec ts
+        cdef sc_extbuf *hold = NULL  # the array, moved in: batches point into its buffers
         if batch_size <= 0:
             raise ValueError("batch_size must be positive")
+        sc_arrow_reclaim()  # release the arrays earlier batches no longer use (here, with the GIL)
+        check_status(sc_arrow_hold_create(&hold, arr), "push")
         with nogil:
             while done < n:
                 m = n - done if n - done < batch_size else batch_size
@@ -839,7 +844,8 @@ cdef class Program:
                 b = NULL
                 rc = sc_batch_new(&b, &self.in_schema.s, m)
                 if rc == 0:
-                    rc = sc_arrow_import(sch, arr, offset + done, m, &self.in_schema.s, b, seq0 + done)
+                    rc = sc_arrow_import_ref(sch, sc_arrow_hold_array(hold), offset + done, m, &self.in_schema.s,
+                                             b, seq0 + done, hold)
                 if rc == 0:
                     rc = sc_prog_push(self.p, b, timeout_ns)
                     if rc == SC_OK:
@@ -849,6 +855,7 @@ cdef class Program:
                 if rc != SC_OK:
                     break
                 done += m
+            sc_extbuf_unref(hold)
         if rc != SC_OK and rc != SC_EFULL and rc != SC_ECLOSED:
             check_status(rc, "push")
         return rc, done
@@ -859,30 +866,24 @@ cdef class Program:
         one record batch."""
         cdef sc_batch *b = NULL
         cdef sc_batch *joined = NULL
-        cdef sc_batch **parts = NULL
-        cdef int32_t n = 0, cap = 64
-        cdef int64_t rows = 0
-        cdef int rc, rc2
+        cdef sc_batch_list parts
+        cdef int rc, rc2 = SC_OK
+        cdef int32_t n = 0
         cdef bint eos = False
-        parts = <sc_batch **>malloc(cap * sizeof(sc_batch *))
-        if parts == NULL:
-            raise MemoryError()
+        memset(&parts, 0, sizeof(parts))
+        sc_arrow_reclaim()
         with nogil:
             rc = sc_prog_take(self.p, timeout_ns, &b)
-            while rc == SC_OK:
+            while rc == SC_OK and rc2 == SC_OK:
                 if b.eos:
                     sc_batch_release(b)
                     eos = True
                     break
-                parts = _parts_add(parts, &n, &cap, b)
-                rows += b.nrows
-                if rows >= max_rows:
+                rc2 = sc_batch_list_add(&parts, b)
+                if parts.rows >= max_rows or rc2 != SC_OK or sc_prog_take(self.p, 0, &b) != SC_OK:
                     break
-                rc2 = sc_prog_take(self.p, 0, &b)
-                if rc2 != SC_OK:
-                    break
-            rc2 = _parts_join(parts, n, &self.out_schema.s, &joined)
-        free(parts)
+            n = parts.n
+            rc2 = _join(&parts, &self.out_schema.s, &joined, rc2)
         check_status(rc2, "take")
         if n == 0:
             return (SC_OK if eos else rc), eos, None
@@ -1214,21 +1215,15 @@ cdef class Program:
         cdef _Schema sch = self.sink_schemas[sink]
         cdef sc_batch *b = NULL
         cdef sc_batch *joined = NULL
-        cdef sc_batch **parts = NULL
-        cdef int32_t n = 0, cap = 64
-        cdef int64_t rows = 0
-        cdef int rc2 = 0
-        parts = <sc_batch **>malloc(cap * sizeof(sc_batch *))
-        if parts == NULL:
-            raise MemoryError()
+        cdef sc_batch_list parts
+        cdef int rc2 = SC_OK
+        memset(&parts, 0, sizeof(parts))
         with nogil:
-            while rows < max_rows and sc_dag_take(self.d, sink, &b) == SC_OK:
-                parts = _parts_add(parts, &n, &cap, b)
-                rows += b.nrows
-            rc2 = _parts_join(parts, n, &sch.s, &joined)
-        free(parts)
+            while rc2 == SC_OK and parts.rows < max_rows and sc_dag_take(self.d, sink, &b) == SC_OK:
+                rc2 = sc_batch_list_add(&parts, b)
+            rc2 = _join(&parts, &sch.s, &joined, rc2)
         check_status(rc2, "dag take")
-        if n == 0:
+        if joined == NULL:
             return None
         return _export(joined, &sch.s)
 

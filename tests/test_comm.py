@@ -109,7 +109,8 @@ def test_list_reports_every_run_in_registry_order(registry):
         "elapsed_s": 1.0,
         "cell_id": "cell-clicks",
     }
-    assert reply["runs"][1]["p99_ms"] is None and reply["runs"][1]["rows_per_s"] is None
+    # an ended run reports its average rate (10 rows in 1 s), not the zero of a stopped source
+    assert reply["runs"][1]["p99_ms"] is None and reply["runs"][1]["rows_per_s"] == 10.0
 
 
 def test_list_of_empty_registry():
@@ -124,9 +125,16 @@ def test_reply_echoes_request_id(registry):
 
 
 def test_unreportable_numbers_become_none():
-    run = FakeRun(
-        "x", rows_in=float("nan"), rows_per_s=math.inf, p99_ms="fast", elapsed_s=True, cell_id=42
-    )
+    # a rate or latency that is not a finite number is unknown: null
+    run = FakeRun("x", rows_per_s=math.inf, p99_ms="fast", elapsed_s=math.nan, cell_id=42)
+    info = runs_message({"x": run})["runs"][0]
+    assert info["rows_done"] == 0 and info["status"] == "running"
+    assert info["rows_per_s"] is None
+    assert info["p99_ms"] is None
+    assert info["elapsed_s"] is None
+    assert info["cell_id"] is None
+    # a row count that is not a number: the run is listed, with no numbers at all
+    run = FakeRun("x", rows_in=float("nan"))
     info = runs_message({"x": run})["runs"][0]
     assert info["rows_done"] is None
     assert info["rows_per_s"] is None

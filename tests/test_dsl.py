@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 import streamcell as sc
 from streamcell import plan as P
-from streamcell.errors import DSLSyntaxError, PlanError
+from streamcell.dsl import parse
+from streamcell.errors import DSLSyntaxError, PlanError, StreamcellError
 from streamcell.expr import AggCall, Binary, Call, Col, Lit, When
 
 FLAGSHIP = """\
@@ -332,3 +333,37 @@ def test_explain_and_html():
     assert "aggregate#3" in text and "hash(user_id)" in text and "window_start: datetime" in text
     html = p._repr_html_()
     assert "<svg" in html and "aggregate#3" in html and "hash(user_id)" in html
+
+
+@pytest.mark.parametrize(
+    "cell, suggestion",
+    [
+        ("source clickstream(rows=5)\nfilterr price > 1\nsink table", "'filter'"),
+        ("source clickstream(rows=5)\nwith_column x = 1\nsink table", "'with_columns'"),
+        ("source clickstrem(rows=5)\nsink table", "'clickstream'"),
+        ("source clickstream(rows=5)\nfilter prise > 1\nsink table", "'price'"),
+        (
+            "source clickstream(rows=5)\nfilter event.str.startswit('a')\nsink table",
+            "'str.starts_with'",
+        ),
+        ("source clickstream(rows=5)\nkey_by user_id\nagg n = cont()\nsink table", "'count'"),
+    ],
+)
+def test_unknown_names_suggest_the_closest_known_one(cell, suggestion):
+    with pytest.raises(StreamcellError) as e:
+        sc.compile_plan(parse(cell))
+    assert f"(did you mean {suggestion}?)" in str(e.value)
+
+
+def test_no_suggestion_when_nothing_is_close():
+    with pytest.raises(StreamcellError) as e:
+        parse("source clickstream(rows=5)\nzzzzqqq price > 1\nsink table")
+    assert "did you mean" not in str(e.value) and "unknown stage 'zzzzqqq'" in str(e.value)
+
+
+def test_first_line_numbers_errors_as_the_cell_shows_them():
+    text = "source clickstream(rows=5)\n\nfilterr price > 1\nsink table"
+    for first, line in ((1, 3), (2, 4)):
+        with pytest.raises(DSLSyntaxError) as e:
+            parse(text, first_line=first)
+        assert (e.value.line, e.value.column) == (line, 1)

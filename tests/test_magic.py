@@ -56,7 +56,9 @@ def test_bad_cell_prints_error_with_caret_and_binds_nothing(ip, capsys):
         "stream", "broken --no-display", "source clickstream(rows=5)\nfilter prize > 1\n"
     )
     out = capsys.readouterr().out
-    assert "unknown column 'prize'" in out and "line 2, column 8" in out and "^" in out
+    # lines count the cell as the user sees it: the %%stream line is line 1
+    assert "unknown column 'prize' (did you mean 'price'?)" in out
+    assert "line 3, column 8" in out and "^" in out
     assert "broken" not in ip.user_ns
 
 
@@ -74,7 +76,11 @@ def test_rerun_same_name_stops_and_replaces(ip):
 def test_line_magics_list_status_stop(ip, capsys):
     ip.run_cell_magic("stream", "forever --no-display", "source clickstream(seed=3), rate=1000\n")
     listing = ip.run_line_magic("stream", "list")
-    assert "forever" in listing["name"].to_list()
+    assert "forever" in listing.frame["name"].to_list()
+    # formatted once (streamcell.fmt): separators, units, m:ss; no raw floats
+    row = [r for r in listing.rows() if r[0] == "forever"][0]
+    assert row[5].endswith(" rows/s") and row[7].startswith("0:")
+    assert "forever" in repr(listing) and "<table class='sc-run-table'>" in listing._repr_html_()
     ip.run_line_magic("stream", "pause forever")
     time.sleep(0.3)
     assert ip.user_ns["forever"].status == "paused"

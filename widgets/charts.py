@@ -35,7 +35,20 @@ _error: BaseException | None = None
 _TEMPLATES: dict[str, dict[str, Any]] = {}
 
 # the dashboard's line charts: title -> series drawn
-CHARTS: dict[str, tuple[str, ...]] = {"rows/s": ("in", "out"), "latency ms": ("p50", "p99")}
+THROUGHPUT = "throughput (rows/s)"
+LATENCY = "latency (ms)"
+CHARTS: dict[str, tuple[str, ...]] = {THROUGHPUT: ("in", "out"), LATENCY: ("p50", "p99")}
+# SVG (not canvas), so the dashboard's CSS can colour the text and axes with the theme's
+# variables; no actions menu
+EMBED_OPTIONS: dict[str, Any] = {"renderer": "svg", "actions": False}
+# a transparent background (the slot's, which is the theme's), no view border
+CONFIG: dict[str, Any] = {"background": "transparent", "view": {"stroke": None}}
+
+
+def slug(title: str) -> str:
+    """``throughput`` for ``throughput (rows/s)``: a CSS class name for a chart."""
+    return title.split(" ")[0]
+
 
 _BUNDLE_SCRIPT = """
 import os, sys
@@ -88,8 +101,8 @@ def chart(title: str, rows: list[dict[str, Any]]) -> Any:
     """A new ``JupyterChart`` for ``title`` (one of :data:`CHARTS`) drawing ``rows``."""
     import altair as alt
 
-    ch = alt.JupyterChart(None)  # type: ignore[arg-type]  # spec set below
-    ch.spec = spec(title, rows)
+    ch = alt.JupyterChart(None, embed_options=EMBED_OPTIONS)  # type: ignore[arg-type]
+    ch.spec = spec(title, rows)  # set after: the constructor would validate with Altair
     return ch
 
 
@@ -122,7 +135,7 @@ def _template(alt: Any, title: str) -> dict[str, Any]:
         alt.Chart(alt.Data(values=[]), title=title)
         .mark_line()
         .encode(
-            x=alt.X("t:Q", title="s"),
+            x=alt.X("t:Q", title="seconds since start"),
             y=alt.Y("value:Q", title=None),
             color=alt.Color("series:N", legend=alt.Legend(orient="top", title=None)),
         )
@@ -130,6 +143,7 @@ def _template(alt: Any, title: str) -> dict[str, Any]:
     )
     out: dict[str, Any] = chart.to_dict()
     out.pop("data", None)
+    out["config"] = {**out.get("config", {}), **CONFIG}
     return out
 
 

@@ -4,65 +4,17 @@
  *
  * Plain DOM on a Lumino widget. Each run is a small card (name, status, elapsed; then
  * rows/s, p99 latency, rows done; then the buttons), which fits a narrow side panel.
+ * The numbers are the kernel's MetricsSnapshot (the dashboard's too), written by
+ * ./format (the rules of kernel/streamcell/fmt.py); an ended run shows its average rate.
  * Cards are updated in place (never rebuilt under the pointer), so a button keeps
  * working while the numbers change around it.
  */
 
 import { Widget } from '@lumino/widgets';
 
+import * as format from './format';
 import { ConnectionState, StreamsModel } from './model';
 import { ControlAction, IRunInfo } from './protocol';
-
-/** Rows per second as a short number: 950, 12.3k, 4.5M. */
-export function formatRate(value: number | null): string {
-  if (value === null) {
-    return '–';
-  }
-  const abs = Math.abs(value);
-  if (abs >= 1e9) {
-    return `${(value / 1e9).toFixed(1)}G`;
-  }
-  if (abs >= 1e6) {
-    return `${(value / 1e6).toFixed(1)}M`;
-  }
-  if (abs >= 1e4) {
-    return `${(value / 1e3).toFixed(1)}k`;
-  }
-  return value >= 100 ? Math.round(value).toString() : value.toFixed(1);
-}
-
-/** A row count with thousands separators. */
-export function formatCount(value: number | null): string {
-  if (value === null) {
-    return '–';
-  }
-  return Math.round(value)
-    .toString()
-    .replace(/\B(?=(\d{3})+(?!\d))/g, ',');
-}
-
-/** Milliseconds with two significant decimals below 10 ms. */
-export function formatMs(value: number | null): string {
-  if (value === null) {
-    return '–';
-  }
-  return value < 10 ? value.toFixed(2) : value.toFixed(1);
-}
-
-/** Elapsed seconds as 4.2s, 3m 05s, 2h 01m. */
-export function formatElapsed(value: number | null): string {
-  if (value === null) {
-    return '–';
-  }
-  if (value < 60) {
-    return `${value.toFixed(1)}s`;
-  }
-  const s = Math.floor(value);
-  if (s < 3600) {
-    return `${Math.floor(s / 60)}m ${String(s % 60).padStart(2, '0')}s`;
-  }
-  return `${Math.floor(s / 3600)}h ${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
-}
 
 /** The message shown above the table for a connection state. */
 export function stateMessage(state: ConnectionState, label: string): string {
@@ -102,9 +54,10 @@ const ACTION_LABELS: Record<ControlAction, string> = {
 // metric key -> label shown after the number
 const METRICS: [string, string][] = [
   ['rate', 'rows/s'],
-  ['p99', 'ms p99'],
+  ['p99', 'p99'],
   ['rows', 'rows']
 ];
+const ENDED = new Set(['finished', 'stopped', 'failed']);
 
 interface IRowParts {
   row: HTMLElement;
@@ -112,6 +65,7 @@ interface IRowParts {
   status: HTMLElement;
   elapsed: HTMLElement;
   cells: Record<string, HTMLElement>;
+  units: Record<string, HTMLElement>;
   buttons: Record<ControlAction, HTMLButtonElement>;
 }
 
@@ -235,6 +189,7 @@ export class StreamsPanel extends Widget {
     const metrics = document.createElement('div');
     metrics.className = 'sc-run-metrics';
     const cells: Record<string, HTMLElement> = {};
+    const units: Record<string, HTMLElement> = {};
     for (const [key, unit] of METRICS) {
       const item = document.createElement('span');
       item.className = `sc-run-metric sc-metric-${key}`;
@@ -246,6 +201,7 @@ export class StreamsPanel extends Widget {
       item.append(value, label);
       metrics.appendChild(item);
       cells[key] = value;
+      units[key] = label;
     }
 
     const actions = document.createElement('div');
@@ -266,7 +222,7 @@ export class StreamsPanel extends Widget {
       buttons[action] = button;
     }
     row.append(top, metrics, actions);
-    return { row, link, status, elapsed, cells, buttons };
+    return { row, link, status, elapsed, cells, units, buttons };
   }
 
   private _updateRow(parts: IRowParts, run: IRunInfo): void {
@@ -277,11 +233,13 @@ export class StreamsPanel extends Widget {
       ? `Scroll to the cell that started ${run.name}`
       : `${run.name} was not started from a notebook cell`;
     parts.link.classList.toggle('sc-mod-nocell', !run.cellId);
-    setText(parts.cells.rate, formatRate(run.rowsPerS));
-    setText(parts.cells.p99, formatMs(run.p99Ms));
-    setText(parts.cells.rows, formatCount(run.rowsDone));
+    const ended = ENDED.has(run.status);
+    setText(parts.cells.rate, format.rate(run.rowsPerS, ''));
+    setText(parts.units.rate, ended ? ' avg rows/s' : ' rows/s');
+    setText(parts.cells.p99, format.ms(run.p99Ms));
+    setText(parts.cells.rows, format.count(run.rowsDone));
     parts.cells.rows.dataset.value = String(run.rowsDone ?? '');
-    setText(parts.elapsed, formatElapsed(run.elapsedS));
+    setText(parts.elapsed, format.elapsed(run.elapsedS));
     const offered = actionsFor(run.status);
     const pending = this._model.pending(run.name);
     for (const action of ACTIONS) {

@@ -5,8 +5,8 @@
 
 import { Widget } from '@lumino/widgets';
 
+import * as format from './format';
 import { StreamsModel } from './model';
-import { formatRate } from './panel';
 
 /** The item's text for a model (exported for the tests). */
 export function statusText(model: StreamsModel): string {
@@ -15,7 +15,7 @@ export function statusText(model: StreamsModel): string {
     const active = model.activeCount;
     return active ? `Streams: ${active} paused` : 'Streams: idle';
   }
-  return `Streams: ${running} running · ${formatRate(model.totalRowsPerS)} rows/s`;
+  return `Streams: ${running} running · ${format.rate(model.totalRowsPerS)}`;
 }
 
 export class StreamsStatus extends Widget {

@@ -10,15 +10,8 @@ import type * as WidgetsModule from '@lumino/widgets';
 /* eslint-disable @typescript-eslint/no-require-imports */
 const { Widget } = require('@lumino/widgets') as typeof WidgetsModule;
 const { StreamsModel } = require('../src/model') as typeof ModelModule;
-const {
-  StreamsPanel,
-  actionsFor,
-  formatCount,
-  formatElapsed,
-  formatMs,
-  formatRate,
-  stateMessage
-} = require('../src/panel') as typeof PanelModule;
+const { StreamsPanel, actionsFor, stateMessage } =
+  require('../src/panel') as typeof PanelModule;
 const { StreamsStatus, statusText } =
   require('../src/statusbar') as typeof StatusModule;
 /* eslint-enable @typescript-eslint/no-require-imports */
@@ -52,31 +45,7 @@ afterEach(() => {
   document.body.innerHTML = '';
 });
 
-describe('formatting', () => {
-  it.each([
-    [null, '–'],
-    [0, '0.0'],
-    [12.34, '12.3'],
-    [950.4, '950'],
-    [9999, '9999'],
-    [12345, '12.3k'],
-    [4.56e6, '4.6M'],
-    [7.1e9, '7.1G']
-  ])('formatRate(%p) = %p', (value, text) => {
-    expect(formatRate(value)).toBe(text);
-  });
-
-  it('formats counts, milliseconds and elapsed time', () => {
-    expect(formatCount(1234567)).toBe('1,234,567');
-    expect(formatCount(12)).toBe('12');
-    expect(formatCount(null)).toBe('–');
-    expect(formatMs(0.0317)).toBe('0.03');
-    expect(formatMs(123.45)).toBe('123.5');
-    expect(formatElapsed(4.25)).toBe('4.3s');
-    expect(formatElapsed(185)).toBe('3m 05s');
-    expect(formatElapsed(7260)).toBe('2h 01m');
-  });
-
+describe('panel helpers', () => {
   it('offers actions by status', () => {
     expect(actionsFor('running')).toEqual(['pause', 'stop']);
     expect(actionsFor('paused')).toEqual(['resume', 'stop']);
@@ -121,10 +90,20 @@ describe('StreamsPanel', () => {
     expect(rows.map(r => r.dataset.run)).toEqual(['clicks', 'old']);
     const clicks = q('.sc-run-row[data-run="clicks"]');
     expect(clicks.dataset.status).toBe('running');
-    expect(clicks.querySelector('.sc-run-rate')?.textContent).toBe('12.3k');
+    // one number format (./format, the kernel's fmt.py rules)
+    expect(clicks.querySelector('.sc-run-rate')?.textContent).toBe('12,345');
+    expect(
+      clicks.querySelector('.sc-metric-rate .sc-run-unit')?.textContent
+    ).toBe(' rows/s');
     expect(clicks.querySelector('.sc-run-rows')?.textContent).toBe('1,234,567');
-    expect(clicks.querySelector('.sc-run-p99')?.textContent).toBe('0.03');
-    expect(clicks.querySelector('.sc-run-elapsed')?.textContent).toBe('1m 05s');
+    expect(clicks.querySelector('.sc-run-p99')?.textContent).toBe('0.03 ms');
+    expect(clicks.querySelector('.sc-run-elapsed')?.textContent).toBe('1:05');
+    // an ended run's rate is its average over the run
+    const old = q('.sc-run-row[data-run="old"]');
+    expect(old.querySelector('.sc-run-rate')?.textContent).toBe('2,000');
+    expect(old.querySelector('.sc-metric-rate .sc-run-unit')?.textContent).toBe(
+      ' avg rows/s'
+    );
     const visible = (row: HTMLElement) =>
       Array.from(row.querySelectorAll<HTMLButtonElement>('.sc-run-action'))
         .filter(b => !b.hidden)
@@ -245,7 +224,7 @@ describe('StreamsStatus', () => {
       ]
     });
     expect(item.isActive).toBe(true);
-    expect(item.node.textContent).toBe('Streams: 2 running · 12.5k rows/s');
+    expect(item.node.textContent).toBe('Streams: 2 running · 12,500 rows/s');
     item.node.click();
     expect(onClick).toHaveBeenCalled();
     model.handleMessage({ type: 'runs', runs: [run('c', 'paused', 1)] });

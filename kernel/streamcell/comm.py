@@ -41,6 +41,9 @@ Kernel → frontend:
          "rows_per_s": float | None, "p99_ms": float | None, "rows_done": int | None,
          "elapsed_s": float | None, "cell_id": str | None}
 
+    The numbers are the run's :class:`streamcell.snapshot.MetricsSnapshot` (the same the
+    dashboard shows): ``rows_per_s`` is the current rate of a live run and the average of an
+    ended one, ``p99_ms`` the engine's latency (the native engine's own histogram), and
     ``rows_done`` is the run's ``rows_in`` (rows read from its sources). A number the run
     cannot report (or that is not finite) is ``None``. A run still ``starting`` is reported
     as ``running``; any other status outside the five is reported as ``failed``.
@@ -50,7 +53,7 @@ Anything else (a non-object, a missing or unknown ``type``) is ignored. A docume
 in the kernel: every failure is caught here and reported as an ``error`` reply or logged.
 
 Threads: the pushes come from one daemon thread per comm, which calls ``Run.status`` and
-``Run.progress()`` (the run registry must allow that from another thread) and
+:func:`streamcell.snapshot.metrics_snapshot` (``detail=False``) (the run registry must allow that from another thread) and
 ``Comm.send`` (ipykernel routes it through its IOPub thread, which is thread-safe).
 """
 
@@ -61,6 +64,8 @@ import math
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from .snapshot import metrics_snapshot
 
 __all__ = [
     "COMM_TARGET",
@@ -129,7 +134,11 @@ def _runs(registry: Registry) -> list[tuple[str, Any]]:
 
 
 def run_info(name: str, run: Any) -> Message:
-    """One run as the protocol's ``run`` object; never raises."""
+    """One run as the protocol's ``run`` object; never raises.
+
+    The numbers are those of :func:`streamcell.snapshot.metrics_snapshot` (the dashboard's
+    source too): on the native engine the latency is the engine's own histogram, and an
+    ended run reports its average rows/s."""
     try:
         status = str(run.status)
     except Exception:
@@ -145,18 +154,15 @@ def run_info(name: str, run: Any) -> Message:
         "cell_id": None,
     }
     try:
-        progress = run.progress()
+        snap = metrics_snapshot(run, detail=False)
     except Exception:
-        log.debug("streamcell: progress() of run %r failed", name, exc_info=True)
+        log.debug("streamcell: the metrics of run %r are not available", name, exc_info=True)
         return info
-    if not isinstance(progress, Mapping):
-        return info
-    info["rows_per_s"] = _number(progress.get("rows_per_s"))
-    info["p99_ms"] = _number(progress.get("p99_ms"))
-    info["rows_done"] = _count(progress.get("rows_in"))
-    info["elapsed_s"] = _number(progress.get("elapsed_s"))
-    cell_id = progress.get("cell_id")
-    info["cell_id"] = cell_id if isinstance(cell_id, str) and cell_id else None
+    info["rows_per_s"] = _number(snap.rows_per_s)
+    info["p99_ms"] = _number(snap.latency_p99_ms)
+    info["rows_done"] = _count(snap.rows_in)
+    info["elapsed_s"] = _number(snap.elapsed_s)
+    info["cell_id"] = snap.cell_id
     return info
 
 

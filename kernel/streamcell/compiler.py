@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import plan as P
-from .errors import ArgumentError, PlanError, UnsupportedTypeError
+from .errors import ArgumentError, PlanError, UnsupportedTypeError, did_you_mean
 from .expr import (
     ARITH_OPS,
     CMP_OPS,
@@ -84,7 +84,8 @@ class Typer:
         if name not in self.cols:
             avail = ", ".join(self.cols) or "(none)"
             raise _err(
-                f"unknown column {name!r}; available columns: {avail}",
+                f"unknown column {name!r}{did_you_mean(name, self.cols)}; "
+                f"available columns: {avail}",
                 getattr(at, "pos", None) or self.step.pos,
                 self.step,
             )

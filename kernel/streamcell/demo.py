@@ -14,6 +14,8 @@ import time
 import polars as pl
 
 import streamcell as sc
+from streamcell import fmt
+from streamcell.snapshot import metrics_snapshot
 
 PIPELINE = """\
 source clickstream(rows={rows}, users={users}, seed=1)
@@ -47,11 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     last_print = 0.0
     while not run.done():
         run.wait(0.2)
-        p = run.progress()
+        s = metrics_snapshot(run, detail=False)
         now = time.monotonic()
         line = (
-            f"{_bar(p['rows_in'], args.rows)} {p['rows_in']:>10,} / {args.rows:,} rows"
-            f"  {p['rows_per_s']:>10,.0f} rows/s  {p['elapsed_s']:6.1f} s  [{p['status']}]"
+            f"{_bar(s.rows_in, args.rows)} {fmt.count(s.rows_in):>10} / {fmt.count(args.rows)} rows"
+            f"  {fmt.rate(s.rows_per_s):>14}  {fmt.elapsed(s.elapsed_s):>7}  [{s.status}]"
         )
         if tty:
             print("\r" + line, end="", flush=True)
@@ -59,10 +61,11 @@ def main(argv: list[str] | None = None) -> int:
             print(line, flush=True)
             last_print = now
     run.wait()
-    p = run.progress()
+    s = metrics_snapshot(run, detail=False)
     print(
-        ("\r" if tty else "") + f"{_bar(1, 1)} {p['rows_in']:>10,} rows in {p['elapsed_s']:.1f} s "
-        f"({p['rows_in'] / max(p['elapsed_s'], 1e-9):,.0f} rows/s)  [{p['status']}]"
+        ("\r" if tty else "")
+        + f"{_bar(1, 1)} {fmt.count(s.rows_in):>10} rows in {fmt.elapsed(s.elapsed_s)} "
+        f"(avg {fmt.rate(s.avg_rows_per_s)})  [{s.status}]"
     )
 
     sessions = run.table()

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from . import plan as P
-from .errors import ArgumentError, DSLSyntaxError
+from .errors import ArgumentError, DSLSyntaxError, did_you_mean
 from .expr import (
     AGG_FUNCTIONS,
     FUNCTION_ALIASES,
@@ -86,9 +86,9 @@ class _Line:
     lines: list[str]  # raw lines of the stage
 
 
-def _split_stages(text: str) -> list[_Line]:
+def _split_stages(text: str, first_line: int = 1) -> list[_Line]:
     stages: list[_Line] = []
-    for i, raw in enumerate(text.splitlines(), start=1):
+    for i, raw in enumerate(text.splitlines(), start=first_line):
         stripped = raw.strip()
         if not stripped or stripped.startswith("#"):
             continue
@@ -113,7 +113,8 @@ class _Stage:
         self.kw_col = indent + m.start(2) + 1
         if self.keyword not in STAGES:
             self.error(
-                f"unknown stage {self.keyword!r}; stages are: {', '.join(STAGES)}",
+                f"unknown stage {self.keyword!r}{did_you_mean(self.keyword, STAGES)}; "
+                f"stages are: {', '.join(STAGES)}",
                 self.kw_col,
                 len(self.keyword),
             )
@@ -410,7 +411,9 @@ class _ExprConverter:
                 return Call(UDF_PREFIX + name, tuple(self.convert(a) for a in n.args), pos)
             st.fail(
                 f,
-                f'unknown function {name!r}; functions are methods (x.abs(), x.str.contains("a")); '
+                f"unknown function {name!r}"
+                f"{did_you_mean(name, [*AGG_FUNCTIONS, *(k.split('.')[-1] for k in FUNCTIONS)])}"
+                '; functions are methods (x.abs(), x.str.contains("a")); '
                 f"aggregates: {', '.join(AGG_FUNCTIONS)}",
             )
         if isinstance(f, ast.Attribute):
@@ -434,7 +437,7 @@ class _ExprConverter:
             return AggCall("count_distinct" if fn == "n_unique" else fn, subject, pos)
         if fn not in FUNCTIONS:
             known = ", ".join(sorted(FUNCTIONS))
-            st.fail(f, f"unknown function {fn!r}; known: {known}")
+            st.fail(f, f"unknown function {fn!r}{did_you_mean(fn, FUNCTIONS)}; known: {known}")
         lo, hi = FUNCTIONS[fn]
         if not lo - 1 <= len(n.args) <= hi - 1:
             st.fail(
@@ -499,19 +502,25 @@ class _Chain:
         self.sunk: P.Sink | None = None
 
 
-def parse(text: str, namespace: dict[str, Any] | None = None, name: str | None = None) -> P.Plan:
+def parse(
+    text: str,
+    namespace: dict[str, Any] | None = None,
+    name: str | None = None,
+    first_line: int = 1,
+) -> P.Plan:
     """Parse ``%%stream`` cell text into a frozen :class:`~streamcell.plan.Plan`.
 
     ``namespace`` resolves names used as sources (``source df``) and callbacks
-    (``sink callback(fn)``); in a notebook it is the user namespace.
+    (``sink callback(fn)``); in a notebook it is the user namespace. ``first_line`` is the
+    number errors give the text's first line (2 in a cell: the ``%%stream`` line is 1).
     """
     ns = namespace or {}
     chains: list[_Chain] = []
     named: dict[str, _Chain] = {}
     consumed: set[int] = set()
-    lines = _split_stages(text)
+    lines = _split_stages(text, first_line)
     if not lines:
-        raise DSLSyntaxError("empty pipeline: start with a 'source' stage", 1, 1)
+        raise DSLSyntaxError("empty pipeline: start with a 'source' stage", first_line, 1)
     depth = 0  # steps after the current chain's source (checked before anything is parsed)
     for line in lines:
         head = _keyword(line)
@@ -622,7 +631,8 @@ def _source(st: _Stage, ns: dict[str, Any]) -> P.Source:
         if kind not in makers:
             st.fail(
                 what.func,
-                f"unknown source {kind!r}; sources: {', '.join(makers)} or a notebook variable",
+                f"unknown source {kind!r}{did_you_mean(kind, makers)}; "
+                f"sources: {', '.join(makers)} or a notebook variable",
             )
         args = [st.const(a) for a in what.args]
         kwargs = {k.arg: st.const(k.value) for k in what.keywords if k.arg}

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 
 class StreamcellError(Exception):
     """Base class of every error streamcell raises on purpose."""
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """``" (did you mean 'filter'?)"`` for the closest of ``known`` to a misspelt ``name``
+    (nothing when none is close)."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 class DSLSyntaxError(StreamcellError):

@@ -73,7 +73,7 @@ class StreamMagics(Magics):
             scheduler=args.scheduler,
         )
         try:
-            plan = parse(cell, ns, name=args.name)
+            plan = parse(cell, ns, name=args.name, first_line=2)  # line 1: %%stream
             run = start(plan, name=args.name, options=opts, cell_id=_cell_id(self.shell))
         except StreamcellError as e:
             # a clear message with line/column and caret; no traceback noise
@@ -81,9 +81,11 @@ class StreamMagics(Magics):
             return
         try:  # an interrupt anywhere from here on (display included) stops the run
             ns[args.name] = run
-            if not args.no_display:
-                display(plan)
+            if not args.no_display:  # the live numbers first, the plan's graph collapsed below
                 run.dashboard = _show_live(run, args.status_line)
+                from .widgets.status import plan_html
+
+                display(HTML(plan_html(plan)))
             if args.wait:
                 run.wait()
         except KeyboardInterrupt:
@@ -130,16 +132,10 @@ class StreamMagics(Magics):
                 return None
         parts = shlex.split(line)
         if not parts or parts[0] == "list":
-            rows = [r.progress() for r in registry().values()]
-            import polars as pl
+            from .snapshot import metrics_snapshot
+            from .widgets.status import RunTable
 
-            return (
-                pl.DataFrame(rows).select(
-                    "name", "status", "rows_in", "rows_out", "rows_per_s", "elapsed_s"
-                )
-                if rows
-                else pl.DataFrame()
-            )
+            return RunTable([metrics_snapshot(r, detail=False) for r in registry().values()])
         cmd, rest = parts[0], parts[1:]
         if cmd in ("stop", "status", "pause", "resume"):
             if len(rest) != 1:

@@ -187,6 +187,10 @@ class Run:
         """An engine's own metrics rows (Spark streaming: one per StreamingQueryProgress)."""
         self.operator_metrics: Callable[[], list[dict[str, Any]]] | None = None
         """An engine's per-operator rows for :func:`streamcell.snapshot.metrics_snapshot`."""
+        self.spark_operators: dict[str, str] = {}
+        """Spark finite runs: how each stateful step ran, by step id: ``"native"``
+        (streamcell's C operator in ``mapInArrow``), ``"spark groupBy"`` (a final table by
+        Spark's own operators) or ``"reference: <why>"`` (the Python operator)."""
 
     @property
     def engine(self) -> str:
@@ -465,6 +469,7 @@ class Run:
             "rows_out": sink_rows,
             "rows_done": p.rows_read,
             "rows_per_s": 0.0 if self.done() else p.rate(),
+            "rows_out_per_s": 0.0 if self.done() else p.out_rate(sink_rows),
             "p50_ms": p.latency_ms(0.5),
             "p99_ms": p.latency_ms(0.99),
             "elapsed_s": end - p.started,
@@ -544,8 +549,10 @@ class Run:
         return self.plan.explain()
 
     def __repr__(self) -> str:
+        from .fmt import count, elapsed
+
         p = self.progress()
-        return f"<Run {self.name!r} {p['status']}: {p['rows_in']:,} rows in {p['elapsed_s']:.1f}s>"
+        return f"<Run {self.name!r} {p['status']}: {count(p['rows_in'])} rows in {elapsed(p['elapsed_s'])}>"
 
     def _repr_html_(self) -> str:
         from .widgets.status import status_html

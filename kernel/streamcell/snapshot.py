@@ -2,7 +2,10 @@
 
 Every engine feeds the same :class:`MetricsSnapshot` through :func:`metrics_snapshot`:
 
-- run-level numbers come from :meth:`Run.progress` (all engines);
+- run-level numbers come from :meth:`Run.progress` (all engines), latency from the native
+  engine's own histogram when it has one; while the run is live ``rows_per_s`` is the
+  current rate, once it has ended the average over the run (``rows_in / elapsed_s``), so a
+  finished run never reads "0 rows/s";
 - per-operator rows come from ``run.native_metrics`` (native engine: rows in/out, cost per row,
   selectivity, queue depth, workers, state size, latency) or, for any other engine, from
   :meth:`Run.counts` (rows in/out and selectivity per plan step). An engine may also provide
@@ -21,10 +24,11 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 QUANTILE_RANKS = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0)
+LIVE = frozenset({"starting", "running", "paused"})
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,15 @@ class SketchSnapshot:
 
 @dataclass(frozen=True)
 class MetricsSnapshot:
+    """One run's numbers at one moment: what the dashboard, the Streams panel and status bar
+    (through the ``streamcell`` comm), the status line and ``%stream list|status`` show.
+
+    ``rows_per_s`` / ``rows_out_per_s``: the current rates while the run is live (``None``
+    when the engine does not say), the averages over the run once it has ended
+    (``avg_rows_per_s`` is always the average).
+    ``operators``, ``sketches`` and ``speculation`` are empty when taken with
+    ``detail=False``."""
+
     name: str
     engine: str
     status: str
@@ -84,7 +97,7 @@ class MetricsSnapshot:
     elapsed_s: float
     rows_in: int
     rows_out: int
-    rows_per_s: float
+    rows_per_s: float | None
     latency_p50_ms: float | None
     latency_p99_ms: float | None
     latency_max_ms: float | None
@@ -94,15 +107,27 @@ class MetricsSnapshot:
     operators: tuple[OperatorStats, ...] = ()
     sketches: tuple[SketchSnapshot, ...] = field(default_factory=tuple)
     speculation: tuple[SpeculationStats, ...] = ()
+    rows_out_per_s: float | None = None
+    avg_rows_per_s: float = 0.0
+    cell_id: str | None = None
+
+    @property
+    def live(self) -> bool:
+        """Running, paused or starting: the numbers still change."""
+        return self.status in LIVE
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def _num(x: Any) -> float | None:
-    if x is None:
+    """A finite float, or None (None, NaN, infinities, anything that is not a number)."""
+    if x is None or isinstance(x, bool):
         return None
-    v = float(x)
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
     return v if math.isfinite(v) else None
 
 
@@ -206,14 +231,42 @@ def _step_operators(run: Any) -> tuple[OperatorStats, ...]:
     return tuple(ops)
 
 
+def unique_names(names: Iterable[str]) -> list[str]:
+    """Number repeated operator names as plan steps are (``sketch``, ``sketch#2``); a name
+    that already carries a number (a step id) is kept."""
+    names = list(names)
+    total: dict[str, int] = {}
+    for n in names:
+        total[n] = total.get(n, 0) + 1
+    seen: dict[str, int] = {}
+    out = []
+    taken = set(names)
+    for n in names:
+        if total[n] == 1:
+            out.append(n)
+            continue
+        seen[n] = seen.get(n, 0) + 1
+        k = seen[n]
+        candidate = n if k == 1 else f"{n}#{k}"
+        while k > 1 and candidate in taken:
+            k += 1
+            candidate = f"{n}#{k}"
+        taken.add(candidate)
+        out.append(candidate)
+    return out
+
+
 def _operators(run: Any) -> tuple[OperatorStats, ...]:
     hook = getattr(run, "operator_metrics", None)
-    if callable(hook):
-        return tuple(OperatorStats(**d) for d in hook())
     nm = getattr(run, "native_metrics", None)
-    if nm and nm.get("ops"):
-        return _native_operators(nm)
-    return _step_operators(run)
+    if callable(hook):
+        ops = tuple(OperatorStats(**d) for d in hook())
+    elif nm and nm.get("ops"):
+        ops = _native_operators(nm)
+    else:
+        ops = _step_operators(run)
+    names = unique_names(o.name for o in ops)
+    return tuple(o if o.name == n else replace(o, name=n) for o, n in zip(ops, names, strict=True))
 
 
 def _speculation(nm: Mapping[str, Any] | None) -> tuple[SpeculationStats, ...]:
@@ -236,39 +289,63 @@ def _speculation(nm: Mapping[str, Any] | None) -> tuple[SpeculationStats, ...]:
     return tuple(out)
 
 
-def metrics_snapshot(run: Any) -> MetricsSnapshot:
-    """The current metrics of ``run`` (any engine), cheap enough to take many times a second."""
+def _count(x: Any) -> int:
+    """A row count: 0 when the engine has none yet; a count that is not a finite number is
+    a broken run, not a zero (ValueError / TypeError)."""
+    return 0 if x is None else int(x)
+
+
+def metrics_snapshot(run: Any, detail: bool = True) -> MetricsSnapshot:
+    """The current metrics of ``run`` (any engine), cheap enough to take many times a second.
+
+    ``detail=False`` leaves out the per-operator rows, sketches and speculation stages (the
+    Streams panel's pushes need only the run's own numbers)."""
     p = run.progress()
+    status = str(p.get("status", getattr(run, "status", "unknown")))
     p50, p99, pmax = p.get("p50_ms"), p.get("p99_ms"), None
     nm = getattr(run, "native_metrics", None)
     lat = nm.get("latency") if nm else None
     if lat and lat.get("count"):
         p50, p99, pmax = lat["p50_ns"] / 1e6, lat["p99_ns"] / 1e6, lat["max_ns"] / 1e6
-    err = run.error
-    hook = getattr(run, "sketches", None)
+    err = getattr(run, "error", None)
     sketches: tuple[SketchSnapshot, ...] = ()
-    if callable(hook):
+    hook = getattr(run, "sketches", None)
+    if detail and callable(hook):
         sketches = sketch_snapshots(hook())
     wm = getattr(run, "watermark_lag_s", None)
+    elapsed = float(p.get("elapsed_s") or 0.0)
+    rows_in, rows_out = _count(p.get("rows_in")), _count(p.get("rows_out"))
+    avg_in = rows_in / elapsed if elapsed > 0 else 0.0
+    avg_out = rows_out / elapsed if elapsed > 0 else 0.0
+    live = status in LIVE
+    if live:
+        rate_in: float | None = _num(p.get("rows_per_s"))
+        rate_out = _num(p.get("rows_out_per_s"))
+    else:  # an ended run: averages, not the zero of a stopped source
+        rate_in, rate_out = avg_in, avg_out
+    cell = p.get("cell_id", getattr(run, "cell_id", None))
     return MetricsSnapshot(
-        name=run.name,
+        name=str(getattr(run, "name", p.get("name", ""))),
         engine=str(getattr(getattr(run, "options", None), "engine", "unknown")),
-        status=str(p["status"]),
+        status=status,
         error=None if err is None else f"{type(err).__name__}: {err}",
         timestamp=time.time(),
-        elapsed_s=float(p["elapsed_s"]),
-        rows_in=int(p["rows_in"]),
-        rows_out=int(p["rows_out"]),
-        rows_per_s=float(p["rows_per_s"]),
+        elapsed_s=elapsed,
+        rows_in=rows_in,
+        rows_out=rows_out,
+        rows_per_s=rate_in,
         latency_p50_ms=_num(p50),
         latency_p99_ms=_num(p99),
         latency_max_ms=_num(pmax),
-        late=int(p["late"]),
-        dead=int(p["dead"]),
+        late=_count(p.get("late")),
+        dead=_count(p.get("dead")),
         watermark_lag_s=_num(wm() if callable(wm) else wm),
-        operators=_operators(run),
+        operators=_operators(run) if detail else (),
         sketches=sketches,
-        speculation=_speculation(nm),
+        speculation=_speculation(nm) if detail else (),
+        rows_out_per_s=rate_out,
+        avg_rows_per_s=avg_in,
+        cell_id=cell if isinstance(cell, str) and cell else None,
     )
 
 

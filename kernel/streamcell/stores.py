@@ -245,19 +245,31 @@ class Progress:
     latencies_ns: deque[int] = field(default_factory=lambda: deque(maxlen=4096))
     _last: tuple[float, int] = (0.0, 0)
     _rate: float = 0.0
+    _out_last: tuple[float, int] = (0.0, 0)
+    _out_rate: float = 0.0
 
     def rate(self) -> float:
-        """Rows/s over the last ~second (falls back to the average while starting)."""
+        """Rows read per second over the last ~second (the average while starting)."""
+        self._last, self._rate, r = self._window(self.rows_read, self._last, self._rate)
+        return r
+
+    def out_rate(self, rows_out: int) -> float:
+        """Rows out (into the sinks) per second, ``rows_out`` being the running total."""
+        self._out_last, self._out_rate, r = self._window(rows_out, self._out_last, self._out_rate)
+        return r
+
+    def _window(
+        self, n: int, last: tuple[float, int], rate: float
+    ) -> tuple[tuple[float, int], float, float]:
         now = time.monotonic()
-        t0, n0 = self._last
+        t0, n0 = last
         if t0 == 0.0:
-            self._last = (now, self.rows_read)
             el = now - self.started
-            return self.rows_read / el if el > 0 else 0.0
+            return (now, n), rate, n / el if el > 0 else 0.0
         if now - t0 >= 0.5:
-            self._rate = (self.rows_read - n0) / (now - t0)
-            self._last = (now, self.rows_read)
-        return self._rate
+            rate = (n - n0) / (now - t0)
+            return (now, n), rate, rate
+        return last, rate, rate
 
     def latency_ms(self, q: float) -> float | None:
         lat = sorted(self.latencies_ns)

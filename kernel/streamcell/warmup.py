@@ -4,7 +4,8 @@ started by ``%load_ext streamcell`` (and by the first dashboard), so that the fi
 
 1. imports a first cell needs anyway (a cell that needs one meanwhile waits for this import,
    never runs it twice): pandas, which pyarrow imports on its first ``pa.array`` (half a
-   second; when pandas is installed), and ipywidgets, the dashboard's widgets;
+   second; when pandas is installed), ipywidgets, the dashboard's widgets, and its result
+   grid (anywidget);
 2. IPython's traceback machinery: the first traceback of a kernel parses every
    source file it shows (stack_data) and maps every module to its file (``inspect``), 0.5-1 s
    for an interrupted ``%%stream --wait`` cell, so that is done here, and the module map is
@@ -28,7 +29,7 @@ from typing import Any
 _LOCK = threading.Lock()
 _thread: threading.Thread | None = None
 
-_IMPORTS = ("pandas", "ipywidgets")
+_IMPORTS = ("pandas", "ipywidgets", "streamcell.widgets.grid")
 
 
 def start() -> None:

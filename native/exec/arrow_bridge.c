@@ -3,6 +3,7 @@
 
 #include "lists.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,8 +72,21 @@ static int import_views(sc_batch *out, int32_t col, const struct ArrowArray *a, 
     return SC_OK;
 }
 
+/* Column c's values point at rows [start, start + n) of an int64 / double Arrow buffer that
+ * `ext` keeps alive, when the buffer is there and aligned; otherwise they are copied. */
+static void values64(sc_column *c, const void *buf, int64_t start, int64_t n, sc_extbuf *ext) {
+    const int64_t *p = buf ? (const int64_t *)buf + start : NULL;
+    if (ext && p && n > 0 && ((uintptr_t)p & 7) == 0) {
+        if (!c->borrowed) free(c->values);
+        c->values = (void *)(uintptr_t)p; /* read-only from here on: borrowed columns are never written */
+        c->borrowed = 1;
+    } else if (n > 0) {
+        memcpy(c->values, p, (size_t)n * 8);
+    }
+}
+
 static int import_column(sc_batch *out, int32_t col, sc_ltype lt, const struct ArrowSchema *sch,
-                         const struct ArrowArray *a, int64_t off, int64_t n) {
+                         const struct ArrowArray *a, int64_t off, int64_t n, sc_extbuf *ext) {
     const char *fmt = sch->format;
     sc_column *c = &out->cols[col];
     const uint8_t *valid = a->n_buffers > 0 ? a->buffers[0] : NULL;
@@ -86,15 +100,15 @@ static int import_column(sc_batch *out, int32_t col, sc_ltype lt, const struct A
     switch (lt) {
     case SC_LT_INT:
         if (strcmp(fmt, "l")) return SC_ETYPE;
-        memcpy(c->values, (const int64_t *)a->buffers[1] + start, (size_t)n * 8);
+        values64(c, a->buffers[1], start, n, ext);
         break;
     case SC_LT_FLOAT:
         if (strcmp(fmt, "g")) return SC_ETYPE;
-        memcpy(c->values, (const double *)a->buffers[1] + start, (size_t)n * 8);
+        values64(c, a->buffers[1], start, n, ext);
         break;
     case SC_LT_DATETIME:
         if (strncmp(fmt, "tsu:", 4)) return SC_ETYPE;
-        memcpy(c->values, (const int64_t *)a->buffers[1] + start, (size_t)n * 8);
+        values64(c, a->buffers[1], start, n, ext);
         break;
     case SC_LT_DATE: {
         if (strcmp(fmt, "tdD")) return SC_ETYPE;
@@ -133,6 +147,12 @@ static int import_column(sc_batch *out, int32_t col, sc_ltype lt, const struct A
 
 int sc_arrow_import(const struct ArrowSchema *schema, const struct ArrowArray *array, int64_t offset,
                     int64_t n, const sc_schema *target, sc_batch *out, int64_t seq0) {
+    return sc_arrow_import_ref(schema, array, offset, n, target, out, seq0, NULL);
+}
+
+int sc_arrow_import_ref(const struct ArrowSchema *schema, const struct ArrowArray *array, int64_t offset,
+                        int64_t n, const sc_schema *target, sc_batch *out, int64_t seq0, sc_extbuf *ext) {
+    if (ext && (out->pool || out->ext)) return SC_EINVAL;
     if (!schema || !array || strcmp(schema->format, "+s") || schema->n_children != target->ncols - SC_NHIDDEN ||
         array->n_children != schema->n_children || offset < 0 || n < 0 || offset + n > array->length)
         return SC_EINVAL;
@@ -148,11 +168,64 @@ int sc_arrow_import(const struct ArrowSchema *schema, const struct ArrowArray *a
     for (int64_t k = 0; k < schema->n_children; k++) {
         int32_t col = (int32_t)(SC_NHIDDEN + k);
         int rc = import_column(out, col, (sc_ltype)target->lt[col], schema->children[k],
-                               array->children[k], array->offset + offset, n);
+                               array->children[k], array->offset + offset, n, ext);
+        if (!out->ext && out->cols[col].borrowed) {
+            out->ext = ext;
+            sc_extbuf_ref(ext);
+        }
         if (rc) return rc;
     }
     out->nrows = n;
     return SC_OK;
+}
+
+/* ------------------------------------------------------------------ imported arrays held */
+
+typedef struct arrow_hold {
+    sc_extbuf e; /* first: the sc_extbuf * is the hold */
+    struct ArrowArray array;
+    struct arrow_hold *next;
+} arrow_hold;
+
+static pthread_mutex_t reclaim_mu = PTHREAD_MUTEX_INITIALIZER;
+static arrow_hold *reclaim_list; /* holds whose last batch is gone, not released yet */
+
+static void hold_drop(sc_extbuf *e) {
+    arrow_hold *h = (arrow_hold *)e;
+    pthread_mutex_lock(&reclaim_mu);
+    h->next = reclaim_list;
+    reclaim_list = h;
+    pthread_mutex_unlock(&reclaim_mu);
+}
+
+int sc_arrow_hold_create(sc_extbuf **out, struct ArrowArray *array) {
+    if (!out || !array || !array->release) return SC_EINVAL;
+    arrow_hold *h = calloc(1, sizeof *h);
+    if (!h) return SC_ENOMEM;
+    h->array = *array;
+    array->release = NULL; /* moved (the C data interface's move: the source is marked released) */
+    h->e.refs = 1;
+    h->e.drop = hold_drop;
+    *out = &h->e;
+    return SC_OK;
+}
+
+const struct ArrowArray *sc_arrow_hold_array(const sc_extbuf *e) { return &((const arrow_hold *)e)->array; }
+
+int64_t sc_arrow_reclaim(void) {
+    pthread_mutex_lock(&reclaim_mu);
+    arrow_hold *h = reclaim_list;
+    reclaim_list = NULL;
+    pthread_mutex_unlock(&reclaim_mu);
+    int64_t n = 0;
+    while (h) {
+        arrow_hold *next = h->next;
+        if (h->array.release) h->array.release(&h->array);
+        free(h);
+        h = next;
+        n++;
+    }
+    return n;
 }
 
 /* ----------------------------------------------------------------------------- export */

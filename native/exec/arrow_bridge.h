@@ -1,6 +1,7 @@
 /* arrow_bridge: Arrow C data interface in and out of runtime batches.
  *
- * Import copies a row range of an Arrow struct array (a record batch, as handed over by
+ * Import copies a row range (or, with a hold, points int64 / double / datetime columns into
+ * the array's buffers: sc_arrow_import_ref) of an Arrow struct array (a record batch, as handed over by
  * `__arrow_c_array__` / the C stream interface) into a batch: one memcpy per fixed-width
  * column when the slice is byte-aligned, offsets rebased for strings. Accepted child formats
  * per logical type: INT "l"; FLOAT "g"; BOOL "b"; STR "u", "U" (64-bit offsets) and "vu"
@@ -23,6 +24,23 @@
  * hidden seq column gets seq0, seq0 + 1, ...; pos gets 0. Sets out->nrows = n. */
 int sc_arrow_import(const struct ArrowSchema *schema, const struct ArrowArray *array, int64_t offset,
                     int64_t n, const sc_schema *target, sc_batch *out, int64_t seq0);
+
+/* The same without copying int64, double and datetime values: those columns point into the
+ * array's buffers (sc_column.borrowed) and `out` holds a reference to `ext`, the hold that
+ * keeps the array alive (sc_arrow_hold_create), until it is freed. Other columns, and
+ * validity bitmaps, are copied as above. out must be a standalone batch without an ext. */
+int sc_arrow_import_ref(const struct ArrowSchema *schema, const struct ArrowArray *array, int64_t offset,
+                        int64_t n, const sc_schema *target, sc_batch *out, int64_t seq0, sc_extbuf *ext);
+
+/* A hold of an imported array: moves *array in (array->release is set to NULL, so its
+ * producer's capsule no longer releases it); one reference, the caller's. When the last
+ * reference goes (on any thread), the hold waits for sc_arrow_reclaim, which calls the
+ * array's release callback on the thread that calls it (the driver's: a producer's release
+ * may need the interpreter). */
+int sc_arrow_hold_create(sc_extbuf **out, struct ArrowArray *array);
+const struct ArrowArray *sc_arrow_hold_array(const sc_extbuf *e);
+/* Release every hold whose last reference went; returns how many. Thread-safe. */
+int64_t sc_arrow_reclaim(void);
 
 /* Export `b` (ownership passes to the exported array) as a struct array of all its
  * columns (hidden ones included) typed by `s`. */

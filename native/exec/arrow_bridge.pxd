@@ -13,3 +13,11 @@ cdef extern from "exec/arrow_bridge.h":
     int sc_arrow_import(const ArrowSchema *schema, const ArrowArray *array, int64_t offset, int64_t n,
                         const sc_schema *target, sc_batch *out, int64_t seq0) nogil
     int sc_arrow_export(sc_batch *b, const sc_schema *s, ArrowSchema *schema, ArrowArray *array) nogil
+    ctypedef struct sc_extbuf:
+        pass
+    void sc_extbuf_unref(sc_extbuf *e) nogil
+    int sc_arrow_import_ref(const ArrowSchema *schema, const ArrowArray *array, int64_t offset, int64_t n,
+                            const sc_schema *target, sc_batch *out, int64_t seq0, sc_extbuf *ext) nogil
+    int sc_arrow_hold_create(sc_extbuf **out, ArrowArray *array) nogil
+    const ArrowArray *sc_arrow_hold_array(const sc_extbuf *e) nogil
+    int64_t sc_arrow_reclaim() nogil

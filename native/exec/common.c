@@ -100,7 +100,15 @@ int sc_batch_reserve(sc_batch *b, int64_t rows) {
         switch (c->type) {
         case SC_COL_INT64:
         case SC_COL_DOUBLE:
-            if (grow(&c->values, (size_t)cap * 8)) return SC_ENOMEM;
+            if (c->borrowed) { /* a copy of its own, then grown */
+                void *v = malloc((size_t)cap * 8);
+                if (!v) return SC_ENOMEM;
+                memcpy(v, c->values, (size_t)b->nrows * 8);
+                c->values = v;
+                c->borrowed = 0;
+            } else if (grow(&c->values, (size_t)cap * 8)) {
+                return SC_ENOMEM;
+            }
             break;
         case SC_COL_BOOL:
             if (grow(&c->values, (size_t)now)) return SC_ENOMEM;
@@ -273,6 +281,33 @@ int sc_batch_append(sc_batch *dst, const sc_batch *src) {
     }
     dst->nrows = d0 + m;
     return SC_OK;
+}
+
+int sc_batch_list_add(sc_batch_list *l, sc_batch *b) {
+    if (l->n == l->cap) {
+        int32_t cap = l->cap ? l->cap * 2 : 64;
+        sc_batch **a = realloc(l->b, (size_t)cap * sizeof *a);
+        if (!a) {
+            sc_batch_release(b);
+            return SC_ENOMEM;
+        }
+        l->b = a;
+        l->cap = cap;
+    }
+    l->b[l->n++] = b;
+    l->rows += b->nrows;
+    return SC_OK;
+}
+
+int sc_batch_list_join(sc_batch_list *l, const sc_schema *s, sc_batch **out) {
+    int rc = SC_OK;
+    *out = NULL;
+    if (l->n == 1) *out = l->b[0];
+    else if (l->n > 1) rc = sc_batch_concat(out, s, l->b, l->n);
+    for (int32_t i = 0; l->n > 1 && i < l->n; i++) sc_batch_release(l->b[i]);
+    free(l->b);
+    memset(l, 0, sizeof *l);
+    return rc;
 }
 
 int sc_batch_concat(sc_batch **out, const sc_schema *s, sc_batch *const *parts, int32_t n) {

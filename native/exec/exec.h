@@ -126,6 +126,18 @@ int sc_batch_append(sc_batch *dst, const sc_batch *src);
  * header fields (serial, first_row, marker) are the first part's. Used by the driver to hand
  * the sink large chunks instead of one small batch at a time. */
 int sc_batch_concat(sc_batch **out, const sc_schema *s, sc_batch *const *parts, int32_t n);
+/* Batches collected in order to be joined into one (a driver's take): zero-initialize, add,
+ * then join once. */
+typedef struct sc_batch_list {
+    sc_batch **b;
+    int32_t n, cap;
+    int64_t rows; /* rows added so far */
+} sc_batch_list;
+/* Append b (owned by the list from now on; released on SC_ENOMEM). */
+int sc_batch_list_add(sc_batch_list *l, sc_batch *b);
+/* *out = one batch of the list's batches in order (schema `s`; the batch itself when there is
+ * one; NULL when none); the list is emptied and its array freed. */
+int sc_batch_list_join(sc_batch_list *l, const sc_schema *s, sc_batch **out);
 /* Copy the whole batch (header fields serial/first_row/marker/eos/part/group too). */
 int sc_batch_clone(sc_batch **out, const sc_batch *src);
 

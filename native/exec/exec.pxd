@@ -34,3 +34,8 @@ cdef extern from "exec/exec.h":
     void sc_op_base_free(sc_op_base *b) nogil
     int sc_batch_new(sc_batch **out, const sc_schema *s, int64_t capacity) nogil
     int sc_batch_concat(sc_batch **out, const sc_schema *s, sc_batch *const *parts, int32_t n) nogil
+    ctypedef struct sc_batch_list:
+        int32_t n
+        int64_t rows
+    int sc_batch_list_add(sc_batch_list *l, sc_batch *b) nogil
+    int sc_batch_list_join(sc_batch_list *l, const sc_schema *s, sc_batch **out) nogil

@@ -117,4 +117,16 @@ int sc_op_project_run(void *st, sc_batch *in, sc_batch **out);
 void sc_op_filter_destroy(void *st);
 void sc_op_project_destroy(void *st);
 
+/* fused: consecutive filter / project steps as one stateless operator (see
+ * ops_filter_project.c): parts[p] is a filter state (kinds[p] = 1) or a project state
+ * (kinds[p] = 2) from the functions above, each part's input schema the previous part's
+ * output schema. The fused operator owns the parts whatever it returns (on an error they are
+ * freed; NULL parts are skipped). Every part keeps its own step, counters and side log, so
+ * counts and dead letters are exactly those of the parts run one after another; rows leave
+ * in input order, gathered once. *bases: the parts' bases (a malloc'd array of nparts
+ * pointers into the state), for the program's side logs and gauges. */
+int sc_op_fused_create(void **st, sc_op_base ***bases, void *const *parts, const uint8_t *kinds, int32_t nparts);
+int sc_op_fused_run(void *st, sc_batch *in, sc_batch **out);
+void sc_op_fused_destroy(void *st);
+
 #endif

@@ -27,3 +27,7 @@ cdef extern from "exec/expr.h":
     int sc_op_project_run(void *st, sc_batch *inp, sc_batch **out) nogil
     void sc_op_filter_destroy(void *st) nogil
     void sc_op_project_destroy(void *st) nogil
+    int sc_op_fused_create(void **st, sc_op_base ***bases, void *const *parts, const uint8_t *kinds,
+                           int32_t nparts) nogil
+    int sc_op_fused_run(void *st, sc_batch *inp, sc_batch **out) nogil
+    void sc_op_fused_destroy(void *st) nogil

@@ -3,6 +3,7 @@
  * batch whose rows all pass, moving columns a projection passes through.
  */
 #include "expr_internal.h"
+#include "select.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -251,7 +252,7 @@ static int project_fill(project_st *st, ctx *c, sc_batch *in, sc_batch *o, uint8
         if (s < 0) continue;
         int uses = 0;
         for (int32_t j = 0; movable && j < st->nout; j++) uses += (j < SC_NHIDDEN ? j : st->src[j]) == s;
-        if (movable && uses == 1) {
+        if (movable && uses == 1 && !in->cols[s].borrowed) {
             sc_column t = o->cols[k];
             o->cols[k] = in->cols[s];
             in->cols[s] = t;
@@ -300,4 +301,440 @@ int sc_op_project_run(void *vst, sc_batch *in, sc_batch **out) {
     sc_batch_release(in);
     if (c) cx_give(&st->pool, c);
     return rc;
+}
+
+/* ------------------------------------------------------------------ the fused stage
+ *
+ * Consecutive filter / project steps as one operator. Per batch, the parts run over a view:
+ * one sc_column per column of the part's input, each borrowed from the input batch or from
+ * the scratch batch where an earlier project computed it, so columns a part does not touch
+ * pass by reference. Filters narrow a keep mask; projects compute their new columns over
+ * every row of the view (vectorized; rows outside the mask are ignored, errors included).
+ * At the end the surviving rows are gathered once through a selection vector (select.h),
+ * or, when every row survived, the columns are moved into the output batch.
+ *
+ * Before a part that runs a user function, or evaluates anything while fewer than a quarter
+ * of the rows are selected, or computes columns with no filter after it, the view is
+ * compacted first (the part then sees selected rows only): a user function is never called
+ * on a row the sequential execution would not call it on, a selective filter does not make
+ * later expressions pay for rows it dropped, and the trailing projects compute their columns
+ * for surviving rows only, after the one gather, and their outputs are moved, not copied. */
+
+enum { PART_FILTER = 1, PART_PROJECT = 2 };
+
+typedef struct fscratch {
+    int64_t cap;          /* rows the arrays and batches below hold */
+    uint8_t *keep, *code; /* keep mask; a project's first error code per row */
+    int32_t *sel, *col;   /* selection vector; a project's first failing output column */
+    sc_batch **tmp;       /* per part: a project's computed columns (its output schema) */
+    sc_batch **mat;       /* per part: its input compacted (its input schema) */
+    sc_column *view, *next;
+    sc_batch **own, **nown; /* per view column: the batch that owns it ... */
+    int32_t *ocol, *nocol;  /* ... and its index there */
+    struct fscratch *link;
+} fscratch;
+
+typedef struct fused_st {
+    sc_op_base base; /* first part's input, last part's output; counts nothing itself */
+    int32_t nparts;
+    uint8_t *kinds;
+    void **parts; /* filter_st * / project_st *, owned */
+    bool *udf;    /* the part evaluates a user function */
+    bool *evals;  /* the part evaluates an expression */
+    bool *last_gather; /* a project with no filter after it: compacting before it is the one gather */
+    int32_t maxcols;
+    cx_pool pool;
+    pthread_mutex_t mu;
+    fscratch *free; /* per-call scratch, reused across batches */
+} fused_st;
+
+static sc_op_base *part_base(const fused_st *st, int32_t p) {
+    return st->kinds[p] == PART_FILTER ? &((filter_st *)st->parts[p])->base : &((project_st *)st->parts[p])->base;
+}
+
+static void fs_free(fused_st *st, fscratch *s) {
+    if (!s) return;
+    for (int32_t p = 0; p < st->nparts; p++) {
+        if (s->tmp && s->tmp[p]) sc_batch_release(s->tmp[p]);
+        if (s->mat && s->mat[p]) sc_batch_release(s->mat[p]);
+    }
+    free(s->keep);
+    free(s->code);
+    free(s->sel);
+    free(s->col);
+    free(s->tmp);
+    free(s->mat);
+    free(s->view);
+    free(s->next);
+    free(s->own);
+    free(s->nown);
+    free(s->ocol);
+    free(s->nocol);
+    free(s);
+}
+
+/* Scratch for a batch of n rows (NULL: out of memory). */
+static fscratch *fs_take(fused_st *st, int64_t n) {
+    pthread_mutex_lock(&st->mu);
+    fscratch *s = st->free;
+    if (s) st->free = s->link;
+    pthread_mutex_unlock(&st->mu);
+    if (s && s->cap >= n) return s;
+    fs_free(st, s);
+    int64_t cap = n > st->base.capacity ? n : st->base.capacity;
+    size_t mc = (size_t)st->maxcols, np = (size_t)st->nparts;
+    s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->cap = cap;
+    s->keep = malloc((size_t)cap);
+    s->code = malloc((size_t)cap);
+    s->sel = malloc((size_t)cap * sizeof(int32_t));
+    s->col = malloc((size_t)cap * sizeof(int32_t));
+    s->tmp = calloc(np, sizeof(sc_batch *));
+    s->mat = calloc(np, sizeof(sc_batch *));
+    s->view = malloc(mc * sizeof(sc_column));
+    s->next = malloc(mc * sizeof(sc_column));
+    s->own = malloc(mc * sizeof(sc_batch *));
+    s->nown = malloc(mc * sizeof(sc_batch *));
+    s->ocol = malloc(mc * sizeof(int32_t));
+    s->nocol = malloc(mc * sizeof(int32_t));
+    if (!s->keep || !s->code || !s->sel || !s->col || !s->tmp || !s->mat || !s->view || !s->next || !s->own ||
+        !s->nown || !s->ocol || !s->nocol) {
+        fs_free(st, s);
+        return NULL;
+    }
+    return s;
+}
+
+static void fs_give(fused_st *st, fscratch *s) {
+    if (!s) return;
+    pthread_mutex_lock(&st->mu);
+    s->link = st->free;
+    st->free = s;
+    pthread_mutex_unlock(&st->mu);
+}
+
+/* *b: an empty scratch batch of schema `sch` with room for cap rows (made on first use). */
+static int scratch_batch(sc_batch **b, const sc_schema *sch, int64_t cap) {
+    if (!*b) return sc_batch_new(b, sch, cap);
+    sc_batch *x = *b;
+    for (int32_t k = 0; k < x->ncols; k++) {
+        sc_column *c = &x->cols[k];
+        if (c->null_count) memset(c->validity, 0xFF, (size_t)(x->capacity + 7) / 8);
+        c->null_count = 0;
+        if (c->offsets) c->offsets[0] = 0;
+    }
+    x->nrows = 0;
+    return SC_OK;
+}
+
+typedef struct fview {
+    fscratch *s;
+    sc_batch vb;  /* header of the view: the input's serial, the view's columns */
+    int64_t n;    /* rows of the view */
+    int64_t nsel; /* rows kept */
+} fview;
+
+/* Compact the view to its kept rows (the part's input schema `sch`). */
+static int fused_compact(fview *w, sc_batch **mat, const sc_schema *sch, ctx *c) {
+    fscratch *s = w->s;
+    int rc = scratch_batch(mat, sch, s->cap);
+    if (rc) return rc;
+    int64_t k = sc_sel_from_mask(s->keep, w->n, s->sel);
+    rc = sc_sel_gather_cols((*mat)->cols, s->view, sch->ncols, s->sel, k, true);
+    for (int32_t j = 0; !rc && j < sch->ncols; j++) {
+        s->view[j] = (*mat)->cols[j];
+        s->own[j] = *mat;
+        s->ocol[j] = j;
+    }
+    if (rc) return rc;
+    (*mat)->nrows = k;
+    w->n = w->nsel = k;
+    memset(s->keep, 1, (size_t)k);
+    return cx_begin(c, k);
+}
+
+static int fused_filter(filter_st *f, fview *w, ctx *c) {
+    fscratch *s = w->s;
+    vec *v = NULL;
+    int rc = eval_all(f->pred, &w->vb, c, &v);
+    if (rc) return rc;
+    uint8_t *keep = s->keep;
+    int64_t n = w->n, before = w->nsel, kept = 0, ndead = 0;
+    if (v->err) { /* rows that failed go dead (only those still selected) */
+        char why[128];
+        for (int64_t r = 0; r < n; r++) {
+            if (!keep[r] || !v->err[r]) continue;
+            reason(why, sizeof why, v->err[r], -1);
+            if ((rc = sc_op_dead(&f->base, &w->vb, r, why))) return rc;
+            keep[r] = 0;
+            ndead++;
+        }
+    }
+    if (v->lt == SC_LT_BOOL) {
+        const uint8_t *ok = v->ok, *b = v->b;
+        for (int64_t r = 0; r < n; r++) {
+            uint8_t k = keep[r] & ok[r] & (b[r] != 0);
+            keep[r] = k;
+            kept += k;
+        }
+    } else { /* a null-typed predicate keeps nothing */
+        memset(keep, 0, (size_t)n);
+    }
+    sc_count_filtered(&f->base, before - kept - ndead);
+    w->nsel = kept;
+    return SC_OK;
+}
+
+static int fused_project(project_st *pj, fview *w, sc_batch **tmp, ctx *c) {
+    fscratch *s = w->s;
+    int64_t n = w->n;
+    int rc = scratch_batch(tmp, &pj->base.out, s->cap);
+    bool failed = false, colset = false;
+    if (!rc && pj->nex) memset(s->code, 0, (size_t)n);
+    for (int32_t k = SC_NHIDDEN; !rc && k < pj->nout; k++) {
+        int32_t src = pj->src[k];
+        if (src >= 0) continue;
+        bool f = false;
+        rc = eval_into(pj->ex[-src - 1], &w->vb, *tmp, k, c, s->code, &f);
+        if (rc || !f) continue;
+        if (!colset)
+            for (int64_t r = 0; r < n; r++) s->col[r] = -1;
+        colset = failed = true;
+        for (int64_t r = 0; r < n; r++)
+            if (s->code[r] && s->col[r] < 0) s->col[r] = k;
+    }
+    if (rc) return rc;
+    char why[128];
+    for (int64_t r = 0; failed && r < n; r++) {
+        if (!s->keep[r] || !s->code[r]) continue;
+        reason(why, sizeof why, s->code[r], s->col[r]);
+        if ((rc = sc_op_dead(&pj->base, &w->vb, r, why))) return rc;
+        s->keep[r] = 0;
+        w->nsel--;
+    }
+    for (int32_t k = 0; k < pj->nout; k++) { /* the next view: moved references, no copies */
+        int32_t src = k < SC_NHIDDEN ? k : pj->src[k];
+        if (src >= 0) {
+            s->next[k] = s->view[src];
+            s->nown[k] = s->own[src];
+            s->nocol[k] = s->ocol[src];
+        } else {
+            s->next[k] = (*tmp)->cols[k];
+            s->nown[k] = *tmp;
+            s->nocol[k] = k;
+        }
+    }
+    sc_column *t = s->view;
+    s->view = s->next;
+    s->next = t;
+    sc_batch **o = s->own;
+    s->own = s->nown;
+    s->nown = o;
+    int32_t *oc = s->ocol;
+    s->ocol = s->nocol;
+    s->nocol = oc;
+    return SC_OK;
+}
+
+/* The output batch of the view's kept rows (NULL when none). */
+static int fused_output(fused_st *st, fview *w, sc_batch *in, sc_batch **out) {
+    fscratch *s = w->s;
+    sc_op_base *last = part_base(st, st->nparts - 1);
+    int32_t nc = last->out.ncols;
+    *out = NULL;
+    if (w->nsel == 0) return SC_OK;
+    sc_batch *o = NULL;
+    int rc = sc_op_new_out(last, in, &o);
+    if (rc) return rc;
+    if (w->nsel == w->n) { /* every row of the view: move each column its owner gives up */
+        for (int32_t k = 0; !rc && k < nc; k++) {
+            sc_batch *ow = s->own[k];
+            int uses = 0;
+            for (int32_t j = 0; j < nc; j++) uses += s->own[j] == ow && s->ocol[j] == s->ocol[k];
+            if (uses == 1 && ow->pool == NULL && ow->capacity == o->capacity && !s->view[k].borrowed) {
+                sc_column t = o->cols[k];
+                o->cols[k] = ow->cols[s->ocol[k]];
+                ow->cols[s->ocol[k]] = t;
+            } else {
+                rc = copy_col(o, k, ow, s->ocol[k], w->n);
+            }
+        }
+    } else {
+        int64_t k = sc_sel_from_mask(s->keep, w->n, s->sel);
+        rc = sc_sel_gather_cols(o->cols, s->view, nc, s->sel, k, true);
+    }
+    if (rc) {
+        sc_batch_release(o);
+        return rc;
+    }
+    o->nrows = w->nsel;
+    *out = o;
+    return SC_OK;
+}
+
+static int fused_parts(fused_st *st, fview *w, sc_batch *in, ctx *c, bool *changed) {
+    fscratch *s = w->s;
+    int rc = SC_OK;
+    for (int32_t p = 0; !rc && p < st->nparts; p++) {
+        sc_op_base *pb = part_base(st, p);
+        sc_count_in(pb, w->nsel);
+        if (w->nsel == 0) continue;
+        if (w->nsel < w->n && st->evals[p] && (st->udf[p] || w->nsel * 4 < w->n || st->last_gather[p])) {
+            rc = fused_compact(w, &s->mat[p], &pb->in, c);
+            *changed = true;
+        }
+        w->vb.cols = s->view;
+        w->vb.ncols = pb->in.ncols;
+        w->vb.nrows = w->n;
+        if (!rc && st->kinds[p] == PART_FILTER) {
+            rc = fused_filter(st->parts[p], w, c);
+        } else if (!rc) {
+            rc = fused_project(st->parts[p], w, &s->tmp[p], c);
+            *changed = true;
+        }
+        if (!rc) sc_count_out(pb, w->nsel);
+    }
+    (void)in;
+    return rc;
+}
+
+int sc_op_fused_run(void *vst, sc_batch *in, sc_batch **out) {
+    fused_st *st = vst;
+    *out = NULL;
+    if (in->eos) {
+        *out = in;
+        return SC_OK;
+    }
+    int64_t n = in->nrows;
+    if (n == 0) {
+        sc_batch_release(in);
+        return SC_OK;
+    }
+    fscratch *s = fs_take(st, n);
+    ctx *c = s ? cx_take(&st->pool, n) : NULL;
+    int rc = c ? SC_OK : SC_ENOMEM;
+    fview w = { .s = s, .n = n, .nsel = n };
+    bool changed = false;
+    if (!rc) {
+        for (int32_t k = 0; k < in->ncols; k++) {
+            s->view[k] = in->cols[k];
+            s->own[k] = in;
+            s->ocol[k] = k;
+        }
+        memset(s->keep, 1, (size_t)n);
+        w.vb = *in;
+        w.vb.next = NULL;
+        rc = fused_parts(st, &w, in, c, &changed);
+    }
+    if (!rc && !changed && w.nsel == n) {
+        *out = in; /* filters only, every row passed: forward the batch itself */
+        in = NULL;
+    } else if (!rc) {
+        rc = fused_output(st, &w, in, out);
+    }
+    if (in) sc_batch_release(in);
+    if (c) cx_give(&st->pool, c);
+    fs_give(st, s);
+    return rc;
+}
+
+void sc_op_fused_destroy(void *vst) {
+    fused_st *st = vst;
+    if (!st) return;
+    for (int32_t p = 0; st->parts && p < st->nparts; p++) {
+        if (!st->parts[p]) continue;
+        if (st->kinds[p] == PART_FILTER) sc_op_filter_destroy(st->parts[p]);
+        else sc_op_project_destroy(st->parts[p]);
+    }
+    while (st->free) {
+        fscratch *s = st->free;
+        st->free = s->link;
+        fs_free(st, s);
+    }
+    pthread_mutex_destroy(&st->mu);
+    cx_pool_destroy(&st->pool);
+    sc_op_base_free(&st->base);
+    free(st->parts);
+    free(st->kinds);
+    free(st->udf);
+    free(st->evals);
+    free(st->last_gather);
+    free(st);
+}
+
+static bool expr_has_udf(const sc_expr *e) {
+    for (int32_t k = 0; e && k < e->n; k++)
+        if (e->nodes[k].op == SC_E_UDF) return true;
+    return false;
+}
+
+/* Whether consecutive parts fit: each part's input schema is the previous one's output. */
+static bool parts_chain(void *const *parts, const uint8_t *kinds, int32_t n) {
+    const sc_schema *prev = NULL;
+    for (int32_t p = 0; p < n; p++) {
+        if (!parts[p] || (kinds[p] != PART_FILTER && kinds[p] != PART_PROJECT)) return false;
+        const sc_op_base *b = kinds[p] == PART_FILTER ? &((filter_st *)parts[p])->base : &((project_st *)parts[p])->base;
+        if (prev && !schema_eq(prev, &b->in)) return false;
+        prev = &b->out;
+    }
+    return true;
+}
+
+static void parts_destroy(void *const *parts, const uint8_t *kinds, int32_t n) {
+    for (int32_t p = 0; p < n; p++)
+        if (parts[p] && kinds[p] == PART_FILTER) sc_op_filter_destroy(parts[p]);
+        else if (parts[p]) sc_op_project_destroy(parts[p]);
+}
+
+int sc_op_fused_create(void **out, sc_op_base ***bases, void *const *parts, const uint8_t *kinds, int32_t nparts) {
+    if (!out || !bases || !parts || !kinds || nparts <= 0) return SC_EINVAL;
+    bool chain = parts_chain(parts, kinds, nparts);
+    fused_st *st = chain ? calloc(1, sizeof *st) : NULL;
+    if (!st) {
+        parts_destroy(parts, kinds, nparts);
+        return chain ? SC_ENOMEM : SC_EINVAL;
+    }
+    pthread_mutex_init(&st->mu, NULL);
+    cx_pool_init(&st->pool);
+    st->parts = calloc((size_t)nparts, sizeof(void *));
+    st->kinds = malloc((size_t)nparts);
+    st->udf = calloc((size_t)nparts, sizeof(bool));
+    st->evals = calloc((size_t)nparts, sizeof(bool));
+    st->last_gather = calloc((size_t)nparts, sizeof(bool));
+    sc_op_base **b = malloc((size_t)nparts * sizeof *b);
+    int rc = st->parts && st->kinds && st->udf && st->evals && st->last_gather && b ? SC_OK : SC_ENOMEM;
+    if (rc) {
+        free(b);
+        parts_destroy(parts, kinds, nparts);
+        sc_op_fused_destroy(st);
+        return rc;
+    }
+    st->nparts = nparts; /* the parts are the stage's from here on */
+    memcpy(st->kinds, kinds, (size_t)nparts);
+    memcpy(st->parts, parts, (size_t)nparts * sizeof(void *));
+    for (int32_t p = 0; p < nparts; p++) {
+        if (kinds[p] == PART_FILTER) {
+            st->evals[p] = true;
+            st->udf[p] = expr_has_udf(((filter_st *)parts[p])->pred);
+        } else {
+            project_st *pj = parts[p];
+            st->evals[p] = pj->nex > 0;
+            for (int32_t j = 0; j < pj->nex; j++) st->udf[p] |= expr_has_udf(pj->ex[j]);
+        }
+        b[p] = part_base(st, p);
+        if (b[p]->in.ncols > st->maxcols) st->maxcols = b[p]->in.ncols;
+        if (b[p]->out.ncols > st->maxcols) st->maxcols = b[p]->out.ncols;
+    }
+    for (int32_t p = nparts - 1; p >= 0 && kinds[p] == PART_PROJECT; p--) st->last_gather[p] = true;
+    rc = sc_op_base_init(&st->base, b[0]->step, false, false, b[0]->counters, &b[0]->in, &b[nparts - 1]->out,
+                         b[0]->capacity, false);
+    if (rc) {
+        free(b);
+        sc_op_fused_destroy(st);
+        return rc;
+    }
+    *out = st;
+    *bases = b;
+    return SC_OK;
 }

@@ -444,6 +444,11 @@ int sc_prog_add(sc_prog *p, const char *name, sc_op_kind kind, sc_op_run_fn run,
     return add_op(p, name, kind, run, destroy, state, bases, base ? 1 : 0);
 }
 
+int sc_prog_add_bases(sc_prog *p, const char *name, sc_op_kind kind, sc_op_run_fn run, sc_op_destroy_fn destroy,
+                      void *state, sc_op_base **bases, uint32_t nbases) {
+    return add_op(p, name, kind, run, destroy, state, bases, nbases);
+}
+
 int sc_prog_add_keyed(sc_prog *p, const char *name, sc_op_run_fn run, sc_op_destroy_fn destroy,
                       void **states, sc_op_base **bases, uint32_t partitions, const int32_t *keys,
                       int32_t nkeys, const sc_schema *in, const sc_schema *out) {

@@ -37,6 +37,12 @@ sc_step_counters *sc_prog_counters(sc_prog *p, uint32_t step);
 int sc_prog_add(sc_prog *p, const char *name, sc_op_kind kind, sc_op_run_fn run, sc_op_destroy_fn destroy,
                 void *state, sc_op_base *base);
 
+/* Add an operator whose state holds several bases (a fused stage: one per step it runs);
+ * the program owns `state` and the malloc'd `bases` array (not the bases) from now on,
+ * whatever it returns. */
+int sc_prog_add_bases(sc_prog *p, const char *name, sc_op_kind kind, sc_op_run_fn run, sc_op_destroy_fn destroy,
+                      void *state, sc_op_base **bases, uint32_t nbases);
+
 /* Add a keyed operator partitioned `partitions` ways: `states[i]` serves partition i (the
  * program owns them); split and merge operators are added around it. keys are the input
  * columns hashed by the split; `in` its input schema. */

@@ -16,6 +16,8 @@ cdef extern from "exec/program.h":
     sc_step_counters *sc_prog_counters(sc_prog *p, uint32_t step) nogil
     int sc_prog_add(sc_prog *p, const char *name, sc_op_kind kind, sc_op_run_fn run, sc_op_destroy_fn destroy,
                     void *state, sc_op_base *base) nogil
+    int sc_prog_add_bases(sc_prog *p, const char *name, sc_op_kind kind, sc_op_run_fn run,
+                          sc_op_destroy_fn destroy, void *state, sc_op_base **bases, uint32_t nbases) nogil
     int sc_prog_add_keyed(sc_prog *p, const char *name, sc_op_run_fn run, sc_op_destroy_fn destroy,
                           void **states, sc_op_base **bases, uint32_t partitions, const int32_t *keys,
                           int32_t nkeys, const sc_schema *inp, const sc_schema *out) nogil

@@ -44,7 +44,7 @@ static int alloc_column(sc_column *c, sc_col_type t, int64_t rows, int64_t utf8_
 
 static void free_column(sc_column *c) {
     free(c->validity);
-    free(c->values);
+    if (!c->borrowed) free(c->values);
     free(c->offsets);
     free(c->data);
 }
@@ -152,6 +152,7 @@ int sc_batch_acquire(sc_batch_pool *p, sc_batch **out) {
 /* A standalone batch (exec/sc_batch_new: pool == NULL) owns its columns and itself. */
 void sc_batch_free_standalone(sc_batch *b) {
     for (int32_t c = 0; c < b->ncols; c++) free_column(&b->cols[c]);
+    sc_extbuf_unref(b->ext);
     free(b->cols);
     free(b);
 }

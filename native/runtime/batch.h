@@ -45,7 +45,21 @@ typedef struct sc_column {
     int32_t *offsets;  /* UTF8 only: capacity + 1 entries */
     char *data;        /* UTF8 only */
     int64_t data_cap;  /* UTF8 only: bytes available in data */
+    uint8_t borrowed;  /* INT64 / DOUBLE: values point into buffers the batch's `ext` keeps
+                        * alive (an imported Arrow array); never freed, written or moved */
 } sc_column;
+
+/* Buffers owned elsewhere that batches point into (an imported Arrow array), reference
+ * counted: every batch with a borrowed column holds one reference; `drop` runs once, when
+ * the last reference goes (on whichever thread drops it). */
+typedef struct sc_extbuf {
+    int64_t refs; /* atomic */
+    void (*drop)(struct sc_extbuf *e);
+} sc_extbuf;
+static inline void sc_extbuf_ref(sc_extbuf *e) { __atomic_fetch_add(&e->refs, 1, __ATOMIC_RELAXED); }
+static inline void sc_extbuf_unref(sc_extbuf *e) {
+    if (e && __atomic_fetch_sub(&e->refs, 1, __ATOMIC_ACQ_REL) == 1) e->drop(e);
+}
 
 typedef struct sc_batch_pool sc_batch_pool;
 
@@ -63,6 +77,8 @@ typedef struct sc_batch {
     uint8_t eos;           /* end-of-stream marker batch (exec) */
     uint8_t publish;       /* keyed sub-batch: the operator publishes its changed keys (exec) */
     sc_batch_pool *pool;   /* NULL: a standalone batch (exec/sc_batch_new), freed on release */
+    sc_extbuf *ext;        /* standalone: the buffers its borrowed columns point into (a
+                            * reference, dropped when the batch is freed), or NULL */
     uint32_t index;        /* position in the pool */
 } sc_batch;
 

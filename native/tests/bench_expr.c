@@ -1,4 +1,4 @@
-// sources: exec/expr.c exec/expr_vec.c exec/expr_fast.c exec/expr_funcs.c exec/expr_compile.c exec/expr_compat_num.c exec/expr_compat_time.c exec/expr_compat_str.c exec/ops_filter_project.c exec/common.c runtime/batch.c runtime/ring.c exec/lists.c
+// sources: exec/expr.c exec/expr_vec.c exec/expr_fast.c exec/expr_funcs.c exec/expr_compile.c exec/expr_compat_num.c exec/expr_compat_time.c exec/expr_compat_str.c exec/ops_filter_project.c exec/select.c exec/common.c runtime/batch.c runtime/ring.c exec/lists.c
 /* bench_expr: CPU time per row of the stateless filter + project operators over a
  * clickstream-shaped table (the workload of bench/ "filter + with_columns"):
  *
@@ -6,11 +6,12 @@
  *     .with_columns(total = price * 1.1 + item_id % 7, cheap = price < 50.0)
  *
  * on batches of 16,384 rows, one thread, with and without nulls in price / item_id. Prints
- * ns per input row for each operator and for a plain C loop over the same columns (the
- * yardstick of DESIGN.md section 6). Not a test: `make -C native/tests bench-expr` builds it
+ * ns per input row for each operator, for the same two steps as one fused stage (the engine's
+ * path), and for a plain C loop over the same columns (the yardstick of DESIGN.md section 6). Not a test: `make -C native/tests bench-expr` builds it
  * at -O3 and runs it; `ROWS=... ./bench_expr` sets the size. For repeatable instruction
  * counts run it under `perf stat -e instructions` or callgrind with
- * --toggle-collect=sc_op_filter_run --toggle-collect=sc_op_project_run.
+ * --toggle-collect=sc_op_filter_run --toggle-collect=sc_op_project_run (separate) or
+ * --toggle-collect=sc_op_fused_run (fused).
  */
 #include "exec/expr.h"
 
@@ -132,19 +133,26 @@ static void run(const char *label, int64_t rows, int null_every) {
     sc_enode cheap[] = { nd(SC_E_COL, SC_LT_FLOAT, PRICE, -1), lit_f(50.0), nd(SC_E_LT, SC_LT_BOOL, 0, 1) };
     const sc_enode *exprs[] = { total, cheap };
     int32_t nn[] = { 7, 3 }, src[NOUT] = { 0, 1, TS, USER, ITEM, CAT, EVENT, PRICE, -1, -2 };
-    void *f = NULL, *p = NULL;
+    void *f = NULL, *p = NULL, *fp[2] = { NULL, NULL }, *fused = NULL;
+    static const uint8_t kinds[2] = { 1, 2 };
     CHECK_RC(sc_op_filter_create(&f, &fb, pred, 3));
     CHECK_RC(sc_op_project_create(&p, &pb, src, NOUT, exprs, nn, 2));
+    CHECK_RC(sc_op_filter_create(&fp[0], &fb, pred, 3));
+    CHECK_RC(sc_op_project_create(&fp[1], &pb, src, NOUT, exprs, nn, 2));
+    sc_op_base **fbases = NULL;
+    CHECK_RC(sc_op_fused_create(&fused, &fbases, fp, kinds, 2));
+    free(fbases);
     sc_op_base_free(&fb);
     sc_op_base_free(&pb);
 
     int nb = (int)(rows / BATCH), ntmpl = 16;
     sc_batch *tmpl[16];
     for (int k = 0; k < ntmpl; k++) tmpl[k] = mk(&in_s, (int64_t)k * BATCH, null_every);
-    sc_batch **in = malloc((size_t)nb * sizeof *in);
+    sc_batch **in = malloc((size_t)nb * sizeof *in), **in2 = malloc((size_t)nb * sizeof *in2);
     for (int k = 0; k < nb; k++) CHECK_RC(sc_batch_clone(&in[k], tmpl[k % ntmpl]));
-    double tf = 0, tp = 0;
-    int64_t kept = 0;
+    for (int k = 0; k < nb; k++) CHECK_RC(sc_batch_clone(&in2[k], tmpl[k % ntmpl]));
+    double tf = 0, tp = 0, tu = 0;
+    int64_t kept = 0, kept2 = 0;
     for (int k = 0; k < nb; k++) {
         sc_batch *mid = NULL, *out = NULL;
         double t0 = now();
@@ -158,14 +166,25 @@ static void run(const char *label, int64_t rows, int null_every) {
         tf += t1 - t0;
         tp += now() - t1;
     }
+    for (int k = 0; k < nb; k++) { /* the same two steps as one fused stage */
+        sc_batch *out = NULL;
+        double t0 = now();
+        CHECK_RC(sc_op_fused_run(fused, in2[k], &out));
+        tu += now() - t0;
+        kept2 += out ? out->nrows : 0;
+        sc_batch_release_chain(out);
+    }
+    CHECK(kept2 == kept);
     double tl = plain_loop(tmpl, ntmpl);
     int64_t n = (int64_t)nb * BATCH;
     printf("%-10s rows %lld kept %lld: filter %.2f ns/row, project %.2f ns/row, both %.2f ns/row; "
-           "plain C loop %.2f ns/row\n",
-           label, (long long)n, (long long)kept, tf * 1e9 / n, tp * 1e9 / n, (tf + tp) * 1e9 / n,
-           tl * 1e9 / (ntmpl * BATCH));
+           "fused %.2f ns/row (both / fused %.2fx); plain C loop %.2f ns/row\n",
+           label, (long long)n, (long long)kept, tf * 1e9 / n, tp * 1e9 / n, (tf + tp) * 1e9 / n, tu * 1e9 / n,
+           (tf + tp) / tu, tl * 1e9 / (ntmpl * BATCH));
     for (int k = 0; k < ntmpl; k++) sc_batch_release(tmpl[k]);
     free(in);
+    free(in2);
+    sc_op_fused_destroy(fused);
     sc_op_filter_destroy(f);
     sc_op_project_destroy(p);
     sc_schema_free(&in_s);

@@ -1,4 +1,4 @@
-// sources: exec/expr.c exec/expr_vec.c exec/expr_fast.c exec/expr_funcs.c exec/expr_compile.c exec/expr_compat_num.c exec/expr_compat_time.c exec/expr_compat_str.c exec/ops_filter_project.c exec/common.c runtime/batch.c runtime/ring.c exec/lists.c
+// sources: exec/expr.c exec/expr_vec.c exec/expr_fast.c exec/expr_funcs.c exec/expr_compile.c exec/expr_compat_num.c exec/expr_compat_time.c exec/expr_compat_str.c exec/ops_filter_project.c exec/select.c exec/common.c runtime/batch.c runtime/ring.c exec/lists.c
 /* test_expr_fast: the evaluator's fast paths (exec/expr_fast.c) and its scratch and
  * bitmap handling (exec/expr_vec.c), checked against a row-by-row oracle written here from
  * the reference semantics (kernel/streamcell/backends/evaluate.py):

@@ -63,8 +63,10 @@ def test_publisher_thread_updates_reach_the_frontend(tmp_path, engine):
     client.execute()
     outputs = [o for c in nb.cells for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.output_type == "error"], outputs
-    view = nb.cells[1].outputs[-1]["data"]
+    # the dashboard first, then the plan's graph, collapsed
+    view, plan = (o["data"] for o in nb.cells[1].outputs[-2:])
     assert "application/vnd.jupyter.widget-view+json" in view
+    assert plan["text/html"].startswith("<details class='sc-plan'>")
     # headline updates sent by the publisher thread while the sleep cell ran
     during = [
         s["value"]
@@ -82,5 +84,11 @@ def test_publisher_thread_updates_reach_the_frontend(tmp_path, engine):
     assert status and "data-status='stopped'" in status[0]
     stop = [s for s in states if s.get("description") == "stop"]
     assert stop and stop[0]["disabled"] is True
+    # and the controls are hidden: the box holding the pause / resume / stop buttons
+    ids = {f"IPY_MODEL_{k}" for k, s in client.widget_state.items() if s.get("description")}
+    boxes = [s for s in states if s.get("children") and set(s["children"]) <= ids]
+    layouts = [client.widget_state[b["layout"][len("IPY_MODEL_") :]] for b in boxes]
+    assert any(len(b["children"]) == 3 for b in boxes)
+    assert any(lay.get("display") == "none" for lay in layouts)
     assert not [1 for _, cell, _ in client.updates if cell == 4]
     assert nb.cells[3].outputs[-1]["data"]["text/plain"] == "'stopped'"

@@ -212,7 +212,8 @@ def test_dashboard_shows_dead_letters_and_sketches():
     run.sketches = lambda: {"top": fs}
     d = Dashboard(run, display=False)
     d.join(5)
-    assert "data-kind='frequent'" in d.sketches.value and "a: 2" in d.sketches.value
+    assert "data-kind='frequent'" in d.sketches.value
+    assert "<td class='sc-item'>a</td><td>2</td><td>66.7%</td>" in d.sketches.value
     assert d.sketch_box.layout.display is None
     d.dead_button.click()
     assert "sc-dead-sample" in d.dead_sample.value and "oops" in d.dead_sample.value

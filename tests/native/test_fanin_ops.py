@@ -140,7 +140,7 @@ def _native(step: P.Step, c: Any, arrivals, workers: int, slices: random.Random)
         at = 0
         while at < len(rows):
             m = min(len(rows) - at, slices.randint(1, 9))
-            assert prog.push(rb, at, m, at) == 0
+            assert prog.push_many(rb, at, m, at, m) == (0, m)
             at += m
             while True:
                 rc, eos, b = prog.take(0)

@@ -36,7 +36,7 @@ def spark(tmp_path: Path) -> RunOptions:
     )
 
 
-def until(cond, timeout: float = 120.0) -> None:  # type: ignore[no-untyped-def]
+def until(cond, timeout: float = 300.0) -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while not cond():
         assert time.monotonic() < deadline, "timed out"

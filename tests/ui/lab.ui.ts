@@ -328,7 +328,8 @@ test.describe('streamcell in JupyterLab', () => {
 
     await dash.locator('button.sc-stop').click();
     await expect(dash.locator('.sc-status')).toHaveText('stopped');
-    await expect(dash.locator('button.sc-stop')).toBeDisabled();
+    // an ended run has no controls (not a disabled red Stop button)
+    await expect(dash.locator('button.sc-stop')).toBeHidden();
     const stopped = await rowsIn();
     await page.waitForTimeout(1500);
     expect(await rowsIn()).toBe(stopped);

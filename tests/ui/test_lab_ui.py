@@ -1,6 +1,6 @@
 """The JupyterLab extension in a real browser, run from pytest.
 
-Runs the Playwright suite (tests/ui/lab.ui.ts, configured by tests/ui/playwright.config.ts)
+Runs the Playwright suite (tests/ui/*.ui.ts, configured by tests/ui/playwright.config.ts)
 once per session: it starts a real ``jupyter lab`` on a free port of 127.0.0.1 and drives
 Debian's Chromium against it. Each pytest test below reports one Playwright test.
 Screenshots, the Playwright report and its log stay under ``test-artifacts/ui/``.
@@ -36,6 +36,10 @@ TIMEOUT_S = 900
 HIGHLIGHT_TEST = "highlights a %%stream cell"
 RUN_TEST = "runs a stream, watches it in the Streams panel and stops it"
 DASHBOARD_TEST = "runs the dashboard notebook: live numbers, charts, stop button"
+FINISHED_TEST = "a finished 1,000-row run shows its summary and no console errors"
+THEME_TEST = "the charts follow the JupyterLab theme, light and dark"
+GRID_TEST = "sorts the live grid while the run continues"
+SKETCH_TEST = "shows sketches readably and names every operator once"
 
 
 def _missing() -> list[str]:
@@ -160,6 +164,44 @@ def test_dashboard_notebook_in_lab(ui_results):
     _check(ui_results, DASHBOARD_TEST)
     for name in ("05-dashboard-running", "06-dashboard-stopped"):
         assert (ARTIFACTS / "screenshots" / f"{name}.png").stat().st_size > 0
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_finished_dashboard_has_summary_and_no_console_errors(ui_results):
+    if not _can_run_streams():
+        pytest.skip("streamcell.run / streamcell.magic are not importable yet")
+    _check(ui_results, FINISHED_TEST)
+    assert (ARTIFACTS / "screenshots" / "07-dashboard-finished.png").stat().st_size > 0
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_dashboard_charts_follow_the_theme(ui_results):
+    if not _can_run_streams():
+        pytest.skip("streamcell.run / streamcell.magic are not importable yet")
+    _check(ui_results, THEME_TEST)
+    for name in ("08-dashboard-light", "09-dashboard-dark", "10-dashboard-stopped-summary"):
+        assert (ARTIFACTS / "screenshots" / f"{name}.png").stat().st_size > 0
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_live_grid_sorts_while_the_run_continues(ui_results):
+    if not _can_run_streams():
+        pytest.skip("streamcell.run / streamcell.magic are not importable yet")
+    _check(ui_results, GRID_TEST)
+    for name in ("11-grid-sorted-live", "12-grid-filtered"):
+        assert (ARTIFACTS / "screenshots" / f"{name}.png").stat().st_size > 0
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_sketches_are_readable_in_the_dashboard(ui_results):
+    if not _can_run_streams():
+        pytest.skip("streamcell.run / streamcell.magic are not importable yet")
+    _check(ui_results, SKETCH_TEST)
+    assert (ARTIFACTS / "screenshots" / "13-dashboard-sketches.png").stat().st_size > 0
 
 
 def test_highlighted_stages_match_the_dsl():

@@ -28,7 +28,7 @@ FLUSH_S = 0.002  # a throttled source pushes what is due at least this often
 DAG_PHASE_ROUNDS = 1024
 
 
-def _reason_fn(s: P.Step, c: Compiled) -> Callable[[dict[str, Any]], str | None]:
+def reason_fn(s: P.Step, c: Compiled) -> Callable[[dict[str, Any]], str | None]:
     """The reference's dead-letter reason for a row at step ``s``."""
     fns: list[Callable[[dict[str, Any]], Any]] = []
     if isinstance(s, P.Filter):
@@ -347,7 +347,7 @@ class Driver:
                 df = to_frame(rb.select(list(range(2 + len(in_schema)))), in_schema)
                 dicts = df.to_dicts()
             if step not in self.reasons:
-                self.reasons[step] = _reason_fn(s, self.c)
+                self.reasons[step] = reason_fn(s, self.c)
             for j, row in enumerate(dicts):
                 seq = seqs[j]
                 position = self._position(seq)

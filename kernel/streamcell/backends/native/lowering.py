@@ -18,7 +18,7 @@ from ...types import INT, DType, Schema
 from ...udf import UDF_PREFIX
 from ...udf import lookup as udf_lookup
 from ..evaluate import epoch_days, epoch_us
-from .typecodes import NAME, _lt, _lts, _no_lists, encode_list
+from .typecodes import LT_LIST, NAME, _lt, _lts, _no_lists, encode_list
 from .vertices import Vertex, _vertices
 
 _E_NAMES = [
@@ -358,8 +358,51 @@ def _publishes(s: P.Aggregate, c: Compiled) -> bool:
     )
 
 
+CREATION_COLUMN = "\x00created"  # lower_step(creation=True): the serial that opened a window
+
+
+def lower_step(
+    s: P.Step, schemas: dict[str, Schema], batch_size: int, creation: bool = False
+) -> tuple[Lowered, dict[str, Schema]]:
+    """One keyed or windowed step on its own, as a chain with its counters at index 0 and its
+    per-row changelog out (never publishing): what the Spark engine runs over each partition.
+    ``schemas`` holds the step's and its input's schemas. With ``creation`` a window step's
+    output ends with :data:`CREATION_COLUMN`, the serial of the row that opened the window.
+    Returns the lowered chain and the schemas ``build`` reads (the step's possibly widened).
+    NotSupportedError names a step the native operators cannot run."""
+    from types import SimpleNamespace
+
+    inp = schemas[s.inputs[0].step_id]
+    out = schemas[s.step_id]
+    widen = creation and isinstance(s, P.Aggregate) and s.window is not None
+    if widen:
+        out = tuple(out) + ((CREATION_COLUMN, INT),)
+    view: Any = SimpleNamespace(schemas={**schemas, s.step_id: out})
+    source = P.Source(step_id="\x00in", spec=P.SourceSpec("object"))
+    sink = P.Sink(step_id="\x00out", inputs=(P.Step(step_id=s.step_id),), target="none")
+    low = Lowered(1, source, sink, inp)
+    low.partitions = PARTITIONS_PER_WORKER
+    low.step_index = {s.step_id: 0}
+    for _, t in (*inp, *out):
+        if _lt(t) >= LT_LIST:
+            raise NotSupportedError(s.step_id, NAME, "list columns")
+    _lower_step(s, 0, view, RunOptions(batch_size=batch_size), low, batch_size, changelog=True)
+    if widen:
+        kind, a = low.ops[-1]
+        assert kind == "window"
+        a["outs"] = [*a["outs"], (OUT_INPUT, 0)]  # hidden column 0: the row's serial
+        a["out_lts"] = _lts(out)
+    return low, view.schemas
+
+
 def _lower_step(  # noqa: C901 - one dispatch per step kind
-    s: P.Step, idx: int, c: Compiled, options: RunOptions, low: Lowered, cap: int
+    s: P.Step,
+    idx: int,
+    c: Compiled,
+    options: RunOptions,
+    low: Lowered,
+    cap: int,
+    changelog: bool = False,
 ) -> None:
     if isinstance(s, (P.Join, P.Correlate)):  # one operator over the tagged layout
         low.ops.append(lower_fanin(s, c, idx, cap))
@@ -446,7 +489,7 @@ def _lower_step(  # noqa: C901 - one dispatch per step kind
             capacity=cap,
         )
         if w is None:
-            publish = isinstance(s, P.Aggregate) and _publishes(s, c)
+            publish = not changelog and isinstance(s, P.Aggregate) and _publishes(s, c)
             low.publishing = low.publishing or publish
             low.ops.append(("keyed", dict(agg, kind="aggregate", publish=publish)))
         else:

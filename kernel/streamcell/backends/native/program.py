@@ -16,6 +16,37 @@ from .typecodes import NAME, _lts
 PHASES = 16  # phases in flight at once on the DAG runtime
 OUT_ROWS = 65_536  # rows per chunk handed to the sink
 PUBLISH_NS = 100_000_000  # while rows arrive, a publishing aggregate publishes this often
+FUSE = True  # consecutive filter / project steps of a chain run as one fused stage (ablation)
+
+
+def _fused_part(kind: str, a: dict[str, Any]) -> tuple[Any, ...]:
+    if kind == "filter":
+        return ("filter", a["step"], a["cin"], a["cout"], a["lts"], a["pred"], a["capacity"])
+    return (
+        "project",
+        a["step"],
+        a["cin"],
+        a["cout"],
+        a["in_lts"],
+        a["out_lts"],
+        a["src"],
+        a["exprs"],
+        a["capacity"],
+    )
+
+
+def fuse(ops: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, Any]]:
+    """A chain's operators with each run of consecutive filter / project operators as one
+    ("fused", parts) operator: one stage per batch, one gather (exec/expr.h)."""
+    out: list[tuple[str, Any]] = []
+    for kind, a in ops:
+        if kind not in ("filter", "project"):
+            out.append((kind, a))
+        elif out and out[-1][0] == "fused":
+            out[-1][1].append(_fused_part(kind, a))
+        else:
+            out.append(("fused", [_fused_part(kind, a)]))
+    return out
 
 
 MAX_OPERATORS = 64  # runtime/scheduler.h SC_SCHED_MAX_OPS: a Program's operator table
@@ -59,10 +90,13 @@ def build(low: Lowered, c: Compiled) -> Any:
         prog = R.Program(low.nsteps, 64)
         prog.set_input(_lts(low.in_schema))
     parts = 1 if dag else low.partitions  # a DAG vertex runs its phases in order
-    for kind, a in low.ops:
+    ops: list[tuple[str, Any]] = list(low.ops) if dag or not FUSE else fuse(low.ops)
+    for kind, a in ops:
         if dag:
             prog.vertex = a["vertex"]
-        if kind == "filter":
+        if kind == "fused":
+            prog.add_fused(a)
+        elif kind == "filter":
             prog.add_filter(a["step"], a["cin"], a["cout"], a["lts"], a["pred"], a["capacity"])
         elif kind == "project":
             prog.add_project(

@@ -5,18 +5,21 @@ Two modes, chosen by the source:
 - **finite sources** (files, DataFrames, iterables, generators with ``rows=N``) run as one
   Spark batch job (:class:`BatchDriver`);
 - **streaming sources** (a folder watched for new files, an unbounded generator) run as a
-  Structured Streaming query (:mod:`.stream`): each micro-batch is lowered like a
-  finite run and delivered sorted by serial number; keyed steps carry per-key state across
-  micro-batches; windows are refused.
+  Structured Streaming query (:mod:`.stream`): every step is a stage of the query
+  (:mod:`.state`), keyed steps and windows keep their state in Spark's state store (in the
+  checkpoint), and each micro-batch is delivered sorted by arrival order.
 
-Lowering, step by step (both modes share it):
+Lowering of a finite run, step by step:
 
 - ``filter`` / ``select`` / ``with_columns`` -> DataFrame operations over Spark SQL functions
   (:mod:`.expr`); rows whose expression fails (a bad cast) are dead letters;
 - ``agg`` / ``running`` (unwindowed), ``top_k``, ``dedup`` -> ``repartition(keys)`` +
-  ``sortWithinPartitions(_o)`` + ``mapInArrow`` running the reference operator per partition
-  (:mod:`.ops`): Spark's own ``groupBy`` would give the final aggregate, not the
-  changelog of updates our semantics define, and its float sums are not in arrival order;
+  ``sortWithinPartitions(_o)`` + ``mapInArrow`` running streamcell's native C operator per
+  partition (:mod:`.native_ops`; the reference operator of :mod:`.ops` where the native one
+  cannot run): Spark's own ``groupBy`` gives the final aggregate, not the changelog of
+  updates our semantics define, and its float sums are not in arrival order;
+- an ``agg`` whose only consumer is its final upsert table, of count / min / max / integer
+  sums / count_distinct of columns -> Spark's ``groupBy`` (``Lowering.group_by``);
 - windowed ``agg`` -> the watermark in arrival order by a Spark window function, windows
   per key as above, and each window's closing point by an as-of join on the watermark.
 
@@ -46,6 +49,7 @@ from ...sources import BadRow, locate_serial, merged_serials, row_batches
 from ...types import BOOL, Schema, polars_schema
 from ..evaluate import RowError, compile_row_expr
 from .expr import NAME, Translator, can_fail, qcol, spark_type
+from .native_ops import NATIVE, native_keyed_fn, native_refusal, native_window_fn
 from .ops import (
     DEAD,
     END,
@@ -367,7 +371,7 @@ class Lowered:
     """A step lowered onto a DataFrame, with what the driver reads back after the job."""
 
     step: P.Step
-    kind: str  # "stateless" | "python"
+    kind: str  # "stateless" | "python" (a partition function's side rows) | "final" (groupBy)
     observation: Any
     cols: list[str] = field(default_factory=list)
 
@@ -387,6 +391,9 @@ class Lowering:
         self.lowered: list[Lowered] = []
         self.partitions = max(2, spark.sparkContext.defaultParallelism)
         self.checkpoint: Callable[[Any], Any] | None = None
+        # how each stateful step runs: "native" (streamcell's C operator in mapInArrow),
+        # "spark groupBy" (a final table), or "reference: <why>" (the Python operator)
+        self.how: dict[str, str] = {}
 
     def in_schema(self, s: P.Step) -> Schema:
         return self.c.schemas[s.inputs[0].step_id]
@@ -408,6 +415,8 @@ class Lowering:
             return self.stateless(j, s, df)
         if isinstance(s, P.Aggregate) and s.window is not None:
             return self.window(j, s, df)
+        if isinstance(s, P.Aggregate) and self.final_table(s):
+            return self.group_by(j, s, df)
         if isinstance(s, (P.Aggregate, P.Running, P.TopK, P.Dedup)):
             return self.keyed(j, s, df)
         if isinstance(s, P.Sketch):
@@ -510,10 +519,90 @@ class Lowering:
         if isinstance(s, P.Transfer):
             keys = ()
         part = self._partition(df, keys, schema)
-        fn = keyed_fn(s, j, self.schemas(s), out_schema)
+        why = native_refusal(s, self.schemas(s))
+        if why is None:
+            fn = native_keyed_fn(s, j, self.schemas(s), out_schema)
+            self.how[s.step_id] = NATIVE
+        else:
+            fn = keyed_fn(s, j, self.schemas(s), out_schema)
+            self.how[s.step_id] = f"reference: {why}"
         out = part.mapInArrow(fn, ddl(out_schema, SIDE_DDL))
         out = self._side_observe(j, s, out)
         return out.filter(F.col("_k") == F.lit(LIVE)).drop("_k", "_b")
+
+    # ----------------------------------------------------------------- final tables
+    GROUP_BY_FNS = ("count", "min", "max", "sum", "count_distinct")
+
+    def final_table(self, s: P.Aggregate) -> bool:
+        """Whether Spark's own ``groupBy`` gives exactly what the reference leaves in the
+        table: an unwindowed keyed ``agg`` (of a finite run) whose only consumer is an
+        upsert table on its keys (the final table, not the changelog), with count / min /
+        max / integer sums / count_distinct of columns (float sums stay in arrival order)."""
+        from . import native_ops
+
+        if self.streaming or not s.keys or s.window is not None or not native_ops.GROUP_BY:
+            return False
+        consumers = self.c.plan.consumers()[s.step_id]
+        if len(consumers) != 1:
+            return False
+        sink = consumers[0]
+        if not isinstance(sink, P.Sink) or sink.target != "table":
+            return False
+        if self.c.upsert_keys.get(sink.step_id) != tuple(s.keys):
+            return False
+        types = dict(self.in_schema(s))
+        # float keys stay on the operator: the reference's upsert table keeps a NaN key's
+        # rows apart by identity and a signed zero by its last row, which no groupBy gives
+        if any(types[k].name in ("null", "list", "float") for k in s.keys):
+            return False
+        for _, a in s.aggs:
+            if a.fn not in self.GROUP_BY_FNS:
+                return False
+            if a.arg is None:
+                if a.fn != "count":
+                    return False
+                continue
+            if not isinstance(a.arg, Col) or types[a.arg.name].name in ("null", "list"):
+                return False
+            if a.fn == "sum" and types[a.arg.name].name not in ("int", "bool"):
+                return False
+        return True
+
+    def group_by(self, j: int, s: P.Aggregate, df: Any) -> Any:
+        """The final table of a keyed ``agg`` by Spark's ``groupBy``: one row per key with
+        the aggregates over all its rows and the key's first order key ``min(_o)`` (the
+        table lists keys in order of first appearance). Integer sums wrap around at 64 bits
+        as the reference's do; count_distinct counts null as a value, as the reference
+        does (and NaN as one value)."""
+        from pyspark.sql import functions as F
+
+        df, obs = self.observe(df, j, F.count(F.lit(1)).alias("n"))
+        self.lowered.append(Lowered(s, "final", obs))
+        self.how[s.step_id] = "spark groupBy"
+        aggs = []
+        two63 = F.lit(str(2**63)).cast("decimal(38,0)")
+        for name, a in s.aggs:
+            if a.arg is None:
+                aggs.append(F.count(F.lit(1)).alias(name))
+                continue
+            assert isinstance(a.arg, Col)
+            c = qcol(a.arg.name)
+            if a.fn == "count":
+                e = F.count(c)
+            elif a.fn == "min":
+                e = F.min(c)
+            elif a.fn == "max":
+                e = F.max(c)
+            elif a.fn == "sum":
+                total = F.sum(c.cast("bigint").cast("decimal(38,0)"))
+                wrapped = F.pmod(total + two63, two63 * F.lit(2)) - two63
+                e = F.coalesce(wrapped.cast("bigint"), F.lit(0).cast("bigint"))
+            else:
+                has_null = F.max(F.when(c.isNull(), F.lit(1)).otherwise(F.lit(0)))
+                e = F.count_distinct(c) + has_null
+            aggs.append(e.alias(name))
+        out = df.groupBy(*[qcol(k) for k in s.keys]).agg(*aggs, F.min("_o").alias("_o"))
+        return out.select(*[qcol(n) for n, _ in self.c.schemas[s.step_id]], "_o")
 
     # ----------------------------------------------------------------- windows
     def window(self, j: int, s: P.Aggregate, df: Any) -> Any:
@@ -565,7 +654,13 @@ class Lowering:
         part = self._partition(
             flagged.select(*[qcol(n) for n in names], "_o", "_dead", "_late"), s.keys, schema
         )
-        fn = window_fn(s, j, self.schemas(s), out_schema)
+        why = native_refusal(s, self.schemas(s))
+        if why is None:
+            fn = native_window_fn(s, j, self.schemas(s), out_schema)
+            self.how[s.step_id] = NATIVE
+        else:
+            fn = window_fn(s, j, self.schemas(s), out_schema)
+            self.how[s.step_id] = f"reference: {why}"
         out = part.mapInArrow(
             fn, ddl(out_schema, SIDE_DDL + ", `_ws` bigint, `_we` bigint, `_wq` array<bigint>")
         )
@@ -611,6 +706,7 @@ class BatchDriver:
         self.side: list[tuple[list[int], int, str, Any]] = []  # (o, kind, step, payload)
         self.group = f"streamcell-{next(_ids)}"
         self.sketch_parts: dict[str, list[Any]] = {}  # sketch step -> partition partials
+        self.changelog: dict[str, int] = {}  # a final-table agg -> the changelog rows it stands for
 
     def _action(self, fn: Callable[[], Any]) -> Any:
         """Run a Spark action on a helper thread so a stop request cancels it promptly."""
@@ -720,6 +816,7 @@ class BatchDriver:
             final = dfs[sink.inputs[0].step_id].orderBy("_o")
             outs.append((sink, self._action(final.toArrow)))
         self._read_back(low)
+        self.env.run.spark_operators = dict(low.how)
         for s in self.steps:  # a union passes every row of its inputs
             if isinstance(s, P.Union):
                 n = sum(env.counters[x.step_id].rows_out for x in s.inputs)
@@ -727,7 +824,8 @@ class BatchDriver:
         self._file_side()
         self._attach_sketches()
         for sink, out in outs:
-            self._write(to_polars(out, self.c.schemas[sink.step_id]), sink)
+            stands_for = self.changelog.get(sink.inputs[0].step_id)
+            self._write(to_polars(out, self.c.schemas[sink.step_id]), sink, stands_for)
         env.record_latency(time.perf_counter_ns() - t0)
         if failed:
             raise failed[0]
@@ -795,12 +893,21 @@ class BatchDriver:
                     o = list(d.pop("_o"))
                     self.side.append((o, DEAD, lw.step.step_id, d))
                 continue
+            if lw.kind == "final":  # a groupBy: every input row is one changelog row
+                n = int(m["n"] or 0)
+                cnt.rows_in += n
+                cnt.rows_out += n
+                self.changelog[lw.step.step_id] = self.changelog.get(lw.step.step_id, 0) + n
+                continue
             for r in m["side"] or []:
                 kind, o, blob = r["_k"], list(r["_o"]), r["_b"]
                 payload = side_payload(kind, blob)
                 if kind == STATS:
                     for k in ("rows_in", "rows_out", "filtered", "late", "dead"):
                         setattr(cnt, k, getattr(cnt, k) + payload[k])
+                    engine = payload.get("engine")  # an executor that fell back says why
+                    if engine is not None and engine != NATIVE:
+                        low.how[lw.step.step_id] = engine
                 elif kind == SKETCH:
                     self.sketch_parts.setdefault(lw.step.step_id, []).append(payload)
                 else:
@@ -833,19 +940,32 @@ class BatchDriver:
             elif kind == LATE:
                 env.late_row(sid, payload)
 
-    def _write(self, frame: pl.DataFrame, sink: P.Sink | None = None) -> None:
+    def _write(
+        self, frame: pl.DataFrame, sink: P.Sink | None = None, stands_for: int | None = None
+    ) -> None:
+        """``stands_for``: the changelog rows a final table (one row per key) accounts for."""
         sink = sink or self.sink
-        self.env.counters[sink.step_id].rows_in += frame.height
+        self.env.counters[sink.step_id].rows_in += (
+            frame.height if stands_for is None else stands_for
+        )
         if sink.target != "none":
-            write_frame(self.env.sink_writer(sink), frame)
+            write_frame(self.env.sink_writer(sink), frame, stands_for)
 
 
-def write_frame(writer: Callable[[list[dict[str, Any]]], None], frame: pl.DataFrame) -> None:
+def write_frame(
+    writer: Callable[[list[dict[str, Any]]], None],
+    frame: pl.DataFrame,
+    stands_for: int | None = None,
+) -> None:
     """Hand rows to a sink writer: whole frames to tables and Parquet writers, batches of up
-    to 1024 rows to callbacks (as the reference does)."""
+    to 1024 rows to callbacks (as the reference does). ``stands_for``: the rows a frame
+    accounts for when that is not its height (a final table in place of its changelog)."""
     store = getattr(writer, "__self__", None)
     if store is not None and hasattr(store, "write_frame"):
-        store.write_frame(frame)
+        if stands_for is None:
+            store.write_frame(frame)
+        else:
+            store.write_frame(frame, stands_for=stands_for)
         return
     rows = frame.to_dicts()
     for i in range(0, len(rows), 1024):

@@ -1,4 +1,6 @@
-"""Stateful steps on Spark: the reference's own operators, run per partition in order.
+"""Stateful steps on Spark: the reference's own operators, run per partition in order (the
+fallback where streamcell's native operators cannot run, see :mod:`.native_ops`; the side-row
+protocol and order-key rules below are shared by both).
 
 A keyed step (``agg``, ``running``, ``top_k``, ``dedup``, windowed ``agg``) is lowered to
 ``repartition(keys) -> sortWithinPartitions(_o) -> mapInArrow``: every key lives in one

@@ -4,282 +4,63 @@ The query's source is Spark's own streaming source, which discovers new data and
 offsets in the checkpoint folder:
 
 - a watched folder (:func:`streamcell.watch`) -> Spark's file stream source (``binaryFile``,
-  paths only): each micro-batch is the set of new files;
+  paths only): each micro-batch is the set of new files, read on the executors with
+  streamcell's own readers (``mapInArrow``), so bad rows are dead letters exactly as on the
+  reference;
 - an unbounded generator (``sc.clickstream(rows=None)``, ``sc.store_sales(rows=None)``) ->
-  Spark's ``rate`` source at the source's ``rate=`` (rows per second): each micro-batch is a
-  range of row numbers, and row ``i`` of the generator is generated on the executors.
+  Spark's ``rate`` source at the source's ``rate=`` (rows per second): row ``i`` of the
+  generator is generated on the executors.
 
-Its sink is ``foreachBatch``: the micro-batch's files (or row range) become a batch
-DataFrame, read on the executors with streamcell's own readers (``mapInArrow``), so bad rows
-are dead letters exactly as on the reference; the plan's steps are lowered onto it as in a
-finite run, and the sink receives the micro-batch's rows sorted by serial number.
+Every step is a stage of the query itself (:mod:`.state`): stateless steps in
+``mapInArrow``, keyed steps and windows in ``applyInPandasWithState`` with their state in
+Spark's state store (RocksDB), versioned with the checkpoint. A query restarted from its
+checkpoint after the driver died re-runs the micro-batch that was not committed, from the
+state of the last one that was, so the sink sees every row exactly once.
 
-Order keys: a generator row's ``_o`` is ``[i]`` (its serial number); a file row's is
-``[batch id, file rank in the batch by name, row in file]``, mapped back to the global serial
-number for dead-letter positions.
-
-Keyed steps (``agg``, ``running``, ``top_k``, ``dedup``) are grouped stateful processing:
-per micro-batch, the new rows cogrouped by key with the keys' state from the previous
-micro-batch; per key, the reference operator is restored, fed the key's rows sorted by
-``_o`` and its state kept for the next micro-batch (:class:`StreamLowering`). Windows are
-refused (:func:`streaming_refusal`).
+The sink is ``foreachBatch``: one action per micro-batch brings the batch's rows, side
+rows (dead letters, late rows, counters, partial sketches) included, to the driver, which
+orders the rows by (file rank by name, order key) -- the reference's arrival order -- and
+writes them. A Parquet sink gets one file per micro-batch, named by the batch id and
+replaced atomically, so a re-run micro-batch rewrites its own file and never adds one.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pickle
 import time
 import uuid
-from collections.abc import Callable, Iterator
 from typing import Any
-from urllib.parse import unquote, urlparse
 
-import pyarrow as pa
+import polars as pl
 
 from ... import plan as P
 from ...compiler import Compiled
 from ...options import RunOptions
-from ...sources import CHUNK, BadRow, read_file
-from ...types import Schema
-from .backend import SIDE_DDL, Lowering, ddl, source_spec
-from .ops import DEAD, LIVE, SIDE_FIELDS, STATS, arrow_schema
-
-WINDOW_REASON = (
-    "windows on a streaming source: Spark's micro-batch watermark cannot close windows in "
-    "arrival order"
+from .backend import source_spec
+from .ops import DEAD, LATE, LIVE, SKETCH, STATS
+from .state import (
+    STATE_DDL,
+    STATELESS,
+    STREAM_DDL,
+    file_source_fn,
+    generator_source_fn,
+    group_keys,
+    keyed_processor,
+    keyed_state_fn,
+    local_path,
+    sketch_stage_fn,
+    stateless_fn,
+    streaming_refusal,
 )
 
-
-def streaming_refusal(s: P.Step) -> str | None:
-    """Why ``s`` cannot run on a streaming source on Spark, or None."""
-    if isinstance(s, P.Aggregate) and s.window is not None:
-        return WINDOW_REASON
-    return None
+__all__ = ["StreamDriver", "local_path", "streaming_refusal"]
 
 
-def local_path(uri: str) -> str:
-    u = urlparse(uri)
-    return unquote(u.path) if u.scheme in ("file", "") else uri
-
-
-# --------------------------------------------------------------------------- executor code
-
-
-def file_reader_fn(
-    spec: P.SourceSpec, schema: Schema, batch_id: int
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """mapInArrow over ``(rank, path)`` rows: each file read with streamcell's reader; rows
-    out with ``_o = [batch, rank, row in file]``, bad rows as DEAD side rows, one STATS row
-    per file (its row count)."""
-    out_schema = arrow_schema(schema, SIDE_FIELDS)
-    names = [n for n, _ in schema]
-
-    def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import pickle
-
-        from streamcell.backends.spark.backend import conform_to_spark
-
-        target = arrow_schema(schema)
-        for b in batches:
-            for rank, path in zip(b.column(0).to_pylist(), b.column(1).to_pylist()):
-                n = bad = 0
-                for item in read_file(spec, schema, local_path(path)):
-                    if isinstance(item, BadRow):
-                        row: dict[str, Any] = {k: None for k in names}
-                        row.update(_o=[batch_id, rank, n], _k=DEAD, _b=pickle.dumps(item))
-                        yield pa.RecordBatch.from_pylist([row], schema=out_schema)
-                        n += 1
-                        bad += 1
-                        continue
-                    item = conform_to_spark(item, target)
-                    k = item.num_rows
-                    o = _triples(batch_id, rank, n, k)
-                    yield pa.RecordBatch.from_arrays(
-                        [
-                            *item.columns,
-                            o,
-                            pa.array([LIVE] * k, type=pa.int8()),
-                            pa.nulls(k, pa.binary()),
-                        ],
-                        schema=out_schema,
-                    )
-                    n += k
-                stats = {"rows_in": n, "rows_out": n - bad, "filtered": 0, "late": 0, "dead": bad}
-                row = dict.fromkeys(names)
-                row.update(_o=[batch_id, rank], _k=STATS, _b=pickle.dumps(stats))
-                yield pa.RecordBatch.from_pylist([row], schema=out_schema)
-
-    return fn
-
-
-def _triples(a: int, b: int, start: int, k: int) -> pa.Array:
-    import numpy as np
-
-    vals = np.empty((k, 3), dtype=np.int64)
-    vals[:, 0], vals[:, 1], vals[:, 2] = a, b, np.arange(start, start + k)
-    offsets = pa.array(np.arange(0, 3 * k + 1, 3, dtype=np.int32))
-    return pa.ListArray.from_arrays(offsets, pa.array(vals.reshape(-1)))
-
-
-def generator_fn(
-    spec: P.SourceSpec, schema: Schema
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """mapInArrow over row numbers: row ``i`` of the generator, ``_o = [i]``."""
-    out_schema = arrow_schema(schema).append(SIDE_FIELDS[0])
-
-    def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import numpy as np
-
-        from streamcell.backends.spark.backend import order_array
-        from streamcell.sources import GENERATORS
-
-        gen = GENERATORS[spec.kind]
-        cache: dict[int, pa.RecordBatch] = {}
-        for b in batches:
-            ids = b.column(0).to_numpy()
-            if len(ids) == 0:
-                continue
-            chunks = ids // CHUNK
-            for c in np.unique(chunks):
-                sel = ids[chunks == c]
-                if int(c) not in cache:
-                    cache.clear()
-                    cache[int(c)] = gen(spec, int(c), CHUNK)
-                part = cache[int(c)].take(pa.array(sel - int(c) * CHUNK))
-                yield pa.RecordBatch.from_arrays(
-                    [*part.columns, order_array(pa.array(sel))], schema=out_schema
-                )
-
-    return fn
-
-
-STATE = 4  # _k of a row carrying one key's operator state to the next micro-batch
-_STATE_ATTRS = ("state", "seen", "seq", "bal")  # "bal": transfer balances
-
-
-def get_state(op: Any) -> dict[str, Any]:
-    """A reference operator's state as plain data (aggregates: each accumulator's value and
-    count; its argument function is rebuilt from the step on restore)."""
-    from ..reference import AggregateOp
-
-    st = {k: getattr(op, k) for k in _STATE_ATTRS if hasattr(op, k)}
-    if isinstance(op, AggregateOp):
-        st["state"] = {k: [(a.v, a.n) for a in accs] for k, accs in op.state.items()}
-    return st
-
-
-def set_state(op: Any, st: dict[str, Any]) -> None:
-    from ..reference import AggregateOp
-
-    for k, v in st.items():
-        if k == "state" and isinstance(op, AggregateOp):
-            restored = {}
-            for key, saved in v.items():
-                accs = op.spec.new()
-                for a, (val, n) in zip(accs, saved):
-                    a.v, a.n = val, n
-                restored[key] = accs
-            v = restored
-        setattr(op, k, v)
-
-
-def keyed_state_fn(
-    step: P.Step, schemas: dict[str, Schema], out_schema: Schema, in_names: list[str], nkeys: int
-) -> Callable[[pa.Table, pa.Table], pa.Table]:
-    """The cogroup function of a keyed step on a stream: for one key, the reference operator
-    is restored from the key's state (the right side: zero or one ``_st`` row), fed the key's
-    new rows sorted by ``_o`` (the left side), and its state is emitted as a STATE row."""
-    from .ops import SIDE_FIELDS, detach
-
-    step = detach(step)
-    multi = isinstance(step, P.TopK)
-    hidden = [f"_h{i}" for i in range(nkeys)]
-
-    def fn(left: pa.Table, right: pa.Table) -> pa.Table:
-        import dataclasses
-        import pickle
-
-        from streamcell.backends.reference import make_op
-        from streamcell.backends.spark.ops import MiniCompiled, PartitionEnv, PartitionOut, push_row
-
-        key_src = left if left.num_rows else right
-        key_vals = {h: key_src.column(h)[0].as_py() for h in hidden}
-        h_fields = [key_src.schema.field(h) for h in hidden]
-        schema = arrow_schema(out_schema, SIDE_FIELDS).append(pa.field("_st", pa.binary()))
-        for f in h_fields:
-            schema = schema.append(f)
-        if not left.num_rows:  # no new rows for this key: its state goes on as it was
-            blob = right.column("_st")[0].as_py()
-            row = {"_o": [], "_k": STATE, "_st": blob, **key_vals}
-            return pa.Table.from_pylist([row], schema=schema)
-        env = PartitionEnv()
-        op = make_op(step, MiniCompiled(schemas), env)  # type: ignore[arg-type]
-        if right.num_rows:
-            set_state(op, pickle.loads(right.column("_st")[0].as_py()))
-        cnt = op.cnt
-        out = PartitionOut(schema, [n for n, _ in out_schema])
-        rows = left.select([*in_names, "_o"]).to_pylist()
-        rows.sort(key=lambda r: r["_o"])  # the key's rows in arrival order
-        for r in rows:
-            push_row(op, env, out, r, multi)
-        out.side(STATS, [], dataclasses.asdict(cnt))
-        out.rows.append({"_o": [], "_k": STATE, "_st": pickle.dumps(get_state(op)), **key_vals})
-        return pa.Table.from_pylist(out.rows, schema=schema)
-
-    return fn
-
-
-class StreamLowering(Lowering):
-    """Lowering of one micro-batch: keyed steps keep their per-key state across micro-batches
-    in ``states[j]``, a DataFrame of the key columns (``_h*``) and the pickled operator state
-    of that key (``_st``); ``new_states`` is what the micro-batch leaves for the next one."""
-
-    def __init__(self, *a: Any, states: dict[int, Any], **kw: Any):
-        super().__init__(*a, **kw)
-        self.states = states
-        self.new_states: dict[int, Any] = {}
-
-    def keyed(self, j: int, s: P.Step, df: Any) -> Any:
-        from pyspark.sql import functions as F
-
-        from .expr import qcol
-
-        schema = self.in_schema(s)
-        out_schema = self.c.schemas[s.step_id]
-        names = [n for n, _ in schema]
-        keys = s.keys if not isinstance(s, P.Dedup) or s.keys else tuple(names)  # type: ignore[attr-defined]
-        if isinstance(s, P.Transfer):  # entities cross keys: one group, all balances its state
-            keys = ()
-        types = dict(schema)
-        hcols = []
-        for i, k in enumerate(keys):
-            c = qcol(k)
-            if types[k].name == "float":  # one group for every NaN, and for 0.0 / -0.0
-                c = F.when(F.isnan(c), F.lit(float("nan"))).when(c == 0, F.lit(0.0)).otherwise(c)
-            hcols.append(c.alias(f"_h{i}"))
-        if not hcols:
-            hcols = [F.lit(0).cast("bigint").alias("_h0")]
-        h = [f"_h{i}" for i in range(len(hcols))]
-        left = df.select(*[qcol(n) for n in df.columns], *hcols)
-        h_ddl = ", ".join(f"`{x}` {left.schema[x].dataType.simpleString()}" for x in h)
-        prev = self.states.get(j)
-        if prev is None:
-            prev = self.spark.createDataFrame([], f"{h_ddl}, `_st` binary")
-        fn = keyed_state_fn(s, self.schemas(s), out_schema, names, len(h))
-        out = (
-            left.groupBy(*h)
-            .cogroup(prev.groupBy(*h))
-            .applyInArrow(fn, ddl(out_schema, SIDE_DDL) + f", `_st` binary, {h_ddl}")
-        )
-        out = out.localCheckpoint(eager=True)  # computed once: read for rows and for state
-        self.new_states[j] = out.filter(F.col("_k") == F.lit(STATE)).select(*h, "_st")
-        rest = out.filter(F.col("_k") != F.lit(STATE)).drop("_st", *h)
-        rest = self._side_observe(j, s, rest)
-        return rest.filter(F.col("_k") == F.lit(LIVE)).drop("_k", "_b")
-
-
-# --------------------------------------------------------------------------- the driver
+class _Stopped(Exception):
+    """Raised in ``foreachBatch`` when the run stops: the micro-batch is not committed, so
+    a restart from the checkpoint processes it again."""
 
 
 def _progress_dict(p: Any) -> dict[str, Any]:
@@ -314,7 +95,7 @@ class StreamDriver:
         self.last_rows_at: float | None = None  # set by the first micro-batch
         self.error: BaseException | None = None
         self.stopping = False
-        self.states: dict[int, Any] = {}  # keyed step index -> its per-key state DataFrame
+        self.index = {x.step_id: j for j, x in enumerate(steps)}
 
     # ----------------------------------------------------------------- the query
     def checkpoint_dir(self) -> str:
@@ -356,6 +137,59 @@ class StreamDriver:
             .select("value")
         )
 
+    def keys_of(self, j: int) -> tuple[str, ...] | None:
+        """The group keys of step ``j`` if it is keyed (what the stage before it computes
+        into ``_g``), else None."""
+        if j >= len(self.steps) - 1:
+            return None
+        s = self.steps[j]
+        return group_keys(s, self.c.schemas[s.inputs[0].step_id])
+
+    def schemas(self, steps: list[P.Step]) -> dict[str, Any]:
+        return {x.step_id: self.c.schemas[x.step_id] for s in steps for x in (s, *s.inputs)}
+
+    def query_df(self, spark: Any) -> Any:
+        """The streaming DataFrame of the whole plan up to its sink: one stage per run of
+        stateless steps, per sketch and per keyed step (see :mod:`.state`)."""
+        df = self.stream_df(spark)
+        sid = self.src.step_id
+        if self.files:
+            df = df.mapInArrow(
+                file_source_fn(self.spec, self.schema, sid, self.keys_of(1)), STREAM_DDL
+            )
+        else:
+            df = df.mapInArrow(generator_source_fn(self.spec, sid, self.keys_of(1)), STREAM_DDL)
+        j, last = 1, len(self.steps) - 1
+        keyed = sum(1 for s in self.steps[1:last] if not isinstance(s, (*STATELESS, P.Sketch)))
+        while j < last:
+            s = self.steps[j]
+            if isinstance(s, STATELESS):
+                k = j
+                while k < last and isinstance(self.steps[k], STATELESS):
+                    k += 1
+                run = self.steps[j:k]
+                df = df.mapInArrow(
+                    stateless_fn(run, self.schemas(run), self.keys_of(k)), STREAM_DDL
+                )
+                j = k
+                continue
+            if isinstance(s, P.Sketch):
+                fn = sketch_stage_fn(s, self.c.schemas[s.inputs[0].step_id], self.keys_of(j + 1))
+                df = df.mapInArrow(fn, STREAM_DDL)
+            elif keyed > 1:  # Spark runs one applyInPandasWithState per query, not two
+                proc = keyed_processor(s, self.schemas([s]), self.keys_of(j + 1))
+                df = df.groupBy("_g").transformWithStateInPandas(proc, STREAM_DDL, "Append", "None")
+            else:
+                df = df.groupBy("_g").applyInPandasWithState(
+                    keyed_state_fn(s, self.schemas([s]), self.keys_of(j + 1)),
+                    STREAM_DDL,
+                    STATE_DDL,
+                    "append",
+                    "NoTimeout",
+                )
+            j += 1
+        return df
+
     def run(self) -> bool:
         from .session import get_session
 
@@ -363,7 +197,7 @@ class StreamDriver:
         env = self.env
         run = getattr(env, "run", None)
         q = (
-            self.stream_df(spark)
+            self.query_df(spark)
             .writeStream.foreachBatch(self.micro_batch)
             .option("checkpointLocation", self.checkpoint_dir())
             .trigger(processingTime=f"{int(self.options.trigger_interval * 1000)} milliseconds")
@@ -390,6 +224,8 @@ class StreamDriver:
                 q.awaitTermination(0.1)
             if self.error is not None:
                 self._raise()
+            if self.stopping or env.should_stop():  # a micro-batch saw the stop first
+                return False
             exc = q.exception()
             if exc is not None:
                 from ...errors import StreamcellError
@@ -401,9 +237,10 @@ class StreamDriver:
             if q.isActive:
                 q.stop()
 
-    def _stop_between_batches(self, q: Any, timeout: float = 10.0) -> None:
-        """``query.stop()`` once no micro-batch runs (the next one returns at once): stopping
-        in the middle of a Python ``foreachBatch`` interrupts it with a JVM-side error."""
+    def _stop_between_batches(self, q: Any, timeout: float = 2.0) -> None:
+        """``query.stop()``, after giving a running micro-batch ``timeout`` seconds to end
+        (the next one raises at once, uncommitted). A micro-batch that is still running is
+        interrupted: it was not committed, and a restart from the checkpoint re-runs it."""
         self.stopping = True
         deadline = time.monotonic() + timeout
         while q.isActive and q.status["isTriggerActive"] and time.monotonic() < deadline:
@@ -416,92 +253,115 @@ class StreamDriver:
 
     # ----------------------------------------------------------------- one micro-batch
     def micro_batch(self, batch_df: Any, batch_id: int) -> None:
+        # What this raises reaches Spark as a Py4J error whose message Spark matches with a
+        # backtracking regex (is it an interrupt?): a long message (a Java stack trace inside a
+        # Py4JJavaError) overflows the JVM stack. So a short exception, without its context,
+        # leaves; the run thread re-raises the real one.
         try:
             self._micro_batch(batch_df, batch_id)
-        except BaseException as e:  # kept for the run thread: a failed micro-batch fails the run
-            if self.error is None and not self.env.should_stop():
+        except BaseException as e:
+            if self.stopping or self.env.should_stop():
+                raise _Stopped() from None  # uncommitted: a restart runs this batch again
+            if self.error is None:  # kept for the run thread: a failed micro-batch fails the run
                 self.error = e
-            raise
+            raise RuntimeError(f"streamcell: micro-batch {batch_id} failed") from None
 
     def _micro_batch(self, batch_df: Any, batch_id: int) -> None:
-        from pyspark.sql import functions as F
-
-        from .backend import ORDER_DDL, Lowered, to_polars
+        from ...stores import _pl_frame
 
         env, b = self.env, self.batch
         if self.stopping or env.should_stop() or not env.wait_if_paused():
             self.stopping = True
-            return
+            raise _Stopped()
         t0 = time.perf_counter_ns()
-        spark = batch_df.sparkSession
-        b.side = []
-        parts = max(2, spark.sparkContext.defaultParallelism)
-        low = StreamLowering(self.c, self.steps, spark, states=self.states)
-        low.checkpoint = lambda d: d.localCheckpoint(eager=True)
-        if self.files:
-            paths = sorted(
-                (r[0] for r in batch_df.collect()), key=lambda p: os.path.basename(local_path(p))
-            )
-            if not paths:
-                self.last_rows_at = self.last_rows_at or time.monotonic()
-                return
-            listing = spark.createDataFrame(
-                list(enumerate(paths)), schema="rank int, path string"
-            ).repartition(min(parts, len(paths)))
-            fn = file_reader_fn(self.spec, self.schema, batch_id)
-            df = listing.mapInArrow(fn, ddl(self.schema, SIDE_DDL))
-            df = low._side_observe(0, self.src, df)
-            df = df.filter(F.col("_k") == F.lit(LIVE)).drop("_k", "_b")
-        else:
-            lo, hi = batch_df.agg(F.min("value"), F.max("value")).first()
-            if lo is None:
-                self.last_rows_at = self.last_rows_at or time.monotonic()
-                return
-            df = spark.range(int(lo), int(hi) + 1, numPartitions=parts).mapInArrow(
-                generator_fn(self.spec, self.schema), ddl(self.schema, ORDER_DDL)
-            )
-            n = int(hi) - int(lo) + 1
-            cnt = env.counters[self.src.step_id]
-            cnt.rows_in += n
-            cnt.rows_out += n
-        for j, s in enumerate(self.steps[1:-1], start=1):
-            df = low.lower(j, s, df)
-        out = df.orderBy("_o").toArrow()
-        file_counts: dict[int, int] = {}
-        if self.files:
-            src_obs = low.lowered[0]
-            assert isinstance(src_obs, Lowered)
-            for r in src_obs.observation.get["side"] or []:
-                if r["_k"] == STATS:
-                    file_counts[int(r["_o"][1])] = b_rows(r["_b"])
+        tbl = batch_df.toArrow()  # the one action: every stage of the micro-batch runs here
+        if self.stopping or env.should_stop():
+            self.stopping = True
+            raise _Stopped()
+        fs, os_, ks, bs = (tbl.column(c).to_pylist() for c in ("_f", "_o", "_k", "_b"))
+        ranks = {f: i for i, f in enumerate(sorted({f for f in fs if f}))}
+        live: list[tuple[int, list[int], bytes]] = []
+        side: list[tuple[int, list[int], int, int, str, Any]] = []
+        stats: list[tuple[str, str, dict[str, int]]] = []
+        sketches: list[tuple[str, Any]] = []
+        for f, o, k, blob in zip(fs, os_, ks, bs):
+            if k == LIVE:
+                live.append((ranks.get(f, 0), o, blob))
+                continue
+            sid, payload = pickle.loads(blob)
+            if k == STATS:
+                stats.append((f, sid, payload))
+            elif k == SKETCH:
+                sketches.append((sid, payload))
+            else:
+                side.append((ranks.get(f, 0), o, self.index[sid], k, sid, payload))
+        src = self.src.step_id
+        per_file = {ranks[f]: p["rows_in"] for f, sid, p in stats if sid == src and f}
         bases: dict[int, int] = {}
         acc = self.serial
-        for rank in sorted(file_counts):
+        for rank in sorted(per_file):
             bases[rank] = acc
-            acc += file_counts[rank]
-        delivered = acc - self.serial if self.files else int(hi) - int(lo) + 1
-        first = self.serial if self.files else int(lo)
+            acc += per_file[rank]
+        delivered = sum(p["rows_in"] for _, sid, p in stats if sid == src)
 
-        def position(o: list[int]) -> str:
-            sid = self.src.step_id
-            if self.files and len(o) >= 3:
-                return f"{sid} row {bases.get(int(o[1]), 0) + int(o[2])}"
-            return f"{sid} row {o[0]}" if o else ""
+        def order(f_rank: int, o: list[int]) -> list[int]:
+            return [batch_id, f_rank, *o] if self.files else list(o)
 
-        b._position = position  # type: ignore[method-assign]
-        b._read_back(low)
-        b._file_side()
-        b._attach_sketches(compact=True)  # run.sketch() is current as of this micro-batch
-        frame = to_polars(out, self.c.schemas[self.steps[-1].step_id])
-        b._write(frame)
-        self.states.update(low.new_states)  # the batch is delivered: its state is current
-        self.serial = first + delivered
+        def position(rank: int, o: list[int]) -> str:
+            if not o:
+                return ""
+            return f"{src} row {bases.get(rank, 0) + int(o[0]) if self.files else int(o[0])}"
+
+        live.sort(key=lambda x: (x[0], x[1]))
+        sink = self.steps[-1]
+        frame = _pl_frame([pickle.loads(x[2]) for x in live], self.c.schemas[sink.step_id])
+        # delivered: the counters, side outputs and sketches of the batch, then its rows
+        counters = env.counters
+        for _, sid, p in stats:
+            cnt = counters[sid]
+            for name in ("rows_in", "rows_out", "filtered", "late", "dead"):
+                setattr(cnt, name, getattr(cnt, name) + p[name])
+        for rank, o, _, k, sid, payload in sorted(side, key=lambda x: (x[0], x[1], x[2])):
+            if k == DEAD and hasattr(payload, "position"):  # a bad row of the source
+                env.dead_letter(sid, payload.reason, payload.raw, f"{sid} {payload.position}")
+                continue
+            env.position = position(rank, o)
+            if k == DEAD:
+                reason, raw = payload
+                env.dead_letter(sid, reason, raw)
+            elif k == LATE:
+                env.late_row(sid, payload)
+        for sid, payload in sketches:
+            parts = {key: (order(ranks.get(f, 0), o), p) for key, ((f, o), p) in payload.items()}
+            b.sketch_parts.setdefault(sid, []).append(parts)
+        if sketches:
+            b._attach_sketches(compact=True)  # run.sketch() is current as of this micro-batch
+        self._write(sink, frame, batch_id)
+        self.serial += delivered
         env.on_source_row(self.serial)
         self.rows_by_batch[batch_id] = delivered
         self.out_by_batch[batch_id] = frame.height
         if delivered or self.last_rows_at is None:
             self.last_rows_at = time.monotonic()
         env.record_latency(time.perf_counter_ns() - t0)
+
+    def _write(self, sink: P.Step, frame: pl.DataFrame, batch_id: int) -> None:
+        """A Parquet sink: the micro-batch's rows as ``part-b<batch id>.parquet``, written
+        to a temporary name and renamed (a re-run micro-batch replaces its own file). Other
+        sinks: the run's writer."""
+        assert isinstance(sink, P.Sink)
+        if sink.target != "parquet":
+            self.batch._write(frame, sink)
+            return
+        self.env.counters[sink.step_id].rows_in += frame.height
+        if frame.height == 0:
+            return
+        assert sink.name is not None
+        os.makedirs(sink.name, exist_ok=True)
+        final = os.path.join(sink.name, f"part-b{batch_id:09d}.parquet")
+        tmp = os.path.join(sink.name, f".part-b{batch_id:09d}.{uuid.uuid4().hex[:8]}.tmp")
+        frame.write_parquet(tmp)
+        os.replace(tmp, final)
 
     # ----------------------------------------------------------------- metrics
     def _poll_progress(self, q: Any) -> None:
@@ -579,9 +439,3 @@ class StreamDriver:
                 }
             )
         return ops
-
-
-def b_rows(blob: bytes) -> int:
-    import pickle
-
-    return int(pickle.loads(blob)["rows_in"])

@@ -1,0 +1,176 @@
+/* select: see select.h for the contract. */
+#include "select.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int64_t sc_sel_from_mask(const uint8_t *keep, int64_t n, int32_t *sel) {
+    int64_t k = 0;
+    for (int64_t r = 0; r < n; r++) { /* write every row, advance past the kept ones */
+        sel[k] = (int32_t)r;
+        k += keep[r] != 0;
+    }
+    return k;
+}
+
+/* Set bits among bm bits [from, from + n). */
+static int64_t count_range(const uint8_t *bm, int64_t from, int64_t n) {
+    int64_t cnt = 0, i = 0;
+    for (; i < n && ((from + i) & 7); i++) cnt += sc_bit_get(bm, from + i);
+    for (; i + 64 <= n; i += 64) {
+        uint64_t w;
+        memcpy(&w, bm + ((from + i) >> 3), 8);
+        cnt += __builtin_popcountll(w);
+    }
+    for (; i < n; i++) cnt += sc_bit_get(bm, from + i);
+    return cnt;
+}
+
+/* dst bits [d0, d0 + k) = src bits sel[0..k); whole bytes at a time when d0 is byte-aligned. */
+static void bits_gather(uint8_t *dst, int64_t d0, const uint8_t *src, const int32_t *sel, int64_t k) {
+    int64_t j = 0;
+    if ((d0 & 7) == 0) {
+        uint8_t *o = dst + (d0 >> 3);
+        for (; j + 8 <= k; j += 8) {
+            unsigned byte = 0;
+            for (int b = 0; b < 8; b++) {
+                int32_t r = sel[j + b];
+                byte |= (unsigned)((src[r >> 3] >> (r & 7)) & 1) << b;
+            }
+            o[j >> 3] = (uint8_t)byte;
+        }
+    }
+    for (; j < k; j++) sc_bit_set(dst, d0 + j, sc_bit_get(src, sel[j]));
+}
+
+/* Set bits [d0, d0 + k). */
+static void bits_set_range(uint8_t *bm, int64_t d0, int64_t k) {
+    int64_t i = 0;
+    for (; i < k && ((d0 + i) & 7); i++) sc_bit_set(bm, d0 + i, true);
+    if (i + 8 <= k) {
+        memset(bm + ((d0 + i) >> 3), 0xFF, (size_t)((k - i) >> 3));
+        i += (k - i) & ~(int64_t)7;
+    }
+    for (; i < k; i++) sc_bit_set(bm, d0 + i, true);
+}
+
+static void gather_validity(sc_column *d, int64_t d0, const sc_column *x, const int32_t *sel, int64_t k) {
+    if (x->null_count == 0 && d->null_count == 0) return; /* the new rows' bits are already set */
+    int64_t was = d->null_count ? count_range(d->validity, d0, k) : k;
+    if (x->null_count == 0) bits_set_range(d->validity, d0, k);
+    else bits_gather(d->validity, d0, x->validity, sel, k);
+    int64_t now = x->null_count == 0 ? k : count_range(d->validity, d0, k);
+    d->null_count += was - now;
+}
+
+/* Consecutive selected rows from j on: the end of the run. */
+static inline int64_t run_end(const int32_t *sel, int64_t j, int64_t k) {
+    int64_t e = j + 1;
+    while (e < k && sel[e] == sel[e - 1] + 1) e++;
+    return e;
+}
+
+static int gather_utf8(sc_column *d, int64_t d0, const sc_column *x, const int32_t *sel, int64_t k, bool grow) {
+    if (k == 0) return SC_OK;
+    int64_t at = d->offsets[d0];
+    /* the span from the first to the last selected row bounds the bytes; count them exactly
+     * only when that bound does not fit and the buffer may not grow */
+    int64_t bytes = (int64_t)x->offsets[sel[k - 1] + 1] - x->offsets[sel[0]];
+    if (at + bytes > d->data_cap && !grow) {
+        bytes = 0;
+        for (int64_t j = 0, e; j < k; j = e) {
+            e = run_end(sel, j, k);
+            bytes += (int64_t)x->offsets[sel[e - 1] + 1] - x->offsets[sel[j]];
+        }
+    }
+    if (at + bytes > d->data_cap) {
+        if (!grow) return SC_EFULL;
+        int64_t cap = d->data_cap > 32 ? d->data_cap * 2 : 64;
+        while (cap < at + bytes) cap *= 2;
+        if (cap > INT32_MAX) return SC_EINVAL;
+        char *p = realloc(d->data, (size_t)cap);
+        if (!p) return SC_ENOMEM;
+        d->data = p;
+        d->data_cap = cap;
+    }
+    for (int64_t j = 0, e; j < k; j = e) {
+        e = run_end(sel, j, k);
+        int32_t b0 = x->offsets[sel[j]], b1 = x->offsets[sel[e - 1] + 1];
+        if (b1 > b0) memcpy(d->data + at, x->data + b0, (size_t)(b1 - b0));
+        int64_t shift = at - b0;
+        for (int64_t i = j; i < e; i++) d->offsets[d0 + i + 1] = (int32_t)(x->offsets[sel[i] + 1] + shift);
+        at += b1 - b0;
+    }
+    return SC_OK;
+}
+
+int sc_sel_gather(sc_column *dst, int64_t d0, const sc_column *src, const int32_t *sel, int64_t k, bool grow) {
+    if (!dst || !src || dst->type != src->type || d0 < 0 || k < 0 || (k && !sel)) return SC_EINVAL;
+    gather_validity(dst, d0, src, sel, k);
+    switch (src->type) {
+    case SC_COL_INT64:
+    case SC_COL_DOUBLE: {
+        const int64_t *sv = src->values;
+        int64_t *dv = (int64_t *)dst->values + d0;
+        for (int64_t j = 0; j < k; j++) dv[j] = sv[sel[j]];
+        return SC_OK;
+    }
+    case SC_COL_BOOL: bits_gather(dst->values, d0, src->values, sel, k); return SC_OK;
+    case SC_COL_UTF8: return gather_utf8(dst, d0, src, sel, k, grow);
+    }
+    return SC_EINVAL;
+}
+
+/* Up to 4 fixed-width columns through one pass over sel: each index is loaded once. */
+static void gather_fixed4(int64_t *const *dv, const int64_t *const *sv, int32_t m, const int32_t *sel, int64_t k) {
+    if (m == 4) {
+        int64_t *d0 = dv[0], *d1 = dv[1], *d2 = dv[2], *d3 = dv[3];
+        const int64_t *s0 = sv[0], *s1 = sv[1], *s2 = sv[2], *s3 = sv[3];
+        for (int64_t j = 0; j < k; j++) {
+            int32_t r = sel[j];
+            d0[j] = s0[r], d1[j] = s1[r], d2[j] = s2[r], d3[j] = s3[r];
+        }
+    } else if (m == 3) {
+        int64_t *d0 = dv[0], *d1 = dv[1], *d2 = dv[2];
+        const int64_t *s0 = sv[0], *s1 = sv[1], *s2 = sv[2];
+        for (int64_t j = 0; j < k; j++) {
+            int32_t r = sel[j];
+            d0[j] = s0[r], d1[j] = s1[r], d2[j] = s2[r];
+        }
+    } else if (m == 2) {
+        int64_t *d0 = dv[0], *d1 = dv[1];
+        const int64_t *s0 = sv[0], *s1 = sv[1];
+        for (int64_t j = 0; j < k; j++) {
+            int32_t r = sel[j];
+            d0[j] = s0[r], d1[j] = s1[r];
+        }
+    } else if (m == 1) {
+        int64_t *d0 = dv[0];
+        const int64_t *s0 = sv[0];
+        for (int64_t j = 0; j < k; j++) d0[j] = s0[sel[j]];
+    }
+}
+
+int sc_sel_gather_cols(sc_column *dst, const sc_column *src, int32_t ncols, const int32_t *sel, int64_t k, bool grow) {
+    int64_t *dv[4];
+    const int64_t *sv[4];
+    int32_t m = 0;
+    for (int32_t c = 0; c < ncols; c++) {
+        const sc_column *x = &src[c];
+        if (dst[c].type != x->type) return SC_EINVAL;
+        if (x->type != SC_COL_INT64 && x->type != SC_COL_DOUBLE) {
+            int rc = sc_sel_gather(&dst[c], 0, x, sel, k, grow);
+            if (rc) return rc;
+            continue;
+        }
+        gather_validity(&dst[c], 0, x, sel, k);
+        dv[m] = dst[c].values;
+        sv[m++] = x->values;
+        if (m == 4) {
+            gather_fixed4(dv, sv, m, sel, k);
+            m = 0;
+        }
+    }
+    gather_fixed4(dv, sv, m, sel, k);
+    return SC_OK;
+}

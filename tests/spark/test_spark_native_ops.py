@@ -1,0 +1,219 @@
+"""Keyed, windowed and session steps on Spark run streamcell's native C operators in
+``mapInArrow``; final tables of count / min / max / integer sums / count_distinct run as
+Spark's own ``groupBy``. Every run is compared with the reference (tables, counts, late rows,
+dead letters), and ``run.spark_operators`` (filled from what the executors report) shows
+which path each step took."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pytest
+
+import streamcell as sc
+from streamcell.options import RunOptions
+from tests.helpers import assert_same_outputs, outputs, run_plan
+
+pytest.importorskip("pyspark")
+pytestmark = pytest.mark.spark
+
+SPARK = RunOptions(engine="spark")
+NAN = float("nan")
+
+
+def _both(plan: sc.Plan) -> sc.Run:
+    """Run on Spark and on the reference; require identical outputs; the Spark run."""
+    run = run_plan(plan, SPARK, timeout=300)
+    assert_same_outputs(outputs(run), outputs(run_plan(plan, RunOptions(engine="reference"))))
+    return run
+
+
+def _rows(n: int, seed: int = 7) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    k = rng.integers(0, 6, n)
+    keys = [None if x == 0 else f"k{x}" for x in k]
+    v = [None if i % 11 == 3 else int(x) for i, x in enumerate(rng.integers(-50, 50, n))]
+    f = [
+        NAN if i % 13 == 5 else (None if i % 17 == 2 or x is None else x / 4)
+        for i, x in enumerate(v)
+    ]
+    # event time mostly increasing, with some rows far behind (late) and a few nulls (dead)
+    t = [None if i % 29 == 7 else (i * 3 - (40 if i % 9 == 4 else 0)) for i in range(n)]
+    s = ["x" if i % 23 == 1 else str(i % 7) for i in range(n)]  # "x" fails a cast: dead
+    return pl.DataFrame(
+        {"k": keys, "v": v, "f": f, "t": t, "s": s},
+        schema={"k": pl.String, "v": pl.Int64, "f": pl.Float64, "t": pl.Int64, "s": pl.String},
+    )
+
+
+DATA = _rows(400)
+
+
+def _changelog(stream: sc.Stream) -> sc.Plan:
+    return sc.combine(stream.sink_table("log", mode="append"))
+
+
+def test_keyed_agg_changelog_runs_native_with_dead_letters():
+    agg = (
+        sc.source(DATA)
+        .key_by("k")
+        .agg(
+            n=sc.count(),
+            sv=sc.col("v").sum(),
+            sf=sc.col("f").sum(),
+            mx=sc.col("f").max(),
+            c=sc.col("s").cast("int").sum(),  # "x" rows are dead letters of the agg step
+            fst=sc.col("v").first(),
+        )
+    )
+    run = _both(_changelog(agg))
+    assert run.spark_operators == {"aggregate#2": "native"}
+    assert run.dead_letters().height > 0
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda s: s.key_by("k").running(n=sc.count(), hi=sc.col("f").max()),
+        lambda s: s.key_by("k").top_k(2, by="f"),
+        lambda s: s.top_k(3, by="v", descending=False),
+        lambda s: s.key_by("k", "s").dedup(),
+        lambda s: s.dedup("v"),
+    ],
+    ids=["running", "top_k-keyed", "top_k-global", "dedup-keys", "dedup-column"],
+)
+def test_keyed_steps_run_native_and_equal_the_reference(make):
+    run = _both(_changelog(make(sc.source(DATA))))
+    assert set(run.spark_operators.values()) == {"native"}
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda s: s.key_by("k").tumbling(10, time="t"),
+        lambda s: s.key_by("k").tumbling(10, time="t", lateness=20),
+        lambda s: s.sliding(12, every=4, time="t"),
+        lambda s: s.key_by("k").session(5, time="t"),
+        lambda s: s.key_by("s").session(8, time="t", lateness=6),
+    ],
+    ids=["tumbling", "tumbling-lateness", "sliding-global", "session", "session-lateness"],
+)
+def test_windows_and_sessions_run_native_with_late_rows_and_dead_letters(make):
+    stream = make(sc.source(DATA)).agg(
+        n=sc.count(), sf=sc.col("f").sum(), c=sc.col("s").cast("int").max()
+    )
+    run = _both(_changelog(stream))
+    assert set(run.spark_operators.values()) == {"native"}
+    assert run.late().height > 0 and run.dead_letters().height > 0
+
+
+def test_windows_over_datetimes_run_native():
+    base = pl.datetime(2024, 1, 1)
+    df = DATA.with_columns(ts=base + pl.duration(seconds=pl.col("t"))).drop("t")
+    stream = sc.source(df).key_by("k").tumbling("30s", time="ts").agg(n=sc.count())
+    run = _both(_changelog(stream))
+    assert run.spark_operators == {"aggregate#2": "native"}
+
+
+# ------------------------------------------------------------------ final tables
+
+
+def _final(keys: tuple[str, ...], df: pl.DataFrame, **aggs: sc.Expr) -> sc.Run:
+    return _both(sc.source(df).key_by(*keys).agg(**aggs).plan())
+
+
+def test_final_table_of_exact_aggregates_is_a_spark_group_by():
+    run = _final(
+        ("k",),
+        DATA,
+        n=sc.count(),
+        nv=sc.count("v"),
+        sv=sc.col("v").sum(),
+        mn=sc.col("v").min(),
+        mx=sc.col("f").max(),
+        mnf=sc.col("f").min(),
+        smax=sc.col("s").max(),
+        nd=sc.col("f").count_distinct(),
+        nds=sc.count_distinct("v"),
+    )
+    assert run.spark_operators == {"aggregate#2": "spark groupBy"}
+    assert run.counts().filter(pl.col("step") == "sink#3")["rows_in"].item() == DATA.height
+
+
+def test_final_table_with_null_int_and_bool_keys_and_nan_values():
+    df = pl.DataFrame(
+        {
+            "g": [1, None, 2, 1, None, 3, 2, 1, 3, 1],
+            "b": [True, False, None, True, True, False, None, True, False, True],
+            "v": [1, 2, 3, None, 5, 6, 7, 8, None, 10],
+            "f": [0.0, NAN, -0.0, 1.5, NAN, None, 0.0, 1.5, None, -2.0],
+        }
+    )
+    run = _final(
+        ("g", "b"),
+        df,
+        n=sc.count(),
+        sv=sc.col("v").sum(),
+        sb=sc.col("b").sum(),
+        nd=sc.col("f").count_distinct(),
+        mx=sc.col("f").max(),
+        mn=sc.col("f").min(),
+    )
+    assert run.spark_operators == {"aggregate#2": "spark groupBy"}
+    assert run.table().height == df.select("g", "b").unique().height
+
+
+def test_float_keys_stay_on_the_native_operator():
+    df = pl.DataFrame({"g": [0.0, 1.5, None, 1.5, 2.5], "v": [1, 2, 3, 4, 5]})
+    run = _final(("g",), df, n=sc.count(), sv=sc.col("v").sum())
+    assert run.spark_operators == {"aggregate#2": "native"}
+
+
+def test_final_table_integer_sums_wrap_at_64_bits_as_on_the_reference():
+    big = 2**62
+    df = pl.DataFrame({"k": ["a", "a", "b", "a", "b"], "v": [big, big, -big, big, -big]})
+    run = _final(("k",), df, s=sc.col("v").sum())
+    assert run.spark_operators == {"aggregate#2": "spark groupBy"}
+
+
+def test_aggregates_that_need_arrival_order_stay_on_the_native_operator():
+    run = _final(("k",), DATA, sf=sc.col("f").sum(), lst=sc.col("v").last())
+    assert run.spark_operators == {"aggregate#2": "native"}
+    appended = _both(_changelog(sc.source(DATA).key_by("k").agg(n=sc.count())))
+    assert appended.spark_operators == {"aggregate#2": "native"}
+
+
+def test_transfer_runs_native_in_one_partition():
+    df = pl.DataFrame(
+        {
+            "src": ["a", "b", "a", None, "c", "a", "b"],
+            "dst": ["b", "a", "b", "a", "a", "c", "c"],
+            "amt": [5, 3, 1, 2, -1, 20, 4],
+        }
+    )
+    plan = sc.source(df).key_by_all("src", "dst").transfer("amt", initial=10).plan()
+    run = _both(plan)
+    assert set(run.spark_operators.values()) == {"native"}
+    assert run.dead_letters().height == 3
+
+
+def test_the_switch_runs_the_reference_operators_saying_why(monkeypatch):
+    from streamcell.backends.spark import native_ops
+
+    monkeypatch.setattr(native_ops, "NATIVE_OPERATORS", False)
+    run = _both(_changelog(sc.source(DATA).key_by("k").agg(n=sc.count())))
+    (how,) = run.spark_operators.values()
+    assert how.startswith("reference: native operators switched off")
+
+
+# ------------------------------------------------------------------ order keys
+
+
+def test_order_keys_of_multi_row_outputs_are_extended_by_their_index():
+    from streamcell.backends.spark.native_ops import extend_order, run_index
+
+    keys = pa.array([[9], [1, 2], [3], [3]]).slice(1)
+    idx, carry = run_index(np.array([4, 7, 7]), (4, 2))
+    assert idx.tolist() == [2, 0, 1] and carry == (7, 2)
+    assert extend_order(keys, idx).to_pylist() == [[1, 2, 2], [3, 0], [3, 1]]
