@@ -81,7 +81,9 @@ def main() -> None:
 
     # The dashboard as a notebook shows it: ipywidgets, then Altair's JupyterChart (anywidget)
     # with the offline Vega bundle vl-convert builds (into a temporary cache here).
-    shell.run_cell_magic("stream", "smoke_dash --engine native --wait", CELL)
+    # throttled to ~1.5 s: a chart draws once it has two samples in time (4 Hz)
+    dash_cell = CELL.replace("seed=7)", "seed=7), rate=2_000", 1).replace("10_000", "3_000", 1)
+    shell.run_cell_magic("stream", "smoke_dash --engine native --wait", dash_cell)
     dash = getattr(shell.user_ns.get("smoke_dash"), "dashboard", None)
     check(type(dash).__name__ == "Dashboard", "a displayed cell shows the live dashboard")
     from streamcell.widgets import charts
