@@ -10,15 +10,20 @@ EXT_OUT := kernel/streamcell/labextension
 EXT_SRC := package.json tsconfig.json $(wildcard ext/src/*.ts ext/style/*.css ext/schema/*.json)
 EXT_LINK := $(VENV)/share/jupyter/labextensions/streamcell
 
-.PHONY: venv build node_modules ext test test-quick test-spark-cluster demo lab lint format clean sanitize bench bench-expr bench-memory bench-structures bench-sketch bench-scaling bench-dashboard bench-entities bench-speculate bench-spark bench-dag
+.PHONY: venv build node_modules ext dist test test-quick test-spark-cluster demo lab lint format clean sanitize bench bench-expr bench-memory bench-structures bench-sketch bench-scaling bench-dashboard bench-entities bench-speculate bench-spark bench-dag
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.deps-stamp: pyproject.toml | $(BIN)/python
-	test ! -L $(EXT_LINK) || rm $(EXT_LINK)  # else pip would reinstall into the link's target
+# the build tools (pyproject's [build-system] requires, plus build, twine and editables); jlpm
+# comes with JupyterLab
+$(VENV)/.tools-stamp: | $(BIN)/python
 	$(PIP) install --upgrade pip 2>&1 | grep -v "is ignored" || true
-	$(PIP) install hatchling editables wheel "cython>=3" "setuptools>=65" "hatch-jupyter-builder>=0.9" "jupyterlab>=4.6,<5" 2>&1 | grep -v "is ignored" || true
+	$(PIP) install "hatchling>=1.27" editables wheel "build>=1.2" "twine>=5" "cython>=3.0,<4" "setuptools>=65" "hatch-jupyter-builder>=0.9" "jupyterlab>=4.6,<5" 2>&1 | grep -v "is ignored" || true
+	touch $@
+
+$(VENV)/.deps-stamp: pyproject.toml $(VENV)/.tools-stamp
+	test ! -L $(EXT_LINK) || rm $(EXT_LINK)  # else pip would reinstall into the link's target
 	SKIP_JUPYTER_BUILDER=1 $(PIP) install --no-build-isolation -e '.[dev]' 2>&1 | grep -v "is ignored" || true
 	$(BIN)/python -c "import streamcell, polars, pytest"
 	touch $@
@@ -32,7 +37,7 @@ build: venv
 ## node_modules: the extension's Node dependencies, from yarn.lock (jlpm ships with JupyterLab)
 node_modules: node_modules/.install-stamp
 
-node_modules/.install-stamp: package.json yarn.lock | $(VENV)/.deps-stamp
+node_modules/.install-stamp: package.json yarn.lock | $(VENV)/.tools-stamp
 	$(BIN)/jlpm install
 	touch $@
 
@@ -44,6 +49,19 @@ ext: $(EXT_OUT)/static/style.js
 $(EXT_OUT)/static/style.js: node_modules/.install-stamp $(EXT_SRC)
 	$(BIN)/jlpm build
 	touch $@
+
+## dist: sdist + wheel in dist/ for a release, checked: always the production labextension (a
+## development build left by `make ext` is replaced), then `python -m build` (the sdist, then the
+## wheel from the sdist, stripped), twine check (what PyPI will render), tools/check_dist.py on
+## both (contents, metadata, stripped .so), and each installed into a fresh venv running
+## tests/smoke/wheel_smoke.py. The wheel's tag is this machine's (linux_x86_64): release wheels
+## come from cibuildwheel (README, Releasing).
+dist: node_modules
+	rm -rf dist
+	$(BIN)/jlpm build:prod
+	$(BIN)/python -m build --outdir dist .
+	$(BIN)/python -m twine check --strict dist/*
+	$(BIN)/python tools/check_dist.py dist --install
 
 ## test: the whole suite (what CI runs): jest, then pytest with the browser tests (tests/ui)
 test: build ext
@@ -134,14 +152,14 @@ bench-structures:
 	native/build/bench_rs $(BENCH_ARGS)
 
 lint: venv node_modules
-	$(BIN)/ruff check kernel widgets tests examples hatch_build.py
-	$(BIN)/ruff format --check kernel widgets tests examples hatch_build.py
+	$(BIN)/ruff check kernel widgets tests examples tools hatch_build.py
+	$(BIN)/ruff format --check kernel widgets tests examples tools hatch_build.py
 	$(BIN)/mypy
 	$(BIN)/jlpm lint:check
 
 format: venv node_modules
-	$(BIN)/ruff format kernel widgets tests examples hatch_build.py
-	$(BIN)/ruff check --fix kernel widgets tests examples hatch_build.py
+	$(BIN)/ruff format kernel widgets tests examples tools hatch_build.py
+	$(BIN)/ruff check --fix kernel widgets tests examples tools hatch_build.py
 	$(BIN)/jlpm lint
 
 clean:

@@ -3,12 +3,14 @@
 Each extension is one ``native/<name>.pyx``; the C sources it wraps are listed in the
 ``.pyx`` itself with ``# distutils: sources = ...`` so the build list stays next to the code.
 
-Editable installs build in place (next to ``kernel/streamcell``); wheels build in a
-temporary folder and force-include the shared objects.
+Editable installs build in place (next to ``kernel/streamcell``), with debug info; wheels
+build in a temporary folder, stripped (``-g0``, and the symbol table dropped at link), and
+force-include the shared objects.
 
 Environment:
   STREAMCELL_CFLAGS   extra compiler flags (e.g. sanitizers, ``-O0 -g``)
-  STREAMCELL_DEBUG=1  compile invariant checks in (``-DSC_DEBUG=1``)
+  STREAMCELL_DEBUG=1  compile invariant checks in (``-DSC_DEBUG=1``); wheels keep debug info
+  STREAMCELL_STRIP=0  wheels keep debug info and symbols (e.g. to profile a wheel's build)
 
 Also usable as a script for development: ``python hatch_build.py [names...]`` builds the
 named extensions (default: all in EXTENSIONS) in place.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -29,7 +32,14 @@ PKG = ROOT / "kernel" / "streamcell"
 EXTENSIONS = ["_native", "_theta", "_hll", "_kll", "_frequent", "_runtime"]
 
 
-def _compile_args() -> list[str]:
+def _strip_wheel() -> bool:
+    """Whether a (non-editable) wheel build strips its extensions: yes unless asked not to."""
+    return (
+        os.environ.get("STREAMCELL_STRIP", "1") != "0" and os.environ.get("STREAMCELL_DEBUG") != "1"
+    )
+
+
+def _compile_args(strip: bool = False) -> list[str]:
     args = [
         "-O3",
         "-std=gnu11",
@@ -40,12 +50,24 @@ def _compile_args() -> list[str]:
     ]
     if os.environ.get("STREAMCELL_DEBUG") == "1":
         args.append("-DSC_DEBUG=1")
+    if strip:
+        args.append("-g0")  # after Python's own CFLAGS (which carry -g): no DWARF in the objects
     args += shlex.split(os.environ.get("STREAMCELL_CFLAGS", ""))
     return args
 
 
-def build_extensions(names: list[str], out_dir: Path) -> list[Path]:
-    """Compile ``native/<name>.pyx`` for each name into ``out_dir/streamcell``."""
+def _strip_link_args() -> list[str]:
+    # -s: the linker drops the symbol table (PyInit_* stays exported in the dynamic one);
+    # Apple's ld has no -s: -x drops the local symbols (the objects carry no DWARF with -g0).
+    return ["-Wl,-x"] if sys.platform == "darwin" else ["-s"]
+
+
+def build_extensions(names: list[str], out_dir: Path, strip: bool = False) -> list[Path]:
+    """Compile ``native/<name>.pyx`` for each name into ``out_dir/streamcell``.
+
+    ``strip`` builds release objects (no debug info, no symbol table) in a folder of their own
+    (``native/build/release``), so they never mix with the in-place build's debug objects.
+    """
     from Cython.Build import cythonize
     from setuptools import Distribution, Extension
     from setuptools.command.build_ext import build_ext
@@ -53,12 +75,10 @@ def build_extensions(names: list[str], out_dir: Path) -> list[Path]:
     cwd = os.getcwd()
     os.chdir(ROOT)
     try:
-        cflags = _compile_args()
-        ldflags = ["-pthread"] + [
-            f
-            for f in shlex.split(os.environ.get("STREAMCELL_CFLAGS", ""))
-            if f.startswith("-fsanitize")
-        ]
+        cflags = _compile_args(strip)
+        env_flags = shlex.split(os.environ.get("STREAMCELL_CFLAGS", ""))
+        sanitizers = [f for f in env_flags if f.startswith("-fsanitize")]
+        ldflags = ["-pthread", *(_strip_link_args() if strip else []), *sanitizers]
         exts = [
             Extension(
                 f"streamcell.{name}",
@@ -80,7 +100,7 @@ def build_extensions(names: list[str], out_dir: Path) -> list[Path]:
         dist = Distribution({"ext_modules": modules})
         cmd = build_ext(dist)
         cmd.build_lib = str(out_dir)
-        cmd.build_temp = str(ROOT / "native" / "build")
+        cmd.build_temp = str(ROOT / "native" / "build" / ("release" if strip else ""))
         cmd.ensure_finalized()
         cmd.run()
         return [Path(p) for p in cmd.get_outputs()]
@@ -101,9 +121,15 @@ class CustomBuildHook(BuildHookInterface):  # type: ignore[misc,valid-type]
         if version == "editable":
             build_extensions(EXTENSIONS, PKG.parent)
             return
-        tmp = Path(tempfile.mkdtemp(prefix="streamcell-build-"))
-        for so in build_extensions(EXTENSIONS, tmp):
+        tmp = self._tmp = Path(tempfile.mkdtemp(prefix="streamcell-build-"))
+        for so in build_extensions(EXTENSIONS, tmp, strip=_strip_wheel()):
             build_data["force_include"][str(so)] = str(so.relative_to(tmp))
+
+    def finalize(self, version: str, build_data: dict, artifact_path: str) -> None:
+        # the wheel holds the shared objects now: leave no build folder behind in /tmp
+        tmp = getattr(self, "_tmp", None)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ In a notebook: ``%load_ext streamcell`` then a ``%%stream NAME`` cell. From Pyth
     run.wait().table()
 """
 
+from ._version import __version__ as __version__
 from .backends.spark.session import configure as configure_spark
 from .compiler import compile_plan
 from .dsl import parse
@@ -38,8 +39,6 @@ from .snapshot import MetricsSnapshot, metrics_snapshot
 from .sources import watch
 from .sql import sql
 from .udf import UdfCompileError, UdfError, call, cython_udf, python_udf
-
-__version__ = "0.1.0"
 
 sum = sum_  # noqa: A001 - mirrors polars.sum; the builtin stays available as builtins.sum
 min = min_  # noqa: A001
