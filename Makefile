@@ -10,7 +10,7 @@ EXT_OUT := kernel/streamcell/labextension
 EXT_SRC := package.json tsconfig.json $(wildcard ext/src/*.ts ext/style/*.css ext/schema/*.json)
 EXT_LINK := $(VENV)/share/jupyter/labextensions/streamcell
 
-.PHONY: venv build node_modules ext dist test test-quick test-spark-cluster demo lab lint format clean sanitize bench bench-expr bench-memory bench-structures bench-sketch bench-scaling bench-dashboard bench-entities bench-speculate bench-spark bench-dag
+.PHONY: venv build node_modules ext dist test test-quick test-long test-spark-cluster demo lab lint format clean sanitize bench bench-expr bench-memory bench-structures bench-sketch bench-scaling bench-dashboard bench-entities bench-speculate bench-spark bench-dag
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -66,7 +66,12 @@ dist: node_modules
 ## test: the whole suite (what CI runs): jest, then pytest with the browser tests (tests/ui)
 test: build ext
 	$(BIN)/jlpm test
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not long" $(PYTEST_ARGS)
+
+## test-long: the tests that take minutes each: every dependency at its declared floor in a fresh
+## venv, and a Spark streaming driver killed with kill -9 and restarted on its checkpoint
+test-long: build
+	$(BIN)/python -m pytest -m long $(PYTEST_ARGS)
 
 ## test-quick: everything except the slow tier
 test-quick: build

@@ -30,7 +30,7 @@ try:
 except ImportError:  # Python 3.10: pytest's own dependency
     import tomli as tomllib
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "tests" / "smoke" / "wheel_smoke.py"

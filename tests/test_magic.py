@@ -17,21 +17,20 @@ def ip():
 
 
 def test_cell_returns_at_once_and_binds_a_handle(ip, capsys):
-    t0 = time.monotonic()
     ip.run_cell_magic(
         "stream",
         "slow --no-display",
-        "source clickstream(rows=2000, seed=1), rate=2000\nfilter price > 10\n",
+        "source clickstream(rows=20000, seed=1), rate=2000\nfilter price > 10\n",
     )
-    assert time.monotonic() - t0 < 0.5  # the cell did not wait for ~1 s of throttled input
     run = ip.user_ns["slow"]
     assert isinstance(run, sc.Run)
-    assert run.status in ("running", "finished")
-    run.wait(30)
-    assert run.status == "finished"
+    # ten seconds of throttled input: the cell returned while the run goes on
+    assert run.status == "running"
+    run.stop()
+    assert run.status == "stopped"
     df = run.table()
     assert isinstance(df, pl.DataFrame)
-    assert df.height > 0 and (df["price"] > 10).all()
+    assert (df["price"] > 10).all()
     assert "filter#2" in run.explain()
 
 

@@ -434,11 +434,8 @@ def test_compile_cache_hit_on_rerun(udfs, tmp_path, monkeypatch):
     before = udf.compile_count
     first = sc.cython_udf(src)
     assert not first.cached and udf.compile_count == before + 1
-    t0 = time.perf_counter()
     again = sc.cython_udf(src)
-    elapsed = time.perf_counter() - t0
-    assert again.cached and udf.compile_count == before + 1
-    assert elapsed < 0.5
+    assert again.cached and udf.compile_count == before + 1  # no second compile
     spec = again.functions["bump"]
     assert spec.state == "C" and spec.state_size == 24  # long + double[2]
     # the reference wrapper: the compiled function over a bytearray state

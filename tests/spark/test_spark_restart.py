@@ -27,7 +27,7 @@ from tests.helpers import run_plan
 from tests.spark.restart_driver import SCHEMA, pipeline
 
 pytest.importorskip("pyspark")
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.long]
 
 ROOT = Path(__file__).resolve().parents[2]
 
