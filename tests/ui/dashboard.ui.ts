@@ -187,14 +187,24 @@ test.describe('the streamcell dashboard', () => {
     // no controls on a finished run (no disabled red Stop button)
     await expect(dash.locator('button.sc-stop')).toBeHidden();
     await expect(dash.locator('button.sc-pause')).toBeHidden();
-    // once Altair has loaded, each chart slot says why it is empty (no empty Vega chart)
-    const empty = dash.locator('.sc-chart .sc-chart-empty');
-    await expect(empty).toHaveCount(2);
-    await expect(empty.first()).toContainText('the run ended after', {
-      timeout: 120_000
-    });
-    await expect(empty.nth(1)).toContainText('the run ended after');
-    await expect(dash.locator('.sc-chart .vega-embed')).toHaveCount(0);
+    // once Altair has loaded, each chart slot either says why it is empty or holds a drawn
+    // chart (a run this short usually ends before two samples; under load it may not): never
+    // an empty Vega chart, and the console stays clean (checked at the end)
+    const slots = dash.locator('.sc-chart');
+    await expect(slots).toHaveCount(2);
+    const settled = dash.locator(
+      '.sc-chart .sc-chart-empty:has-text("the run ended after"), .sc-chart .vega-embed svg'
+    );
+    await expect(settled).toHaveCount(2, { timeout: 120_000 });
+    for (let i = 0; i < 2; i++) {
+      const slot = slots.nth(i);
+      const drawn = await slot.locator('.vega-embed svg').count();
+      if (drawn === 0) {
+        await expect(slot.locator('.sc-chart-empty')).toContainText('the run ended after');
+      } else {
+        await expect(slot.locator('.sc-chart-empty')).toHaveCount(0);
+      }
+    }
     // the plan graph is there, collapsed, below the dashboard
     const plan = code.nth(1).locator('details.sc-plan');
     await expect(plan).toBeVisible();
