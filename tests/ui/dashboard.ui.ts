@@ -200,7 +200,9 @@ test.describe('the streamcell dashboard', () => {
       const slot = slots.nth(i);
       const drawn = await slot.locator('.vega-embed svg').count();
       if (drawn === 0) {
-        await expect(slot.locator('.sc-chart-empty')).toContainText('the run ended after');
+        await expect(slot.locator('.sc-chart-empty')).toContainText(
+          'the run ended after'
+        );
       } else {
         await expect(slot.locator('.sc-chart-empty')).toHaveCount(0);
       }
