@@ -27,9 +27,13 @@ def live_tables() -> dict[str, pl.DataFrame]:
     frames: dict[str, pl.DataFrame] = {}
     aliases: dict[str, pl.DataFrame] = {}
     for run_name, run in registry().items():
-        names = run.table_names()
-        for t in names:
-            frames[t] = run.table(t)
+        names = []
+        for t in run.table_names():
+            try:
+                frames[t] = run.table(t)
+            except StreamcellError:  # a table no longer readable (its Spark session stopped)
+                continue
+            names.append(t)
         if len(names) == 1 and run_name not in names:
             aliases[run_name] = frames[names[0]]
     for k, v in aliases.items():

@@ -221,3 +221,23 @@ def test_a_global_aggregate_to_a_complete_sink_with_or_without_rows(tmp_path, ro
     got = pl.read_parquet(sorted((tmp_path / "s").glob("*.parquet")))
     assert_frame_equal(got, pl.read_parquet(sorted((tmp_path / "r").glob("*.parquet"))))
     assert got.height == (1 if rows else 0)
+
+
+def test_a_table_whose_spark_session_stopped_is_a_streamcell_error_and_sql_skips_it():
+    from streamcell.backends.spark import session
+    from streamcell.errors import StreamcellError
+    from streamcell.sql import live_tables
+
+    df = pl.DataFrame({"k": [1, 2, 1], "v": [1, 2, 3]})
+    run = sc.source(df).key_by("k").agg(n=sc.count()).start("stale_spark", engine="spark")
+    run.wait(300)
+    assert run.status == "finished"
+    session.stop()  # the session holding the table goes away
+    try:
+        with pytest.raises(StreamcellError, match="Spark session that has since stopped"):
+            run.table()
+        assert "stale_spark" not in live_tables()
+    finally:
+        from streamcell.run import registry
+
+        registry().pop("stale_spark", None)

@@ -35,6 +35,7 @@ import polars as pl
 import pyarrow as pa
 
 from ... import plan as P
+from ...errors import StreamcellError
 from ...sources import CHUNK, GENERATORS, BadRow, ParquetReader, csv_record, ndjson_line
 from ...types import Schema, schema_from_arrow
 from .expr import qcol, spark_type
@@ -365,6 +366,13 @@ class SparkTable:
         """The first ``limit`` rows (all when None) as a Polars DataFrame."""
         from .backend import to_polars
 
+        if self._full is not None:  # brought to the notebook once already
+            return self._full if limit is None else self._full.head(max(0, limit))
+        if not _session_alive(self.df):
+            raise StreamcellError(
+                f"table {self.name!r} was kept in a Spark session that has since stopped "
+                "(configure_spark or a restarted session); run the cell again"
+            )
         if limit is not None and limit < self.height:
             return to_polars(self.df.limit(max(0, limit)).toArrow(), self.schema)
         with self._lock:
@@ -378,6 +386,13 @@ class SparkTable:
                     )
                 self._full = to_polars(self.df.toArrow(), self.schema)
             return self._full
+
+
+def _session_alive(df: Any) -> bool:
+    try:
+        return df.sparkSession.sparkContext._jsc is not None
+    except Exception:  # a torn-down gateway
+        return False
 
 
 def reads_on_spark(spec: P.SourceSpec) -> bool:
