@@ -368,7 +368,9 @@ class SparkTable:
 
         if self._full is not None:  # brought to the notebook once already
             return self._full if limit is None else self._full.head(max(0, limit))
-        if not _session_alive(self.df):
+        from .session import alive
+
+        if not alive(self.df.sparkSession):
             raise StreamcellError(
                 f"table {self.name!r} was kept in a Spark session that has since stopped "
                 "(configure_spark or a restarted session); run the cell again"
@@ -386,13 +388,6 @@ class SparkTable:
                     )
                 self._full = to_polars(self.df.toArrow(), self.schema)
             return self._full
-
-
-def _session_alive(df: Any) -> bool:
-    try:
-        return df.sparkSession.sparkContext._jsc is not None
-    except Exception:  # a torn-down gateway
-        return False
 
 
 def reads_on_spark(spec: P.SourceSpec) -> bool:

@@ -159,7 +159,7 @@ def wanted_master() -> str | None:
 def current_master() -> str:
     """The master of the running session, or the one the next session will use."""
     s = _SESSION
-    if s is not None and _alive(s):
+    if s is not None and alive(s):
         return str(s.sparkContext.master)
     return wanted_master() or DEFAULT_MASTER
 
@@ -168,7 +168,8 @@ def is_local(master: str) -> bool:
     return master == "local" or master.startswith("local[") or master.startswith("local-")
 
 
-def _alive(s: Any) -> bool:
+def alive(s: Any) -> bool:
+    """Whether a SparkSession still has a running SparkContext."""
     try:
         return s.sparkContext._jsc is not None
     except Exception:  # a torn-down gateway
@@ -179,7 +180,7 @@ def _stop_locked() -> None:
     global _SESSION, _BUILT_FOR, _ADOPTED
     s, _SESSION, _BUILT_FOR = _SESSION, None, None
     adopted, _ADOPTED = _ADOPTED, False
-    if s is not None and not adopted and _alive(s):
+    if s is not None and not adopted and alive(s):
         s.stop()
 
 
@@ -195,7 +196,7 @@ def get_session() -> Any:
     global _SESSION, _BUILT_FOR, _ADOPTED
     with _LOCK:
         key = (wanted_master(), tuple(sorted(_EXTRA.items())))
-        if _SESSION is not None and key == _BUILT_FOR and _alive(_SESSION):
+        if _SESSION is not None and key == _BUILT_FOR and alive(_SESSION):
             return _SESSION
         _stop_locked()
         problem = pyspark_problem() or java_problem()
@@ -210,7 +211,7 @@ def get_session() -> Any:
         active = SparkSession.getActiveSession()
         if (
             active is not None
-            and _alive(active)
+            and alive(active)
             and master not in (None, active.sparkContext.master)
         ):
             raise StreamcellError(  # one SparkContext per process: getOrCreate would return it
@@ -218,7 +219,7 @@ def get_session() -> Any:
                 f"process; stop it, or call configure_spark() without a master to use it, "
                 f"instead of {master}"
             )
-        if active is not None and _alive(active):  # a notebook on a cluster: use its session
+        if active is not None and alive(active):  # a notebook on a cluster: use its session
             for k, v in [*((k, CONF[k]) for k in SEMANTIC_CONF), *_EXTRA.items()]:
                 try:
                     active.conf.set(k, v)
@@ -246,4 +247,4 @@ def get_session() -> Any:
 
 
 def session_started() -> bool:
-    return _SESSION is not None and _alive(_SESSION)
+    return _SESSION is not None and alive(_SESSION)
