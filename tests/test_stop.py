@@ -304,7 +304,7 @@ def _execute(kc: Any, code: str, timeout: float = 60) -> tuple[dict[str, Any], s
 @pytest.mark.parametrize("how", ["wait", "magic"])
 def test_kernel_interrupt_during_wait_stops_the_run_promptly(kernel, engine_name, how):
     km, kc = kernel
-    # nothing imported ahead: Altair loads in the background (%load_ext), off the cell's path
+    # nothing imported ahead: the charts load in the background (%load_ext), off the cell's path
     _execute(kc, "import streamcell as sc, threading\n%load_ext streamcell")
     latencies = []
     for attempt in range(3):

@@ -1,25 +1,31 @@
-"""The dashboard's charts (Altair ``JupyterChart``), loaded off the cells' path.
+"""The dashboard's charts: a small anywidget (``linechart.js``) drawing Vega-Lite line
+charts, loaded off the cells' path.
 
-Importing Altair costs seconds (jsonschema builds its format grammars), and the offline Vega
-bundle (``JupyterChart.enable_offline``) is built by vl-convert in native code that holds the
-GIL for one to three seconds, during which the kernel cannot even take an interrupt. So
-neither happens on a cell's path:
+The chart front end is Vega-Embed; offline (no CDN) it comes from the bundle vl-convert
+builds. vl-convert builds it in native code that holds the GIL for one to three seconds,
+during which the kernel cannot even take an interrupt, so that never happens on a cell's
+path:
 
 - :func:`prefetch` (called by ``%load_ext streamcell`` and by every dashboard) starts the
-  kernel's warm-up thread (:mod:`streamcell.warmup`), which calls :func:`load`: it imports
-  Altair, installs the offline bundle and builds the chart templates, then sets :func:`ready`;
-- the bundle is built once per Altair / vl-convert version by a separate Python process (so
-  the kernel's GIL stays free) and cached on disk (``$STREAMCELL_VEGA_CACHE``, default
-  ``~/.cache/streamcell/vega``); later kernels read the file;
+  kernel's warm-up thread (:mod:`streamcell.warmup`), which calls :func:`load`: it reads the
+  bundle and sets :func:`ready`;
+- the bundle is built once per vl-convert version and ``linechart.js`` by a separate Python
+  process (so the kernel's GIL stays free) and cached on disk (``$STREAMCELL_VEGA_CACHE``,
+  default ``~/.cache/streamcell/vega``); later kernels read the file;
 - a dashboard draws its numbers at once and attaches its charts when :func:`ready` is set,
   with the history it recorded since the run's start.
 
-Without vl-convert (or when the bundle cannot be built) the charts load Vega from a CDN, as
-Altair does by default.
+Without vl-convert (or when the bundle cannot be built) the charts load Vega-Embed from a CDN.
+
+A chart is embedded once per view; each refresh only replaces the rows of its data set in the
+live Vega view (``rows``), and the front end serialises embeds and updates (see
+``linechart.js``).
 """
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import os
 import subprocess
 import sys
@@ -32,7 +38,7 @@ State = Literal["idle", "loading", "ready", "failed"]
 _STARTED = threading.Event()
 _DONE = threading.Event()
 _error: BaseException | None = None
-_TEMPLATES: dict[str, dict[str, Any]] = {}
+_ESM: str | None = None
 
 # the dashboard's line charts: title -> series drawn
 THROUGHPUT = "throughput (rows/s)"
@@ -44,6 +50,9 @@ EMBED_OPTIONS: dict[str, Any] = {"renderer": "svg", "actions": False}
 # a transparent background (the slot's, which is the theme's), no view border
 CONFIG: dict[str, Any] = {"background": "transparent", "view": {"stroke": None}}
 
+_JS = Path(__file__).with_name("linechart.js")
+_CDN = 'import vegaEmbed from "https://esm.sh/vega-embed@7?deps=vega@6&deps=vega-lite@6";\n'
+
 
 def slug(title: str) -> str:
     """``throughput`` for ``throughput (rows/s)``: a CSS class name for a chart."""
@@ -52,13 +61,13 @@ def slug(title: str) -> str:
 
 _BUNDLE_SCRIPT = """
 import os, sys
-import altair as alt
-alt.JupyterChart.enable_offline()
-if not alt.JupyterChart._is_offline:
-    sys.exit(3)
+import vl_convert
+with open(sys.argv[2], encoding="utf-8") as f:
+    snippet = f.read()
+bundle = vl_convert.javascript_bundle(snippet)
 tmp = f"{sys.argv[1]}.{os.getpid()}.tmp"
 with open(tmp, "w", encoding="utf-8") as f:
-    f.write(alt.JupyterChart._esm)
+    f.write(bundle)
 os.replace(tmp, sys.argv[1])
 """
 
@@ -81,7 +90,7 @@ def state() -> State:
 
 
 def ready() -> bool:
-    """True once charts can be drawn without delay (Altair imported, templates built)."""
+    """True once charts can be drawn without delay (the front end's bundle is read)."""
     return _DONE.is_set() and _error is None
 
 
@@ -97,54 +106,89 @@ def error() -> BaseException | None:
     return _error
 
 
+def spec(title: str) -> dict[str, Any]:
+    """The Vega-Lite spec of a dashboard line chart (``series``/``value`` over ``t``); the
+    front end adds the data set ``rows``."""
+    return {
+        "title": title,
+        "width": 260,
+        "height": 120,
+        "mark": {"type": "line"},
+        "encoding": {
+            "x": {"field": "t", "type": "quantitative", "title": "seconds since start"},
+            "y": {"field": "value", "type": "quantitative", "title": None},
+            "color": {
+                "field": "series",
+                "type": "nominal",
+                "legend": {"orient": "top", "title": None},
+            },
+        },
+        "config": copy.deepcopy(CONFIG),
+    }
+
+
 def chart(title: str, rows: list[dict[str, Any]]) -> Any:
-    """A new ``JupyterChart`` for ``title`` (one of :data:`CHARTS`) drawing ``rows``."""
-    import altair as alt
-
-    ch = alt.JupyterChart(None, embed_options=EMBED_OPTIONS)  # type: ignore[arg-type]
-    ch.spec = spec(title, rows)  # set after: the constructor would validate with Altair
-    return ch
+    """A new chart widget for ``title`` (one of :data:`CHARTS`) drawing ``rows``."""
+    if _ESM is None:
+        raise RuntimeError("the charts are not loaded (streamcell.widgets.charts.wait())")
+    return _widget_class()(spec=spec(title), rows=rows, embed_options=dict(EMBED_OPTIONS))
 
 
-def spec(title: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The Vega-Lite spec of a dashboard line chart (``series``/``value`` over ``t``)."""
-    return {**_TEMPLATES[title], "data": {"values": rows}}
+_CLASS: Any = None
+
+
+def _widget_class() -> Any:
+    """The ``LineChart`` widget class, made once its front end is known."""
+    global _CLASS
+    if _CLASS is None:
+        import anywidget
+        import traitlets
+
+        class LineChart(anywidget.AnyWidget):  # type: ignore[misc]
+            """A Vega-Lite chart whose ``rows`` are replaced in place by each refresh."""
+
+            _esm = _ESM
+            spec = traitlets.Dict().tag(sync=True)
+            rows: Any = traitlets.List().tag(sync=True)
+            embed_options = traitlets.Dict().tag(sync=True)
+
+        _CLASS = LineChart
+    return _CLASS
 
 
 # ------------------------------------------------------------------------------ loading
 def load() -> None:
-    """Import Altair, install the offline bundle, build the templates; then :func:`ready`
-    (or :func:`error`). Run once, by the warm-up thread."""
-    global _error
+    """Read (or build) the front end's bundle, then :func:`ready` (or :func:`error`). Run
+    once, by the warm-up thread."""
+    global _error, _ESM
     try:
-        import altair as alt
+        import anywidget  # noqa: F401  (the widget base; fail here, not in a dashboard)
 
-        _enable_offline(alt)
-        for title in CHARTS:
-            _TEMPLATES[title] = _template(alt, title)
-    except BaseException as e:  # no Altair, a broken install: the dashboard keeps its numbers
+        _ESM = _front_end()
+        _widget_class()
+    except BaseException as e:  # a broken install: the dashboard keeps its numbers
         _error = e
     finally:
         _DONE.set()
 
 
-def _template(alt: Any, title: str) -> dict[str, Any]:
-    """Altair builds (and validates) each chart's spec once per kernel; updates only swap the
-    inline data of that spec, so a refresh costs no Altair work."""
-    chart = (
-        alt.Chart(alt.Data(values=[]), title=title)
-        .mark_line()
-        .encode(
-            x=alt.X("t:Q", title="seconds since start"),
-            y=alt.Y("value:Q", title=None),
-            color=alt.Color("series:N", legend=alt.Legend(orient="top", title=None)),
-        )
-        .properties(width=260, height=120)
-    )
-    out: dict[str, Any] = chart.to_dict()
-    out.pop("data", None)
-    out["config"] = {**out.get("config", {}), **CONFIG}
-    return out
+def _front_end() -> str:
+    """``linechart.js`` bundled with Vega-Embed (offline), else importing it from a CDN."""
+    snippet = _JS.read_text(encoding="utf-8")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        vlc = version("vl-convert-python")
+    except PackageNotFoundError:  # charts still work where a CDN is reachable
+        return _CDN + snippet
+    digest = hashlib.sha256(snippet.encode()).hexdigest()[:12]
+    path = cache_dir() / f"linechart-{digest}-vlc{vlc}.js"
+    if not path.exists() and not _build_bundle(path):
+        return _CDN + snippet
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        return _CDN + snippet
 
 
 def cache_dir() -> Path:
@@ -155,32 +199,12 @@ def cache_dir() -> Path:
     return Path(base) / "streamcell" / "vega"
 
 
-def _enable_offline(alt: Any) -> None:
-    """Charts without a CDN: the Vega bundle vl-convert builds, from the disk cache."""
-    if alt.JupyterChart._is_offline:
-        return
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        vlc = version("vl-convert-python")
-    except PackageNotFoundError:  # charts still work where a CDN is reachable
-        return
-    path = cache_dir() / f"jupyterchart-altair{alt.__version__}-vlc{vlc}.js"
-    if not path.exists() and not _build_bundle(path):
-        return
-    try:
-        alt.JupyterChart._esm = path.read_text(encoding="utf-8")
-    except OSError:
-        return
-    alt.JupyterChart._is_offline = True
-
-
 def _build_bundle(path: Path) -> bool:
     """Build the bundle in a separate process (its native code would hold our GIL)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         done = subprocess.run(
-            [sys.executable, "-c", _BUNDLE_SCRIPT, str(path)],
+            [sys.executable, "-c", _BUNDLE_SCRIPT, str(path), str(_JS)],
             capture_output=True,
             timeout=300,
             start_new_session=True,  # a kernel interrupt (sent to its process group) skips it

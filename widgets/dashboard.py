@@ -1,7 +1,7 @@
-"""The live dashboard a ``%%stream`` cell displays (ipywidgets + Altair ``JupyterChart``).
+"""The live dashboard a ``%%stream`` cell displays (ipywidgets + Vega-Lite charts, :mod:`.charts`).
 
-It appears at once: Altair is loaded in the background (:mod:`.charts`), the numbers are drawn
-first and the charts are attached when Altair is ready, drawing the history recorded since the
+It appears at once: the charts' front end is loaded in the background (:mod:`.charts`), the
+numbers are drawn first and the charts are attached when it is ready, drawing the history recorded since the
 run's t=0 (the dashboard's own samples, from t=0 and the run's metrics rows taken before it
 existed), so a chart never misses the run's first seconds.
 
@@ -357,7 +357,7 @@ class Dashboard:
         self.sketch_box.layout.display = "none"
         # one slot per chart: an empty state ("loading charts…", "no data yet") until the
         # chart has data to draw, so Vega never sees an empty data set (Infinite extents)
-        self.throughput: Any = None  # the JupyterCharts, once attached (see _draw_charts)
+        self.throughput: Any = None  # the chart widgets, once attached (see _draw_charts)
         self.latency: Any = None
         self.slots = {
             t: W.Box([W.HTML(empty_chart_html(self._charts_note()))]) for t in charts.CHARTS
@@ -447,7 +447,7 @@ class Dashboard:
         return f"no samples: the run ended after {fmt.elapsed(snap.elapsed_s)} (see the summary)"
 
     def _draw_charts(self, snap: MetricsSnapshot) -> None:
-        """Each chart draws the history so far once Altair is loaded and the chart has two
+        """Each chart draws the history so far once the charts are loaded and the chart has two
         points in time to draw; until then its slot shows why it is empty."""
         for title, slot in self.slots.items():
             rows = self._rows(charts.CHARTS[title])
@@ -472,8 +472,8 @@ class Dashboard:
                 current = charts.chart(title, rows)
                 setattr(self, attr, current)
                 slot.children = (current,)
-            else:
-                current.spec = charts.spec(title, rows)
+            elif current.rows != rows:
+                current.rows = rows
 
     # ----------------------------------------------------------------- controls
     def _stop_clicked(self) -> None:
@@ -552,5 +552,5 @@ class Dashboard:
 
     def join(self, timeout: float | None = None) -> None:
         """Wait for the publisher to show the final state (after the run ended), charts
-        included (they wait for Altair when the run ended before it was loaded)."""
+        included (they wait for the charts' front end when the run ended before it was loaded)."""
         self._thread.join(timeout)

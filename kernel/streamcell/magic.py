@@ -184,7 +184,7 @@ def load(ipython: Any) -> None:
     ipython.register_magics(StreamMagics)
     from .widgets import charts
 
-    charts.prefetch()  # Altair takes seconds to import: load it now, off the cells' path
+    charts.prefetch()  # the charts' front end: load it now, off the cells' path
     try:
         from .comm import register_comm_target
 

@@ -10,9 +10,10 @@ started by ``%load_ext streamcell`` (and by the first dashboard), so that the fi
    source file it shows (stack_data) and maps every module to its file (``inspect``), 0.5-1 s
    for an interrupted ``%%stream --wait`` cell, so that is done here, and the module map is
    brought up to date again at the end;
-3. the dashboard's charts (:func:`streamcell.widgets.charts.load`: Altair, seconds).
+3. the dashboard's charts (:func:`streamcell.widgets.charts.load`: reads the Vega bundle; the first
+   time on a machine, a separate process builds it).
 
-No garbage collection runs while it works: importing Altair makes ~300K long-lived objects,
+No garbage collection runs while it works: the imports make many long-lived objects,
 and each full collection they trigger holds the GIL for 100-600 ms (the kernel then answers
 nothing, not even an interrupt). Then, unless a run started meanwhile (its objects must stay
 collectable), what is alive is frozen out of later collections (:func:`gc.freeze`): it is
@@ -72,7 +73,7 @@ def _work() -> None:
 
 def _map_modules() -> None:
     """Let :func:`inspect.getmodule` (IPython calls it for every frame of a traceback) map the
-    modules imported since its last look (hundreds, Altair's), one ``realpath`` each: asking
+    modules imported since its last look (hundreds), one ``realpath`` each: asking
     about a file no module has makes it look at every new module."""
     import inspect
 

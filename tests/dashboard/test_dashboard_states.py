@@ -53,7 +53,7 @@ def test_a_run_that_ended_before_any_sample_shows_its_summary(engine):
     assert snap.avg_rows_per_s == snap.rows_per_s > 0
     assert snap.rows_out_per_s == pytest.approx(snap.rows_out / snap.elapsed_s)
     d = Dashboard(run, display=False)
-    d.join(180)  # the charts' final state waits for Altair (loading in the background)
+    d.join(180)  # the charts' final state waits for their front end (loading in the background)
     assert charts.ready(), charts.error()
     summary = d.summary.value
     assert "finished: 1,000 rows in " + fmt.elapsed(snap.elapsed_s) in summary
@@ -90,7 +90,7 @@ def test_a_live_run_draws_charts_once_there_are_two_samples():
         while d.throughput is None and time.monotonic() < deadline:
             time.sleep(0.05)
         assert d.throughput is not None
-        values = d.throughput.spec["data"]["values"]
+        values = d.throughput.rows
         assert len({v["t"] for v in values}) >= 2  # never an empty data set (no Infinite extent)
         assert d.throughput.spec["config"]["background"] == "transparent"
         assert d.throughput.embed_options["renderer"] == "svg"

@@ -44,7 +44,7 @@ def test_publisher_thread_updates_reach_the_frontend(tmp_path, engine):
             "source clickstream(users=500, seed=1), rate=20_000\n"
             "key_by event\nagg n=count()"
         ),
-        # the charts attach once Altair is loaded (in the background), then refresh at ~1 Hz
+        # the charts attach once their front end is loaded (in the background), then refresh at ~1 Hz
         new_code_cell(
             "import time\nfrom streamcell.widgets import charts\n"
             "assert charts.wait(180)\nwhile clicks.dashboard.throughput is None: time.sleep(0.05)\n"
@@ -76,7 +76,7 @@ def test_publisher_thread_updates_reach_the_frontend(tmp_path, engine):
     assert len(during) >= 4  # ~5 Hz for 1.5 s
     counts = [_rows_in(v) for v in during]
     assert counts == sorted(counts) and counts[-1] > counts[0]
-    charts = [s for _, cell, s in client.updates if cell == 2 and "spec" in s]
+    charts = [s for _, cell, s in client.updates if cell == 2 and "rows" in s]
     assert charts, "the throughput/latency charts were not refreshed"
     # the final state is kept: status stopped, stop button disabled, nothing after the end
     states = client.widget_state.values()

@@ -188,10 +188,10 @@ def test_dashboard_updates_and_stops_the_run():
     assert not d.stop_button.disabled
     d.stop_button.click()
     run._done.wait(5)
-    d.join(120)  # the charts attach once Altair has loaded (in the background)
+    d.join(120)  # the charts attach once their front end has loaded (in the background)
     assert run.status == "stopped"
     assert "data-status='stopped'" in d.status.value and d.stop_button.disabled
-    values = d.throughput.spec["data"]["values"]
+    values = d.throughput.rows
     assert {v["series"] for v in values} == {"in", "out"}
     assert max(v["value"] for v in values) > 0
     assert d.throughput.spec["mark"]["type"] == "line"

@@ -9,8 +9,8 @@ It checks, failing loudly at the first problem: the package imports from site-pa
 a checkout); every native extension imports; ``%load_ext streamcell`` works in an IPython
 ``InteractiveShell``; a ``%%stream`` cell runs on the native engine and a Python-API pipeline
 runs on the native engine at 2 workers, both equal to the reference engine's result; a
-displayed cell shows the live dashboard and its charts load (ipywidgets, Altair's
-JupyterChart, vl-convert's offline bundle); the prebuilt labextension is installed with the
+displayed cell shows the live dashboard and its charts load (ipywidgets, streamcell's
+chart widget, vl-convert's offline bundle); the prebuilt labextension is installed with the
 package's version. cibuildwheel runs it on every
 wheel (``test-command``), ``make dist`` on the wheel and on the sdist, and the slow tier's
 lowest-direct install check at the dependency floors.
@@ -79,7 +79,7 @@ def main() -> None:
     got, want = (r.table().sort("user_id") for r in (native, ref))
     check(want.height > 0 and got.equals(want), f"native cell == reference ({want.height} keys)")
 
-    # The dashboard as a notebook shows it: ipywidgets, then Altair's JupyterChart (anywidget)
+    # The dashboard as a notebook shows it: ipywidgets, then streamcell's chart widget (anywidget)
     # with the offline Vega bundle vl-convert builds (into a temporary cache here).
     # throttled to ~1.5 s: a chart draws once it has two samples in time (4 Hz)
     dash_cell = CELL.replace("seed=7)", "seed=7), rate=2_000", 1).replace("10_000", "3_000", 1)
@@ -88,9 +88,9 @@ def main() -> None:
     check(type(dash).__name__ == "Dashboard", "a displayed cell shows the live dashboard")
     from streamcell.widgets import charts
 
-    check(charts.wait(300), f"the charts load (Altair, vl-convert bundle): {charts.error()!r}")
+    check(charts.wait(300), f"the charts load (vl-convert bundle): {charts.error()!r}")
     dash.join(60)
-    check(dash.throughput is not None, "the dashboard attached its JupyterCharts")
+    check(dash.throughput is not None, "the dashboard attached its charts")
 
     def plan():  # noqa: ANN202 - a fresh plan per engine
         return (

@@ -187,7 +187,7 @@ test.describe('the streamcell dashboard', () => {
     // no controls on a finished run (no disabled red Stop button)
     await expect(dash.locator('button.sc-stop')).toBeHidden();
     await expect(dash.locator('button.sc-pause')).toBeHidden();
-    // once Altair has loaded, each chart slot either says why it is empty or holds a drawn
+    // once the charts have loaded, each chart slot either says why it is empty or holds a drawn
     // chart (a run this short usually ends before two samples; under load it may not): never
     // an empty Vega chart, and the console stays clean (checked at the end)
     const slots = dash.locator('.sc-chart');
