@@ -5,8 +5,8 @@ Each repeat starts a fresh kernel (jupyter_client, display on: the dashboard's w
 sent over ZMQ as to a frontend) and times, from execute request to execute reply:
 
 - ``%load_ext streamcell``;
-- the first ``%%stream`` cell (dashboard displayed), and whether ``altair`` was imported by
-  then (it is loaded in the background, off the cell's path);
+- the first ``%%stream`` cell (dashboard displayed), and the charts' loading state at its
+  reply (they load in the background, off the cell's path);
 - a second ``%%stream`` cell;
 - with ``--interrupt``: a ``%%stream --wait`` cell interrupted after 1.5 s, interrupt to reply.
 
@@ -75,7 +75,9 @@ def once(engine: str, interrupt: bool) -> dict[str, float | str]:
         out["load_ext"], _ = _timed(kc, "%load_ext streamcell")
         out["first_cell"], c = _timed(kc, CELL.format(name="first", engine=engine))
         assert c["status"] == "ok", c
-        out["altair_at_reply"] = _text(kc, "import sys; print('altair' in sys.modules)").strip()
+        out["charts_at_reply"] = _text(
+            kc, "from streamcell.widgets import charts; print(charts.state())"
+        ).strip()
         out["second_cell"], c = _timed(kc, CELL.format(name="second", engine=engine))
         if interrupt:
             msg_id = kc.execute(

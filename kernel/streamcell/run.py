@@ -345,7 +345,10 @@ class Run:
                     return self
         except KeyboardInterrupt:
             self.stop()
-            raise
+            # a fresh one, raised here: its traceback ends in this frame, not in threading's
+            # Condition.wait, so the kernel's reply need not parse threading.py (~0.2 s the
+            # first time a kernel formats a traceback)
+            raise KeyboardInterrupt from None
         if self._error is not None:
             err = self._error
             if isinstance(err, Exception):

@@ -54,12 +54,13 @@ def _work() -> None:
     collecting = gc.isenabled()
     gc.disable()
     try:
+        _format_a_traceback(first=True)  # what an interrupt during run.wait() needs, first
         for name in _IMPORTS:
             try:
                 importlib.import_module(name)
             except Exception:  # optional here: whoever needs it reports it
                 pass
-        _format_a_traceback()  # what an interrupt needs, before the long one
+        _format_a_traceback(first=False)
         charts.load()
         _map_modules()
     finally:
@@ -83,22 +84,35 @@ def _map_modules() -> None:
         pass
 
 
-def _format_a_traceback() -> None:
+def _format_a_traceback(first: bool) -> None:
     """Parse the files an interrupted ``%%stream`` cell's traceback shows and format (and
-    drop) one IPython traceback, so the kernel's first real one finds everything cached."""
+    drop) one IPython traceback, so the kernel's first real one finds everything cached.
+
+    ``first``: the files of an interrupt during ``run.wait()`` (``magic.py``, ``run.py``:
+    0.1-0.3 s), before the imports; then (``first=False``) the rarer ones."""
     try:
         from IPython import get_ipython
 
         shell = get_ipython()
         if shell is None:
             return
+        import IPython
         import IPython.core.interactiveshell as ish
         import stack_data
         from IPython.core.ultratb import VerboseTB
 
         from . import magic, run
 
-        for f in (ish.__file__, magic.__file__, run.__file__, threading.__file__):
+        # the files an interrupted cell's traceback shows, most likely first; IPython 9 leaves
+        # its own frames out of tracebacks, so interactiveshell.py (0.5 s to parse) only
+        # for older versions
+        if first:
+            files = [magic.__file__, run.__file__]
+        else:
+            files = [threading.__file__]
+            if int(IPython.__version__.split(".")[0]) < 9:
+                files.append(ish.__file__)
+        for f in files:
             src: Any = stack_data.Source.for_filename(f)
             src.asttokens()  # what stack_data computes per file shown (all cached per file)
             _ = src.pieces, src.tokens_by_lineno
