@@ -30,6 +30,7 @@ import streamcell as sc
 from streamcell import plan as P
 from streamcell.backends import available
 from streamcell.errors import StopTimeout
+from tests.conftest import ENGINE_CONFIGS
 
 _names = itertools.count()
 
@@ -254,6 +255,7 @@ def test_an_interrupt_in_the_magic_stops_the_run(ip, engine, monkeypatch, where)
 # --------------------------------------------------------------------- a real kernel
 
 KERNEL_ENGINES = ["reference"] + (["native"] if "native" in available() else [])
+KERNEL_ENGINES += [c.id for c in ENGINE_CONFIGS if c.id == "spark"]
 
 
 @pytest.fixture(scope="module")
@@ -306,6 +308,14 @@ def test_kernel_interrupt_during_wait_stops_the_run_promptly(kernel, engine_name
     km, kc = kernel
     # nothing imported ahead: the charts load in the background (%load_ext), off the cell's path
     _execute(kc, "import streamcell as sc, threading\n%load_ext streamcell")
+    busy = 1.5  # seconds: the run is busy
+    if engine_name == "spark":  # the kernel's Spark session starts once (a JVM, seconds)
+        _execute(
+            kc,
+            "from streamcell.backends.spark.session import get_session\n_ = get_session()",
+            timeout=180,
+        )
+        busy = 6.0  # the streaming query has started and runs micro-batches
     latencies = []
     for attempt in range(3):
         name = f"k_{how}_{engine_name}_{attempt}"
@@ -322,7 +332,7 @@ def test_kernel_interrupt_during_wait_stops_the_run_promptly(kernel, engine_name
                 "agg n=count()\n"
             )
         msg_id = kc.execute(code)
-        time.sleep(1.5)  # the run is busy
+        time.sleep(busy)
         t0 = time.monotonic()
         km.interrupt_kernel()
         reply = kc.get_shell_msg(timeout=30)

@@ -6,6 +6,7 @@ run with a name that is taken stops the old run first and replaces it.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import traceback
@@ -200,6 +201,9 @@ class Run:
         """Why ``engine="auto"`` chose the reference engine (empty when it did not)."""
         self.streaming_query: Any = None
         """Spark streaming runs: the ``pyspark.sql.streaming.StreamingQuery`` (while it runs)."""
+        self.stop_hooks: list[Callable[[], None]] = []
+        """Called by :meth:`stop` on the stopping thread before it waits for the run's thread
+        (an engine cancels there what its own thread would only see later)."""
         self.metrics_feed: Callable[[], list[dict[str, Any]]] | None = None
         """An engine's own metrics rows (Spark streaming: one per StreamingQueryProgress)."""
         self.operator_metrics: Callable[[], list[dict[str, Any]]] | None = None
@@ -378,6 +382,9 @@ class Run:
         """
         self._stop.set()
         self._resume.set()
+        for hook in list(self.stop_hooks):
+            with contextlib.suppress(Exception):  # the run's thread still stops it
+                hook()
         if threading.current_thread() is self._thread:  # from a sink callback: ends after it
             return self
         if self._thread.is_alive():

@@ -95,6 +95,8 @@ class StreamDriver:
         self.last_rows_at: float | None = None  # set by the first micro-batch
         self.error: BaseException | None = None
         self.stopping = False
+        # the Spark jobs of a micro-batch carry this tag, so a stop cancels them at once
+        self.job_tag = f"streamcell-stream-{uuid.uuid4().hex[:12]}"
         self.index = {x.step_id: j for j, x in enumerate(steps)}
 
     # ----------------------------------------------------------------- the query
@@ -206,9 +208,12 @@ class StreamDriver:
         )
         if run is not None:
             run.streaming_query = q
+            run.stop_hooks.append(self._cancel_jobs)
             run.metrics_feed = self.metrics_rows
             run.operator_metrics = self.operator_metrics
         idle = self.spec.arg("idle_timeout") if self.files else None
+        stop_event = getattr(run, "_stop", None)
+        next_poll = 0.0
         try:
             while q.isActive:
                 if env.should_stop():
@@ -220,8 +225,14 @@ class StreamDriver:
                     if not st["isTriggerActive"] and not st["isDataAvailable"]:
                         self._stop_between_batches(q)
                         return self.error is None or self._raise()
-                self._poll_progress(q)
-                q.awaitTermination(0.1)
+                now = time.monotonic()
+                if now >= next_poll:  # recentProgress parses every recent batch's JSON
+                    self._poll_progress(q)
+                    next_poll = now + 0.25
+                if stop_event is not None:  # wakes at once on a stop
+                    stop_event.wait(0.1)
+                else:
+                    q.awaitTermination(0.1)
             if self.error is not None:
                 self._raise()
             if self.stopping or env.should_stop():  # a micro-batch saw the stop first
@@ -237,15 +248,28 @@ class StreamDriver:
             if q.isActive:
                 q.stop()
 
-    def _stop_between_batches(self, q: Any, timeout: float = 2.0) -> None:
-        """``query.stop()``, after giving a running micro-batch ``timeout`` seconds to end
-        (the next one raises at once, uncommitted). A micro-batch that is still running is
-        interrupted: it was not committed, and a restart from the checkpoint re-runs it."""
+    def _stop_between_batches(self, q: Any) -> None:
+        """Cancel the running micro-batch's Spark jobs (by their tag), then ``query.stop()``.
+
+        ``query.stop()`` alone interrupts the query's thread and waits for it, but that thread
+        is inside the Python ``foreachBatch`` function waiting for its action, which Spark
+        cancels only after the wait: 0.4-3.7 s here. Cancelled first, the action fails at
+        once and the micro-batch raises, uncommitted (a restart from the checkpoint re-runs
+        it); its rows are counted as ``unprocessed``."""
         self.stopping = True
-        deadline = time.monotonic() + timeout
-        while q.isActive and q.status["isTriggerActive"] and time.monotonic() < deadline:
-            time.sleep(0.02)
+        self._cancel_jobs()
         q.stop()
+
+    def _cancel_jobs(self) -> None:
+        """Cancel the Spark jobs of the running micro-batch (also a stop hook of the run,
+        called on the stopping thread at once)."""
+        self.stopping = True
+        try:
+            from .session import get_session
+
+            get_session().sparkContext.cancelJobsWithTag(self.job_tag)
+        except Exception:  # a session already gone: query.stop() ends the query
+            pass
 
     def _raise(self) -> bool:
         assert self.error is not None
@@ -274,7 +298,12 @@ class StreamDriver:
             self.stopping = True
             raise _Stopped()
         t0 = time.perf_counter_ns()
-        tbl = batch_df.toArrow()  # the one action: every stage of the micro-batch runs here
+        ctx = batch_df.sparkSession.sparkContext
+        ctx.addJobTag(self.job_tag)  # on this (the query's) thread: its jobs carry the tag
+        try:
+            tbl = batch_df.toArrow()  # the one action: every stage of the micro-batch runs here
+        finally:
+            ctx.removeJobTag(self.job_tag)
         if self.stopping or env.should_stop():
             self.stopping = True
             raise _Stopped()
