@@ -30,10 +30,15 @@ def test_union_and_fan_out_of_finite_sources_are_accepted():
     get_backend("spark").check(compile_plan(plan), SPARK)
 
 
-def test_join_is_refused_naming_the_step():
+def test_join_runs_on_finite_sources_and_is_refused_on_streaming_ones():
     a = pl.DataFrame({"k": [1], "t": [1]})
     j = sc.source(a).join(sc.source(a), on="k", within=1, time="t")
-    assert "not supported on spark: step join#3 (fan-in (join)" in _refusal(j)
+    get_backend("spark").check(compile_plan(j.plan()), SPARK)
+    live = sc.source(sc.clickstream(rows=None, seed=1))
+    j = live.join(
+        sc.source(sc.clickstream(rows=None, seed=2)), on="user_id", within="1s", time="ts"
+    )
+    assert "step join#3 (fan-in (join) on a streaming source" in _refusal(j)
 
 
 def test_dags_over_streaming_sources_are_refused():

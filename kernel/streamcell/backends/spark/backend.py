@@ -124,7 +124,7 @@ def graph(c: Compiled) -> list[P.Step]:
     fan-out (other multi-input steps are refused), or NotSupportedError naming the step."""
     steps = c.plan.steps
     for s in steps:
-        if len(s.inputs) > 1 and not isinstance(s, P.Union):
+        if len(s.inputs) > 1 and not isinstance(s, (P.Union, P.Join)):
             raise NotSupportedError(
                 s.step_id, NAME, f"fan-in ({s.kind}) is not on Spark yet; use engine='native'"
             )
@@ -365,6 +365,20 @@ def dead_reason(s: P.Step, row: dict[str, Any]) -> str:
     raise AssertionError(f"{s.step_id}: Spark flagged a row the reference accepts: {row!r}")
 
 
+def event_ticks(schema: Schema, time_col: str) -> Any:
+    """The event time column as integer ticks (microseconds for dates and datetimes), as the
+    reference's ``_EventTime.ticks`` computes them."""
+    from pyspark.sql import functions as F
+
+    tt = dict(schema)[time_col]
+    tcol = qcol(time_col)
+    if tt.name == "datetime":
+        return F.unix_micros(tcol.cast("timestamp"))
+    if tt.name == "date":
+        return F.unix_date(tcol).cast("bigint") * F.lit(86_400_000_000)
+    return tcol.cast("bigint")
+
+
 @dataclass
 class Lowered:
     """A step lowered onto a DataFrame, with what the driver reads back after the job."""
@@ -603,6 +617,97 @@ class Lowering:
         out = df.groupBy(*[qcol(k) for k in s.keys]).agg(*aggs, F.min("_o").alias("_o"))
         return out.select(*[qcol(n) for n, _ in self.c.schemas[s.step_id]], "_o")
 
+    # ----------------------------------------------------------------- joins
+    def join(self, j: int, s: P.Join, parts: list[Any]) -> Any:
+        """The interval join as one Spark equi-join, exactly the reference's.
+
+        In arrival order (the inputs' rows merged as a union orders them) a row is dead when
+        its time is null and late when earlier than the watermark (the largest time before it
+        of rows with a time and a non-null key, minus ``lateness``): a running max over the
+        order key, as for windows. The reference keeps a row until the watermark passes
+        ``time + within``, and an admitted row is never earlier than the watermark, so a row
+        that could still match was never evicted: the output is every pair of admitted rows of
+        the two inputs with equal non-null keys (NaN keys are one value, as in Polars and Spark) and times at most
+        ``within`` apart, emitted when the later of the two arrives, after that row's earlier
+        matches in their arrival order."""
+        from functools import reduce
+
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        schemas = [self.c.schemas[x.step_id] for x in s.inputs]
+        out_schema = self.c.schemas[s.step_id]
+        lateness, within = P.parse_duration(s.lateness), P.parse_duration(s.within)
+        structs = []
+        for df, schema in zip(parts, schemas, strict=True):
+            row = F.struct(*[qcol(n) for n, _ in schema]).alias("_row")
+            structs.append((row, df.select(row).schema.fields[0].dataType))
+        sides = []
+        for p, (df, schema) in enumerate(zip(parts, schemas, strict=True)):
+            null_key = reduce(lambda a, b: a | b, [qcol(k).isNull() for k in s.on])
+            rows = [
+                (structs[q][0] if q == p else F.lit(None).cast(structs[q][1])).alias(f"_r{q}")
+                for q in range(2)
+            ]
+            sides.append(
+                df.select(
+                    "_o",
+                    F.lit(p).alias("_p"),
+                    event_ticks(schema, s.time).alias("_t"),
+                    null_key.alias("_nk"),
+                    *rows,
+                )
+            )
+        merged = sides[0].unionByName(sides[1])
+        arrival = Window.orderBy("_o").rowsBetween(Window.unboundedPreceding, -1)
+        dead = F.col("_t").isNull()
+        advances = ~dead & ~F.col("_nk")  # a null-key row returns before the watermark moves
+        flagged = merged.withColumn("_dead", dead).withColumn(
+            "_prev", F.max(F.when(advances, F.col("_t"))).over(arrival)
+        )
+        late = (
+            ~F.col("_dead")
+            & F.col("_prev").isNotNull()
+            & (F.col("_t") < F.col("_prev") - F.lit(lateness))
+        )
+        flagged = flagged.withColumn("_late", late)
+        side = F.struct("_o", "_p", "_r0", "_r1")
+        flagged, obs = self.observe(
+            flagged,
+            j,
+            F.count(F.lit(1)).alias("n"),
+            F.collect_list(F.when(F.col("_dead"), side)).alias("dead_rows"),
+            F.collect_list(F.when(F.col("_late"), side)).alias("late_rows"),
+        )
+        self.lowered.append(Lowered(s, "join", obs))
+        assert self.checkpoint is not None
+        flagged = self.checkpoint(flagged)
+        admitted = flagged.filter(~F.col("_dead") & ~F.col("_late") & ~F.col("_nk"))
+        left = admitted.filter(F.col("_p") == 0).select(
+            F.col("_o").alias("_lo"), F.col("_t").alias("_lt"), F.col("_r0").alias("_l")
+        )
+        right = admitted.filter(F.col("_p") == 1).select(
+            F.col("_o").alias("_ro"), F.col("_t").alias("_rt"), F.col("_r1").alias("_rr")
+        )
+        cond = [F.col("_l")[k] == F.col("_rr")[k] for k in s.on]
+        cond.append(F.abs(F.col("_lt") - F.col("_rt")) <= F.lit(within))
+        pairs = left.join(right, on=reduce(lambda a, b: a & b, cond), how="inner")
+        left_names = {n for n, _ in schemas[0]}
+        cols = [F.col("_l")[n].alias(n) for n, _ in schemas[0]]
+        cols += [
+            F.col("_rr")[n].alias(n if n not in left_names else f"{n}_right")
+            for n, _ in schemas[1]
+            if n not in s.on
+        ]
+        order = F.when(F.col("_lo") > F.col("_ro"), F.concat(F.col("_lo"), F.col("_ro"))).otherwise(
+            F.concat(F.col("_ro"), F.col("_lo"))
+        )
+        out = pairs.select(*cols, order.alias("_o"))
+        out = out.select(*[qcol(n) for n, _ in out_schema], "_o")
+        out, obs_out = self.observe(out, j, F.count(F.lit(1)).alias("out"))
+        self.lowered.append(Lowered(s, "emitted", obs_out))
+        return out
+
     # ----------------------------------------------------------------- windows
     def window(self, j: int, s: P.Aggregate, df: Any) -> Any:
         from pyspark.sql import Window
@@ -618,14 +723,7 @@ class Lowering:
             if a.arg is not None and can_fail(a.arg):
                 _, e = tr.translate(a.arg)
                 err = e if err is None else err | e
-        tt = dict(schema)[w.time]
-        tcol = qcol(w.time)
-        if tt.name == "datetime":
-            ticks = F.unix_micros(tcol.cast("timestamp"))
-        elif tt.name == "date":
-            ticks = F.unix_date(tcol).cast("bigint") * F.lit(86_400_000_000)
-        else:
-            ticks = tcol.cast("bigint")
+        ticks = event_ticks(schema, w.time)
         lateness = P.parse_duration(w.lateness)
         dead = ticks.isNull()
         if err is not None:
@@ -770,6 +868,8 @@ class BatchDriver:
                 continue
             elif isinstance(s, P.Union):
                 df = self._union(s, dfs)
+            elif isinstance(s, P.Join):
+                df = low.join(j, s, [self._ported(s, p, dfs) for p in range(len(s.inputs))])
             else:
                 df = low.lower(j, s, dfs[s.inputs[0].step_id])
             if len(consumers[s.step_id]) > 1:  # fan-out: compute once, for every branch
@@ -937,24 +1037,29 @@ class BatchDriver:
         after the row's origin (its serial, or [END, step] for rows emitted at the end), so
         rows of one origin reached along several branches sort by port first and then keep
         their order within the port, as the reference takes them."""
-        from pyspark.sql import functions as F
 
         names = [n for n, _ in self.c.schemas[s.step_id]]
-        o = F.col("_o")
-        head = F.when(o[0] < F.lit(END), F.lit(1)).otherwise(F.lit(2))
-
-        def key(p: int) -> Any:
-            port = F.array(F.lit(p).cast("bigint"))
-            return F.concat(F.slice(o, F.lit(1), head), port, F.slice(o, head + 1, F.size(o)))
-
-        parts = [
-            dfs[x.step_id].select(*[qcol(n) for n in names], key(p).alias("_o"))
-            for p, x in enumerate(s.inputs)
-        ]
+        parts = [self._ported(s, p, dfs, names) for p in range(len(s.inputs))]
         out = parts[0]
         for p in parts[1:]:
             out = out.unionByName(p)
         return out
+
+    def _ported(
+        self, s: P.Step, p: int, dfs: dict[str, Any], names: list[str] | None = None
+    ) -> Any:
+        """Input ``p`` of the fan-in ``s`` (columns ``names``, default all) with its port in
+        the order key (see :meth:`_union`): the arrival order of the merged inputs."""
+        from pyspark.sql import functions as F
+
+        x = s.inputs[p]
+        if names is None:
+            names = [n for n, _ in self.c.schemas[x.step_id]]
+        o = F.col("_o")
+        head = F.when(o[0] < F.lit(END), F.lit(1)).otherwise(F.lit(2))
+        port = F.array(F.lit(p).cast("bigint"))
+        key = F.concat(F.slice(o, F.lit(1), head), port, F.slice(o, head + 1, F.size(o)))
+        return dfs[x.step_id].select(*[qcol(n) for n in names], key.alias("_o"))
 
     def _attach_sketches(self, compact: bool = False) -> None:
         """Merge each sketch stage's partials and publish the answers (``run.sketch``); with
@@ -993,6 +1098,23 @@ class BatchDriver:
                     d = r.asDict()
                     o = list(d.pop("_o"))
                     self.side.append((o, DEAD, lw.step.step_id, d))
+                continue
+            if lw.kind == "join":
+                cnt.rows_in += int(m["n"] or 0)
+                why = f"null event time in column {lw.step.time!r}"  # type: ignore[attr-defined]
+                for kind, rows in ((DEAD, m["dead_rows"]), (LATE, m["late_rows"])):
+                    for r in rows or []:
+                        row = r[f"_r{r['_p']}"].asDict()
+                        if kind == DEAD:
+                            cnt.dead += 1
+                            payload: Any = (why, repr(row)[:500])
+                        else:
+                            cnt.late += 1
+                            payload = row
+                        self.side.append((list(r["_o"]), kind, lw.step.step_id, payload))
+                continue
+            if lw.kind == "emitted":
+                cnt.rows_out += int(m["out"] or 0)
                 continue
             if lw.kind == "final":  # a groupBy: every input row is one changelog row
                 n = int(m["n"] or 0)
