@@ -4,6 +4,7 @@ it and displays it. No language logic lives here (that is ``dsl.py``)."""
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 from typing import Any
 
@@ -121,12 +122,18 @@ class StreamMagics(Magics):
         if line.strip().split(None, 1)[:1] == ["sql"]:
             from .sql import sql
 
-            query = line.strip()[3:].strip()
+            query, engine = line.strip()[3:].strip(), "auto"
+            m = re.match(r"--engine[= ]\s*(\S+)\s*", query)
+            if m:
+                query, engine = query[m.end() :], m.group(1)
             if not query:
-                print("usage: %stream sql SELECT ... (tables: the live tables of all runs)")
+                print(
+                    "usage: %stream sql [--engine auto|polars|spark] SELECT ... "
+                    "(tables: the live tables of all runs)"
+                )
                 return None
             try:
-                return sql(query, **_user_frames(self.shell))
+                return sql(query, engine=engine, **_user_frames(self.shell))
             except StreamcellError as e:
                 print(f"streamcell: {e}")
                 return None
