@@ -254,8 +254,11 @@ def test_an_interrupt_in_the_magic_stops_the_run(ip, engine, monkeypatch, where)
 
 # --------------------------------------------------------------------- a real kernel
 
-KERNEL_ENGINES = ["reference"] + (["native"] if "native" in available() else [])
-KERNEL_ENGINES += [c.id for c in ENGINE_CONFIGS if c.id == "spark"]
+KERNEL_ENGINES: list[Any] = ["reference"] + (["native"] if "native" in available() else [])
+# Spark in a kernel: a JVM beside the kernel, a minute per variant; `make test-long`
+KERNEL_ENGINES += [
+    pytest.param(c.id, marks=pytest.mark.long) for c in ENGINE_CONFIGS if c.id == "spark"
+]
 
 
 @pytest.fixture(scope="module")

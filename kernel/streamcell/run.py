@@ -348,7 +348,12 @@ class Run:
                 if deadline is not None and time.monotonic() >= deadline:
                     return self
         except KeyboardInterrupt:
-            self.stop()
+            try:
+                self.stop()
+            except StopTimeout as e:  # the interrupt still interrupts; the stop is said loudly
+                import warnings
+
+                warnings.warn(str(e), RuntimeWarning, stacklevel=2)
             # a fresh one, raised here: its traceback ends in this frame, not in threading's
             # Condition.wait, so the kernel's reply need not parse threading.py (~0.2 s the
             # first time a kernel formats a traceback)

@@ -315,6 +315,10 @@ def metrics_snapshot(run: Any, detail: bool = True) -> MetricsSnapshot:
     wm = getattr(run, "watermark_lag_s", None)
     elapsed = float(p.get("elapsed_s") or 0.0)
     rows_in, rows_out = _count(p.get("rows_in")), _count(p.get("rows_out"))
+    if nm and status in LIVE and "rows_in" in nm:
+        # a live native run: the rows of the frame the operator table comes from (the driver
+        # takes both at one instant, every 0.1 s), so the headline and the table agree
+        rows_in, rows_out = _count(nm["rows_in"]), _count(nm["rows_out"])
     avg_in = rows_in / elapsed if elapsed > 0 else 0.0
     avg_out = rows_out / elapsed if elapsed > 0 else 0.0
     live = status in LIVE

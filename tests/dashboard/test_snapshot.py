@@ -219,3 +219,37 @@ def test_dashboard_shows_dead_letters_and_sketches():
     assert "sc-dead-sample" in d.dead_sample.value and "oops" in d.dead_sample.value
     with pytest.raises(ValueError, match="hz must be in"):
         Dashboard(run, hz=50, display=False)
+
+
+@pytest.mark.skipif(
+    "native" not in __import__("streamcell.backends").backends.available(),
+    reason="no native runtime",
+)
+def test_a_live_native_snapshot_takes_headline_and_operators_from_one_frame():
+    """While a native run is live, the headline rows and the operator table come from one
+    instant: no operator has taken more rows than the headline says were read, and the sinks
+    never hold more rows than the last operator emitted."""
+    run = (
+        sc.source(sc.clickstream(rows=None, seed=3), rate=40_000)
+        .filter(sc.col("price") > 5)
+        .key_by("user_id")
+        .agg(n=sc.count())
+        .start("frame_check", engine="native")
+    )
+    try:
+        seen = 0
+        deadline = time.monotonic() + 30
+        while seen < 30 and time.monotonic() < deadline:
+            snap = metrics_snapshot(run)
+            if snap.live and snap.operators and snap.rows_in > 0:
+                ops = snap.operators
+                assert all(o.rows_in <= snap.rows_in for o in ops), snap
+                assert snap.rows_out <= ops[-1].rows_out, snap
+                seen += 1
+            time.sleep(0.02)
+        assert seen == 30
+    finally:
+        run.stop()
+        from streamcell.run import registry
+
+        registry().pop("frame_check", None)

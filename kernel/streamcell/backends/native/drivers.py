@@ -272,6 +272,11 @@ class Driver:
     def _metrics(self, prog: Any) -> dict[str, Any]:
         """The program's metrics plus the multi-entity and speculate stages' own counters."""
         metrics: dict[str, Any] = prog.metrics()
+        # the run's own numbers at the same instant (after _sync_counters), so a display shows
+        # the headline and the operator table from one frame
+        run = self.env.run
+        metrics["rows_in"] = run._progress.rows_read
+        metrics["rows_out"] = sum(self.env.counters[s.step_id].rows_in for s in run.plan.sinks)
         metrics["entities"] = {
             sid: dict(zip(("entities", "waited"), prog.entity_stats(t)))
             for sid, t in self.low.entities.items()
@@ -289,9 +294,9 @@ class Driver:
         if now >= self._next_sync:
             self._next_sync = now + 0.1
             self._flush_stale(now)
-            self.env.run.native_metrics = self._metrics(prog)
             self._drain_sides(prog)
             self._sync_counters(prog)
+            self.env.run.native_metrics = self._metrics(prog)
 
     def _drain(self, prog: Any) -> None:
         from ... import _runtime as R
