@@ -529,10 +529,11 @@ cdef class Program:
 
     def add_keyed(self, str kind, int step, bint cin, bint cout, bytes in_lts, bytes out_lts, list keys,
                   int partitions, int64_t capacity, list aggs=None, list outs=None, int by=-1, int k=0,
-                  bint descending=False, int64_t publish_ns=0):
+                  bint descending=False, int64_t publish_ns=0, int64_t publish_max_ns=0):
         """kind: aggregate (also running), topk or dedup. ``publish_ns`` > 0 (an aggregate with
-        keys): publish the changed keys at least that often and at end of stream instead of one
-        row per input row (exec/ops_state.h)."""
+        keys): publish the changed keys first after that long, then at an interval doubling up
+        to ``publish_max_ns`` (default: publish_ns), and at end of stream, instead of one row
+        per input row (exec/ops_state.h, exec/program.h)."""
         cdef _Schema si = _Schema(in_lts)
         cdef _Schema so = _Schema(out_lts)
         cdef int32_t *ks = _ints(keys)
@@ -578,7 +579,8 @@ cdef class Program:
             check_status(self._add_keyed(kind.encode(), run, destroy, states, bases, partitions, ks,
                                            spec.nkeys, &si.s, &so.s), kind)
             if spec.publish and self.d == NULL:
-                check_status(sc_prog_set_publish(self.p, <uint64_t>publish_ns), "publish")
+                check_status(sc_prog_set_publish(self.p, <uint64_t>publish_ns,
+                                                 <uint64_t>max(publish_ns, publish_max_ns)), "publish")
         finally:
             free(ks)
             free(ag)

@@ -86,6 +86,7 @@ def test_live_snapshots_are_consistent_prefixes(monkeypatch):
     from streamcell.backends.native import program  # builds the Program: reads PUBLISH_NS
 
     monkeypatch.setattr(program, "PUBLISH_NS", 2_000_000)
+    monkeypatch.setattr(program, "PUBLISH_MAX_NS", 2_000_000)
     n = 8_000_000
     rng = np.random.default_rng(5)
     df = pl.DataFrame({"k": rng.integers(0, 2000, n), "v": rng.integers(0, 100, n)})
