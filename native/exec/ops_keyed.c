@@ -34,7 +34,7 @@ typedef struct agg_op {
     uint64_t seq; /* rows seen (arrival serial for first / last) */
     /* publishing (spec.publish): per group the serial of its first row and its key columns;
      * the groups changed since the last publish, in the order they first changed */
-    bool publish;
+    bool publish, complete; /* complete: the end-of-stream publish holds every key */
     int64_t *first;
     sc_sbuf *krow;
     uint8_t *changed;
@@ -79,6 +79,7 @@ int sc_op_aggregate_create(void **st, const sc_op_base *base, const sc_keyed_spe
     }
     rc = sc_keyed_plan_init(&op->kp, spec, &op->base.in, &op->base.out, false);
     op->publish = spec->publish && spec->nkeys > 0;
+    op->complete = op->publish && spec->publish == SC_PUBLISH_COMPLETE;
     op->null_g = -1;
     if (!rc) rc = sc_kmap_init(&op->map, 64);
     if (!rc) {
@@ -335,6 +336,14 @@ static int agg_fold(agg_op *op, const sc_batch *in) {
 
 /* Publishing: one row per group changed since the last publish (see ops_state.h). */
 static int agg_publish(agg_op *op, const sc_batch *in, sc_emitter *e) {
+    bool all = in->eos && op->complete;
+    if (all) { /* every key, in the order of their first rows (groups are made in that order) */
+        for (size_t g = 0; g < op->ngroups; g++) {
+            op->changed[g] = 0;
+            op->dirty[g] = g;
+        }
+        op->ndirty = op->ngroups;
+    }
     size_t nd = op->ndirty;
     if (!nd) return SC_OK;
     sc_batch *ob;
@@ -350,7 +359,7 @@ static int agg_publish(agg_op *op, const sc_batch *in, sc_emitter *e) {
     for (size_t i = 0; i < nd; i++) {
         uint64_t g = op->dirty[i];
         sc_batch_set_i64(ob, SC_COL_SEQ, (int64_t)i, op->first[g]);
-        sc_batch_set_i64(ob, SC_COL_POS, (int64_t)i, 0);
+        sc_batch_set_i64(ob, SC_COL_POS, (int64_t)i, all); /* 1: a row of the complete publish */
         op->changed[g] = 0;
     }
     for (int32_t k = 0; !rc && k < op->kp.nouts; k++) {

@@ -251,3 +251,21 @@ def test_int_key_aggregates_follow_polars(workers):
     assert np.isnan(gx[nan]).all()  # a NaN value makes the key's mean NaN
     assert np.allclose(gx[~nan], wx[~nan].astype(float), equal_nan=True)
     assert np.allclose(got["sx"].to_numpy()[~nan], want["sx"].to_numpy()[~nan])
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_complete_final_publish_replaces_the_table(workers, monkeypatch):
+    """An aggregate feeding a table ends with one publish of every key, which replaces the
+    table (no compaction): more keys than one 64K-row sink chunk, and live publishes before
+    it, still give the reference's table, order of first rows included, and its counts."""
+    from streamcell.backends.native import program
+
+    monkeypatch.setattr(program, "PUBLISH_NS", 1_000_000)  # publish often before the end
+    monkeypatch.setattr(program, "PUBLISH_MAX_NS", 1_000_000)
+    df = _int_frame(200_000, seed=21, keys=150_000)
+    ref = _run(_dense_agg(df), engine="reference")
+    got = _run(_dense_agg(df), engine="native", workers=workers, batch_size=4096)
+    assert got.status == "finished"
+    assert ref.table().height > 65_536
+    assert got.table().equals(ref.table())
+    assert got.counts().equals(ref.counts())

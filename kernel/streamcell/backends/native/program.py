@@ -130,6 +130,7 @@ def build(low: Lowered, c: Compiled) -> Any:
                 descending=a.get("descending", False),
                 publish_ns=PUBLISH_NS if a.get("publish") else 0,
                 publish_max_ns=max(PUBLISH_NS, PUBLISH_MAX_NS),
+                publish_complete=bool(a.get("complete")),
             )
         elif kind == "window":
             prog.add_window(
