@@ -495,7 +495,9 @@ def _lower_step(  # noqa: C901 - one dispatch per step kind
             # update-mode Parquet sink must see only the keys changed since its last write
             sink = c.plan.consumers()[s.step_id][0] if publish else None
             complete = isinstance(sink, P.Sink) and sink.target == "table"
-            low.ops.append(("keyed", dict(agg, kind="aggregate", publish=publish, complete=complete)))
+            low.ops.append(
+                ("keyed", dict(agg, kind="aggregate", publish=publish, complete=complete))
+            )
         else:
             size = P.parse_duration(w.size)
             window = dict(

@@ -90,12 +90,13 @@ class _SinkOut:
         """At the end of the stream: the frames written so far hold every published key, so
         they account for every changelog row counted into the sink."""
         rest = self.env.counters[self.sink.step_id].rows_in - self.covered
-        if self.complete and hasattr(self.frame_writer, "write_frame"):
+        store = self.frame_writer
+        if self.complete and store is not None and hasattr(store, "write_frame"):
             # every key (each partition's in first-row order), ordered by first row: the table
             first = pa.chunked_array([b.column(0) for b in self.complete]).to_numpy()
             df = to_frame(self.complete, self.schema)[np.argsort(first, kind="stable")]
             self.complete = []
-            self.frame_writer.write_frame(df, stands_for=max(rest, 0), replace=True)
+            store.write_frame(df, stands_for=max(rest, 0), replace=True)
             self.covered += max(rest, 0)
             return
         if rest > 0 and self.frame_writer is not None:
