@@ -1,5 +1,5 @@
 # distutils: language = c
-# distutils: sources = native/exec/common.c native/exec/expr.c native/exec/expr_vec.c native/exec/expr_fast.c native/exec/expr_funcs.c native/exec/expr_compile.c native/exec/expr_compat_num.c native/exec/expr_compat_time.c native/exec/expr_compat_str.c native/exec/ops_filter_project.c native/exec/select.c native/exec/ops_state.c native/exec/ops_keyed.c native/exec/ops_window.c native/exec/keyhash.c native/exec/rowstore.c native/exec/program.c native/exec/arrow_bridge.c native/exec/lists.c native/exec/ops_sketch.c native/exec/ops_entities.c native/exec/ops_speculate.c native/exec/ops_step.c native/exec/speculate.c native/exec/dag.c native/exec/ops_join.c native/exec/ops_correlate.c native/sketch/theta.c native/sketch/hll.c native/sketch/kll.c native/sketch/frequent.c native/sketch/murmur3.c native/sketch/concurrent.c native/runtime/pool.c native/runtime/scheduler.c native/runtime/reorder.c native/runtime/hybrid_queue.c native/runtime/ring.c native/runtime/batch.c native/runtime/metrics.c
+# distutils: sources = native/exec/common.c native/exec/expr.c native/exec/expr_vec.c native/exec/expr_fast.c native/exec/expr_funcs.c native/exec/expr_compile.c native/exec/expr_compat_num.c native/exec/expr_compat_time.c native/exec/expr_compat_str.c native/exec/ops_filter_project.c native/exec/select.c native/exec/ops_state.c native/exec/ops_keyed.c native/exec/aggstate.c native/exec/ops_window.c native/exec/keyhash.c native/exec/rowstore.c native/exec/program.c native/exec/arrow_bridge.c native/exec/lists.c native/exec/ops_sketch.c native/exec/ops_entities.c native/exec/ops_speculate.c native/exec/ops_step.c native/exec/speculate.c native/exec/dag.c native/exec/ops_join.c native/exec/ops_correlate.c native/sketch/theta.c native/sketch/hll.c native/sketch/kll.c native/sketch/frequent.c native/sketch/murmur3.c native/sketch/concurrent.c native/runtime/pool.c native/runtime/scheduler.c native/runtime/reorder.c native/runtime/hybrid_queue.c native/runtime/ring.c native/runtime/batch.c native/runtime/metrics.c
 # distutils: include_dirs = native native/common native/exec native/runtime
 """streamcell._runtime: the Python face of the native runtime (native/exec, native/runtime).
 
@@ -37,7 +37,7 @@ from exec.expr cimport (
     sc_op_project_destroy, sc_op_project_run,
 )
 from exec.ops_state cimport (
-    sc_agg_spec, sc_keyed_spec, sc_op_aggregate_create, sc_op_aggregate_destroy,
+    SC_PUBLISH_COMPLETE, sc_agg_spec, sc_keyed_spec, sc_op_aggregate_create, sc_op_aggregate_destroy,
     sc_op_aggregate_run, sc_op_dedup_create, sc_op_dedup_destroy, sc_op_dedup_run,
     sc_op_topk_create, sc_op_topk_destroy, sc_op_topk_run, sc_op_window_create,
     sc_op_window_destroy, sc_op_window_run, sc_out_col, sc_window_spec,
@@ -529,10 +529,13 @@ cdef class Program:
 
     def add_keyed(self, str kind, int step, bint cin, bint cout, bytes in_lts, bytes out_lts, list keys,
                   int partitions, int64_t capacity, list aggs=None, list outs=None, int by=-1, int k=0,
-                  bint descending=False, int64_t publish_ns=0):
+                  bint descending=False, int64_t publish_ns=0, int64_t publish_max_ns=0,
+                  bint publish_complete=False):
         """kind: aggregate (also running), topk or dedup. ``publish_ns`` > 0 (an aggregate with
-        keys): publish the changed keys at least that often and at end of stream instead of one
-        row per input row (exec/ops_state.h)."""
+        keys): publish the changed keys first after that long, then at an interval doubling up
+        to ``publish_max_ns`` (default: publish_ns), and at end of stream, instead of one row
+        per input row (exec/ops_state.h, exec/program.h). ``publish_complete``: the end-of-stream
+        publish holds every key, its rows marked pos 1 (a table replaces its rows with them)."""
         cdef _Schema si = _Schema(in_lts)
         cdef _Schema so = _Schema(out_lts)
         cdef int32_t *ks = _ints(keys)
@@ -551,7 +554,7 @@ cdef class Program:
         spec.aggs = ag
         spec.naggs = <int32_t>len(aggs or [])
         spec.outs = oc
-        spec.publish = publish_ns > 0 and kind == "aggregate"
+        spec.publish = (SC_PUBLISH_COMPLETE if publish_complete else 1) if publish_ns > 0 and kind == "aggregate" else 0
         if kind == "aggregate":
             run, destroy = sc_op_aggregate_run, sc_op_aggregate_destroy
         elif kind == "topk":
@@ -578,7 +581,8 @@ cdef class Program:
             check_status(self._add_keyed(kind.encode(), run, destroy, states, bases, partitions, ks,
                                            spec.nkeys, &si.s, &so.s), kind)
             if spec.publish and self.d == NULL:
-                check_status(sc_prog_set_publish(self.p, <uint64_t>publish_ns), "publish")
+                check_status(sc_prog_set_publish(self.p, <uint64_t>publish_ns,
+                                                 <uint64_t>max(publish_ns, publish_max_ns)), "publish")
         finally:
             free(ks)
             free(ag)

@@ -70,13 +70,19 @@ class _FrameGate(_SinkGate):
         super().__init__(stop, store.write)
         self._store = store
 
-    def write_frame(self, df: pl.DataFrame, stands_for: int | None = None) -> None:
+    def write_frame(
+        self, df: pl.DataFrame, stands_for: int | None = None, replace: bool = False
+    ) -> None:
         """Write a frame; ``stands_for``: the rows it accounts for when that is not its height
-        (the changed keys a publishing aggregate sends in place of its changelog rows)."""
+        (the changed keys a publishing aggregate sends in place of its changelog rows);
+        ``replace``: the frame is the whole table (an upsert table's rows, one per key)."""
         if self._stop.is_set():
             self.dropped = True
             return
-        self._store.write_frame(df)
+        if replace:
+            self._store.replace_frame(df)
+        else:
+            self._store.write_frame(df)
         self.written += df.height if stands_for is None else stands_for
 
     def adopt(self, remote: Any, rows: int) -> None:

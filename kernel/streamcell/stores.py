@@ -44,6 +44,7 @@ class TableStore:
         self._frames: list[pl.DataFrame] = []
         self._frame_rows = 0
         self._compacted_rows = 0
+        self._is_compact = False  # _frames is one frame, already compacted
         self._remote: Any = None  # rows kept by an engine (Spark): see adopt()
 
     def adopt(self, remote: Any) -> None:
@@ -54,6 +55,7 @@ class TableStore:
 
     def write_frame(self, df: pl.DataFrame) -> None:
         with self._lock:
+            self._is_compact = False
             self._frames.append(df)
             self._frame_rows += df.height
             # an upsert table keeps at most ~5x its compacted rows + 256K rows of changelog:
@@ -63,10 +65,18 @@ class TableStore:
             ):
                 self._compact()
 
+    def replace_frame(self, df: pl.DataFrame) -> None:
+        """The whole table is ``df`` (for an upsert table: one row per key, in the order of
+        each key's first row), replacing every frame written before."""
+        with self._lock:
+            self._frames = [df]
+            self._frame_rows = self._compacted_rows = df.height
+            self._is_compact = True
+
     def _compact(self) -> None:
         """Merge the chunks (under the lock); for upsert tables keep each key's last row at
         the key's first position."""
-        if not self._frames:
+        if not self._frames or self._is_compact:
             return
         df = pl.concat(self._frames, how="vertical") if len(self._frames) > 1 else self._frames[0]
         if self.key is not None and len(self._frames) > 0:
@@ -80,6 +90,7 @@ class TableStore:
             )
         self._frames = [df]
         self._frame_rows = self._compacted_rows = df.height
+        self._is_compact = True
 
     def write(self, rows: list[dict[str, Any]]) -> None:
         with self._lock:

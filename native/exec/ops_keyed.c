@@ -1,6 +1,7 @@
 /* ops_keyed: the keyed operators without event time: aggregate / running (AggregateOp,
  * RunningOp), top-k (TopKOp) and dedup (DedupOp) of the reference. See ops_state.h. */
 #include "ops_state.h"
+#include "aggstate.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -12,8 +13,17 @@ typedef struct agg_op {
     sc_op_base base;
     sc_keyed_plan kp;
     int32_t *aout_off, *aout; /* output columns of aggregate j: aout[aout_off[j] .. aout_off[j+1]) */
-    sc_kmap map;              /* key -> group */
-    sc_acc *accs;             /* group g: accs[g * naggs .. (g + 1) * naggs) */
+    sc_kmap map;              /* key -> group (keys other than one int64 column) */
+    /* one int64 key column (ikey): its values -> group, and the null key's group (-1: none) */
+    bool ikey;
+    sc_imap imap;
+    int64_t null_g;
+    sc_acc *accs; /* group g: accs[g * naggs .. (g + 1) * naggs) (not dense) */
+    /* dense (publishing, every aggregate with a dense form): group g's record is
+     * dacc[g * dense.words ..] (aggstate.h) instead of sc_acc per aggregate */
+    bool dense;
+    sc_dense dn;
+    uint64_t *dacc;
     size_t ngroups, gcap;
     sc_buf kbuf, scratch;
     int64_t *gid; /* group of each row of the current batch */
@@ -24,7 +34,7 @@ typedef struct agg_op {
     uint64_t seq; /* rows seen (arrival serial for first / last) */
     /* publishing (spec.publish): per group the serial of its first row and its key columns;
      * the groups changed since the last publish, in the order they first changed */
-    bool publish;
+    bool publish, complete; /* complete: the end-of-stream publish holds every key */
     int64_t *first;
     sc_sbuf *krow;
     uint8_t *changed;
@@ -38,6 +48,9 @@ void sc_op_aggregate_destroy(void *vst) {
     for (size_t i = 0; op->accs && i < op->ngroups * (size_t)op->kp.naggs; i++)
         sc_acc_free(&op->kp.aggs[i % (size_t)op->kp.naggs], &op->accs[i]);
     free(op->accs);
+    free(op->dacc);
+    sc_dense_free(&op->dn);
+    sc_imap_free(&op->imap);
     for (size_t g = 0; op->krow && g < op->ngroups; g++) sc_sbuf_free(&op->krow[g]);
     free(op->first);
     free(op->krow);
@@ -66,7 +79,14 @@ int sc_op_aggregate_create(void **st, const sc_op_base *base, const sc_keyed_spe
     }
     rc = sc_keyed_plan_init(&op->kp, spec, &op->base.in, &op->base.out, false);
     op->publish = spec->publish && spec->nkeys > 0;
+    op->complete = op->publish && spec->publish == SC_PUBLISH_COMPLETE;
+    op->null_g = -1;
     if (!rc) rc = sc_kmap_init(&op->map, 64);
+    if (!rc) {
+        op->ikey = op->kp.nkeys == 1 && sc_ltype_physical((sc_ltype)op->base.in.lt[op->kp.keys[0]]) == SC_COL_INT64;
+        if (op->ikey) rc = sc_imap_init(&op->imap, 64);
+    }
+    if (!rc && op->publish) rc = sc_dense_plan(&op->dn, &op->kp, &op->dense);
     if (!rc) {
         int32_t na = op->kp.naggs, n = 0;
         op->aout_off = calloc((size_t)na + 1, sizeof(int32_t));
@@ -108,14 +128,62 @@ static int agg_new_group(agg_op *op, uint64_t *g) {
     size_t na = (size_t)op->kp.naggs;
     if (op->ngroups == op->gcap && (na || op->publish)) {
         size_t cap = op->gcap ? op->gcap * 2 : 64;
-        sc_acc *a = realloc(op->accs, cap * (na ? na : 1) * sizeof *a);
-        if (!a) return SC_ENOMEM;
-        op->accs = a;
+        if (op->dense) {
+            uint64_t *d = realloc(op->dacc, cap * (size_t)(op->dn.words ? op->dn.words : 1) * sizeof *d);
+            if (!d) return SC_ENOMEM;
+            op->dacc = d;
+        } else {
+            sc_acc *a = realloc(op->accs, cap * (na ? na : 1) * sizeof *a);
+            if (!a) return SC_ENOMEM;
+            op->accs = a;
+            memset(a + op->gcap * na, 0, (cap - op->gcap) * na * sizeof *a);
+        }
         if (op->publish && agg_grow_publish(op, cap)) return SC_ENOMEM;
-        memset(a + op->gcap * na, 0, (cap - op->gcap) * na * sizeof *a);
         op->gcap = cap;
     }
+    if (op->dense) sc_dense_init(&op->dn, op->dacc + op->ngroups * (size_t)op->dn.words);
     *g = op->ngroups++;
+    return SC_OK;
+}
+
+/* A group for a new key first seen at row r of `in`. */
+static int agg_group_for(agg_op *op, const sc_batch *in, int64_t r, uint64_t *g) {
+    int rc = agg_new_group(op, g);
+    if (!rc && op->publish) {
+        op->first[*g] = sc_batch_get_i64(in, SC_COL_SEQ, r);
+        rc = sc_row_encode(&op->krow[*g], in, r, op->kp.keys, op->kp.nkeys);
+    }
+    return rc;
+}
+
+/* agg_groups for one int64 key column: probe the int map with the values themselves, the
+ * slots of rows a few ahead prefetched (a batch's cache misses overlap). */
+static int agg_groups_int(agg_op *op, const sc_batch *in) {
+    enum { AHEAD = 16 };
+    int64_t n = in->nrows;
+    const sc_column *k = &in->cols[op->kp.keys[0]];
+    const int64_t *v = k->values;
+    bool nulls = k->null_count != 0;
+    for (int64_t r = 0; r < n && r < AHEAD; r++) sc_imap_prefetch(&op->imap, v[r]);
+    for (int64_t r = 0; r < n; r++) {
+        if (r + AHEAD < n) sc_imap_prefetch(&op->imap, v[r + AHEAD]);
+        uint64_t g;
+        if (nulls && !sc_bit_get(k->validity, r)) {
+            if (op->null_g < 0) {
+                int rc = agg_group_for(op, in, r, &g);
+                if (rc) return rc;
+                op->null_g = (int64_t)g;
+            }
+            op->gid[r] = op->null_g;
+            continue;
+        }
+        if (!sc_imap_find(&op->imap, v[r], &g)) {
+            int rc = agg_group_for(op, in, r, &g);
+            if (!rc) rc = sc_imap_insert(&op->imap, v[r], g);
+            if (rc) return rc;
+        }
+        op->gid[r] = (int64_t)g;
+    }
     return SC_OK;
 }
 
@@ -137,6 +205,7 @@ static int agg_groups(agg_op *op, const sc_batch *in) {
         memset(op->gid, 0, (size_t)n * sizeof *op->gid);
         return SC_OK;
     }
+    if (op->ikey) return agg_groups_int(op, in);
     /* encode and hash every row's key first, then probe with the slots of rows a few ahead
      * prefetched: a batch's cache misses overlap instead of queueing one after another */
     enum { AHEAD = 8 };
@@ -149,24 +218,7 @@ static int agg_groups(agg_op *op, const sc_batch *in) {
         if (!ko || !kh) return SC_ENOMEM;
         op->koff_cap = n;
     }
-    const sc_column *k0 = &in->cols[op->kp.keys[0]];
-    bool int_key = op->kp.nkeys == 1 && k0->type == SC_COL_INT64 && k0->null_count == 0;
-    if (int_key) {
-        /* one int key, no nulls: its encoding (sc_key_encode) written directly */
-        int rc = sc_buf_reserve(&op->kbuf, (size_t)n * 9);
-        if (rc) return rc;
-        const int64_t *v = k0->values;
-        for (int64_t r = 0; r < n; r++) {
-            uint8_t *p = op->kbuf.p + (size_t)r * 9;
-            op->koff[r] = (size_t)r * 9;
-            p[0] = 1;
-            memcpy(p + 1, &v[r], 8);
-            op->khash[r] = sc_hash_bytes(p, 9);
-            if (r < AHEAD) sc_kmap_prefetch(&op->map, op->khash[r]);
-        }
-        op->kbuf.len = (size_t)n * 9;
-    }
-    for (int64_t r = int_key ? n : 0; r < n; r++) {
+    for (int64_t r = 0; r < n; r++) {
         op->koff[r] = op->kbuf.len;
         int rc = sc_key_encode(&op->kbuf, in, r, op->kp.keys, op->kp.nkeys, NULL);
         if (rc) return rc;
@@ -180,13 +232,9 @@ static int agg_groups(agg_op *op, const sc_batch *in) {
         uint32_t len = (uint32_t)(op->koff[r + 1] - op->koff[r]);
         uint64_t h = op->khash[r], g;
         if (!sc_kmap_find(&op->map, h, key, len, &g)) {
-            int rc = agg_new_group(op, &g);
+            int rc = agg_group_for(op, in, r, &g);
             bool ins;
             if (!rc) rc = sc_kmap_upsert(&op->map, h, key, len, &g, &ins);
-            if (!rc && op->publish) {
-                op->first[g] = sc_batch_get_i64(in, SC_COL_SEQ, r);
-                rc = sc_row_encode(&op->krow[g], in, r, op->kp.keys, op->kp.nkeys);
-            }
             if (rc) return rc;
         }
         op->gid[r] = (int64_t)g;
@@ -272,7 +320,8 @@ static int agg_update_column(agg_op *op, int32_t j, const sc_batch *in) {
 static int agg_fold(agg_op *op, const sc_batch *in) {
     int64_t n = in->nrows;
     int rc = agg_groups(op, in);
-    for (int32_t j = 0; !rc && j < op->kp.naggs; j++) rc = agg_update_column(op, j, in);
+    if (!rc && op->dense) sc_dense_update(&op->dn, op->dacc, op->gid, in);
+    for (int32_t j = 0; !rc && !op->dense && j < op->kp.naggs; j++) rc = agg_update_column(op, j, in);
     for (int64_t r = 0; !rc && r < n; r++) {
         uint64_t g = (uint64_t)op->gid[r];
         if (!op->changed[g]) {
@@ -287,6 +336,14 @@ static int agg_fold(agg_op *op, const sc_batch *in) {
 
 /* Publishing: one row per group changed since the last publish (see ops_state.h). */
 static int agg_publish(agg_op *op, const sc_batch *in, sc_emitter *e) {
+    bool all = in->eos && op->complete;
+    if (all) { /* every key, in the order of their first rows (groups are made in that order) */
+        for (size_t g = 0; g < op->ngroups; g++) {
+            op->changed[g] = 0;
+            op->dirty[g] = g;
+        }
+        op->ndirty = op->ngroups;
+    }
     size_t nd = op->ndirty;
     if (!nd) return SC_OK;
     sc_batch *ob;
@@ -302,7 +359,7 @@ static int agg_publish(agg_op *op, const sc_batch *in, sc_emitter *e) {
     for (size_t i = 0; i < nd; i++) {
         uint64_t g = op->dirty[i];
         sc_batch_set_i64(ob, SC_COL_SEQ, (int64_t)i, op->first[g]);
-        sc_batch_set_i64(ob, SC_COL_POS, (int64_t)i, 0);
+        sc_batch_set_i64(ob, SC_COL_POS, (int64_t)i, all); /* 1: a row of the complete publish */
         op->changed[g] = 0;
     }
     for (int32_t k = 0; !rc && k < op->kp.nouts; k++) {
@@ -315,8 +372,13 @@ static int agg_publish(agg_op *op, const sc_batch *in, sc_emitter *e) {
     }
     for (int32_t j = 0; !rc && j < na; j++)
         for (int32_t x = op->aout_off[j]; !rc && x < op->aout_off[j + 1]; x++)
-            for (size_t i = 0; !rc && i < nd; i++)
-                rc = sc_acc_write(&op->kp.aggs[j], &op->accs[op->dirty[i] * na + j], ob, op->aout[x], (int64_t)i);
+            for (size_t i = 0; !rc && i < nd; i++) {
+                sc_acc view;
+                const sc_acc *a = &view;
+                if (op->dense) sc_dense_acc(&op->dn, j, op->dacc + op->dirty[i] * (size_t)op->dn.words, &view);
+                else a = &op->accs[op->dirty[i] * na + j];
+                rc = sc_acc_write(&op->kp.aggs[j], a, ob, op->aout[x], (int64_t)i);
+            }
     op->ndirty = 0;
     return rc;
 }

@@ -59,6 +59,7 @@ typedef struct sc_keyed_spec {
     const sc_out_col *outs; /* out schema ncols - SC_NHIDDEN entries */
     int32_t publish;        /* aggregate with keys: publish changed keys instead (see below) */
 } sc_keyed_spec;
+#define SC_PUBLISH_COMPLETE 2 /* sc_keyed_spec.publish: the end-of-stream publish holds every key */
 
 /* Every *_create copies `base` (schemas, step, counters; a fresh side log when base->side is
  * set); the caller keeps ownership of *base. The create functions validate the spec against
@@ -79,6 +80,10 @@ typedef struct sc_keyed_spec {
  * `publish`, and at end of stream, it emits one row per key changed since its last publish
  * (keys + results, in the order the keys first changed), the SC_COL_SEQ cell holding the
  * serial of the key's first row, so the consumer can order new keys by first appearance.
+ * With spec.publish == SC_PUBLISH_COMPLETE the end-of-stream publish holds every key (each
+ * partition's keys in the order of their first rows), its rows marked by SC_COL_POS = 1 (0 in
+ * every other publish): together they are the whole final table, so a consumer may replace
+ * what it holds with them instead of folding them in.
  * It still counts one row out per row in, as the changelog it stands for. */
 int sc_op_aggregate_create(void **st, const sc_op_base *base, const sc_keyed_spec *spec);
 int sc_op_aggregate_run(void *st, sc_batch *in, sc_batch **out);

@@ -5,6 +5,7 @@ from runtime.batch cimport sc_batch
 from exec.exec cimport sc_op_base
 
 cdef extern from "exec/ops_state.h":
+    enum: SC_PUBLISH_COMPLETE
     ctypedef struct sc_agg_spec:
         int32_t fn
         int32_t arg

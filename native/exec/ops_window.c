@@ -2,11 +2,15 @@
  * reference's WindowOp and _EventTime). See ops_state.h.
  *
  * Open windows live in a slab (ids reused through a free list) with their accumulators in a
- * parallel array. A binary heap indexed by window (each window knows its position) orders
- * them by (end, start, creation): the reference's heap of (end, start, seq, uid) with lazy
- * deletion pops live windows in exactly this order, since a live window's current
- * (end, start, seq) is unique. Tumbling / sliding windows are found by (key, start) in a map;
- * sessions by key, in a list per key.
+ * parallel array. They close in (end, start, creation) order: the reference's heap of
+ * (end, start, seq, uid) with lazy deletion pops live windows in exactly this order, since a
+ * live window's current (end, start, seq) is unique. Sessions keep a binary heap indexed by
+ * window (each window knows its position). Tumbling / sliding windows all have end =
+ * start + size (saturating, so end never decreases as start grows): (end, start, creation)
+ * order is (start, creation) order, so they sit in buckets, one per start, kept sorted by
+ * start, each a list in creation order; closing takes whole buckets from the front, O(1)
+ * per window instead of a heap's O(log open). Tumbling / sliding windows are found by
+ * (key, start) in a map; sessions by key, in a list per key.
  *
  * Time arithmetic is exact (128-bit) for the late test, window starts and session hits;
  * stored bounds (start, end) are int64 and saturate where the exact value does not fit, which
@@ -24,10 +28,19 @@ typedef struct win {
     int64_t start, last, end;
     uint64_t seq;   /* creation order */
     uint64_t mhash; /* tumbling / sliding: map hash of (key, start) */
-    uint32_t hpos;  /* position in the heap */
+    uint32_t hpos;  /* session: position in the heap */
+    uint32_t next;  /* tumbling / sliding: the next window of its bucket (NO_WIN: none) */
     uint32_t owner; /* session: its key's list */
     sc_sbuf row;    /* SC_OUT_INPUT columns of the row that opened the window */
 } win;
+
+#define NO_WIN UINT32_MAX
+
+/* Tumbling / sliding: the open windows of one start, in creation order. */
+typedef struct wbucket {
+    int64_t start;
+    uint32_t head, tail;
+} wbucket;
 
 typedef struct sess_list {
     uint64_t hash; /* map hash of the key */
@@ -48,7 +61,9 @@ typedef struct window_op {
     sc_acc *accs; /* window i: accs[i * naggs ..] */
     uint32_t wcap, whw, nfree;
     uint32_t *wfree;
-    uint32_t *heap, hn;
+    uint32_t *heap, hn; /* sessions */
+    wbucket *bk;        /* tumbling / sliding: bk[blo .. bhi), by start */
+    uint32_t blo, bhi, bcap;
     /* lookup */
     sc_kmap map;
     sess_list *sl;
@@ -136,7 +151,46 @@ static int win_grow(window_op *op) {
     return SC_OK;
 }
 
-/* A new window opened by in[row] (zeroed accumulators), pushed on the heap. */
+/* Tumbling / sliding: append window id (start set) to the bucket of its start, made (in
+ * start order) when there is none. */
+static int bucket_append(window_op *op, uint32_t id) {
+    int64_t start = op->w[id].start;
+    uint32_t lo = op->blo, hi = op->bhi;
+    if (!(hi > lo && op->bk[hi - 1].start == start)) { /* not the newest bucket: search */
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (op->bk[mid].start < start) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo == op->bhi || op->bk[lo].start != start) { /* a new bucket at lo */
+            if (op->bhi == op->bcap && op->blo > 0) { /* reuse the room before blo */
+                memmove(op->bk, op->bk + op->blo, (op->bhi - op->blo) * sizeof *op->bk);
+                lo -= op->blo;
+                op->bhi -= op->blo;
+                op->blo = 0;
+            }
+            if (op->bhi == op->bcap) {
+                uint32_t cap = op->bcap ? op->bcap * 2 : 16;
+                wbucket *b = realloc(op->bk, cap * sizeof *b);
+                if (!b) return SC_ENOMEM;
+                op->bk = b;
+                op->bcap = cap;
+            }
+            memmove(op->bk + lo + 1, op->bk + lo, (op->bhi - lo) * sizeof *op->bk);
+            op->bhi++;
+            op->bk[lo] = (wbucket){ start, NO_WIN, NO_WIN };
+        }
+        hi = lo + 1;
+    }
+    wbucket *b = &op->bk[hi - 1];
+    op->w[id].next = NO_WIN;
+    if (b->tail == NO_WIN) b->head = id;
+    else op->w[b->tail].next = id;
+    b->tail = id;
+    return SC_OK;
+}
+
+/* A new window opened by in[row] (zeroed accumulators), on the heap (sessions) or in its bucket. */
 static int win_new(window_op *op, const sc_batch *in, int64_t row, int64_t start, int64_t end, uint32_t *out) {
     if (!op->nfree && op->whw == op->wcap) {
         int rc = win_grow(op);
@@ -152,9 +206,17 @@ static int win_new(window_op *op, const sc_batch *in, int64_t row, int64_t start
     w->start = w->last = start;
     w->end = end;
     w->seq = ++op->nwin;
-    op->heap[op->hn] = id;
-    w->hpos = op->hn++;
-    sift_up(op, w->hpos);
+    if (op->kind == SC_WIN_SESSION) {
+        op->heap[op->hn] = id;
+        w->hpos = op->hn++;
+        sift_up(op, w->hpos);
+    } else {
+        rc = bucket_append(op, id);
+        if (rc) {
+            op->wfree[op->nfree++] = id;
+            return rc;
+        }
+    }
     op->open++;
     *out = id;
     return SC_OK;
@@ -359,6 +421,20 @@ static int emit_window(window_op *op, uint32_t id, const sc_batch *trig, int64_t
 /* Close (emit, forget) every window with end <= wm in (end, start, creation) order; all of
  * them at end of stream (trig == NULL). */
 static int close_windows(window_op *op, i128 wm, const sc_batch *trig, int64_t trow, sc_emitter *e) {
+    while (op->kind != SC_WIN_SESSION && op->blo < op->bhi) {
+        wbucket *b = &op->bk[op->blo]; /* its windows share one end */
+        if (trig && (i128)op->w[b->head].end > wm) break;
+        while (b->head != NO_WIN) {
+            uint32_t id = b->head;
+            b->head = op->w[id].next;
+            if (b->head == NO_WIN) b->tail = NO_WIN;
+            int rc = emit_window(op, id, trig, trow, e);
+            if (!rc) rc = win_unlink(op, id);
+            win_free(op, id);
+            if (rc) return rc;
+        }
+        if (++op->blo == op->bhi) op->blo = op->bhi = 0;
+    }
     while (op->hn > 0) {
         uint32_t id = op->heap[0];
         if (trig && (i128)op->w[id].end > wm) break;
@@ -391,12 +467,26 @@ static int window_row(window_op *op, const sc_batch *in, int64_t r, sc_emitter *
 /* SC_DEBUG: the heap holds exactly the open windows, in heap order, each knowing its place. */
 static void check_state(const window_op *op) {
 #ifdef SC_DEBUG
+    if (op->kind != SC_WIN_SESSION) { /* buckets by start, windows by creation, every one open */
+        int64_t n = 0;
+        for (uint32_t b = op->blo; b < op->bhi; b++) {
+            SC_INVARIANT(b == op->blo || op->bk[b - 1].start < op->bk[b].start, "window buckets order");
+            SC_INVARIANT(op->bk[b].head != NO_WIN, "empty window bucket");
+            for (uint32_t id = op->bk[b].head, prev = NO_WIN; id != NO_WIN; prev = id, id = op->w[id].next, n++) {
+                SC_INVARIANT(op->w[id].start == op->bk[b].start, "window in another start's bucket");
+                SC_INVARIANT(prev == NO_WIN || op->w[prev].seq < op->w[id].seq, "window bucket order");
+                SC_INVARIANT(op->w[id].next != NO_WIN || op->bk[b].tail == id, "window bucket tail");
+            }
+        }
+        SC_INVARIANT(n == op->open && op->hn == 0, "window buckets != open windows");
+        SC_INVARIANT(op->map.n == (size_t)n, "window map size != open windows");
+        return;
+    }
     SC_INVARIANT((int64_t)op->hn == op->open, "window heap size != open windows");
     for (uint32_t i = 0; i < op->hn; i++) {
         SC_INVARIANT(op->w[op->heap[i]].hpos == i, "window heap position");
         SC_INVARIANT(i == 0 || !w_less(op, op->heap[i], op->heap[(i - 1) / 2]), "window heap order");
     }
-    if (op->kind != SC_WIN_SESSION) SC_INVARIANT(op->map.n == op->hn, "window map size != open windows");
 #else
     (void)op;
 #endif
@@ -428,6 +518,7 @@ void sc_op_window_destroy(void *vst) {
     free(op->accs);
     free(op->wfree);
     free(op->heap);
+    free(op->bk);
     free(op->sl);
     free(op->slfree);
     free(op->hit);

@@ -2,6 +2,7 @@
 #include "program.h"
 
 #include "ops_state.h" /* key encoding: one definition of key equality for split and ops */
+#include "aggstate.h" /* the int key hash */
 #include "../runtime/atomic_ext.h"
 
 #include <stdio.h>
@@ -35,9 +36,10 @@ typedef struct split_state {
     int32_t nkeys;
     uint32_t parts;
     /* publishing operators (sc_prog_set_publish): every partition gets a sub-batch marked
-     * `publish` at least every publish_ns and at end of stream */
-    uint64_t publish_ns;
-    sc_atomic_u64 last_publish;
+     * `publish` when publish_every has passed since the last one (the interval doubles from
+     * publish_ns up to publish_max_ns) and at end of stream */
+    uint64_t publish_ns, publish_max_ns;
+    sc_atomic_u64 last_publish, publish_every;
 } split_state;
 
 typedef struct merge_state {
@@ -77,7 +79,12 @@ struct sc_prog {
 static bool split_publish_due(split_state *st) {
     if (!st->publish_ns) return false;
     uint64_t now = sc_now_ns(), last = sc_u64_load_relaxed(&st->last_publish);
-    return now - last >= st->publish_ns && sc_u64_cas_acqrel(&st->last_publish, &last, now);
+    uint64_t every = sc_u64_load_relaxed(&st->publish_every);
+    if (now - last < every || !sc_u64_cas_acqrel(&st->last_publish, &last, now)) return false;
+    /* the winner doubles the interval (a splitter that read the old one may publish early
+     * once: harmless, any publish is a consistent prefix) */
+    sc_u64_store_relaxed(&st->publish_every, every * 2 < st->publish_max_ns ? every * 2 : st->publish_max_ns);
+    return true;
 }
 
 /* End of stream for a publishing operator: one empty eos sub-batch per partition, so every
@@ -131,26 +138,32 @@ static int split_run(void *vst, sc_batch *in, sc_batch **out) {
     int rc = part && count && sub ? SC_OK : SC_ENOMEM;
     sc_buf key = { 0 };
     const sc_column *k0 = st->nkeys == 1 ? &in->cols[st->keys[0]] : NULL;
-    bool int_key = k0 && k0->type == SC_COL_INT64 && k0->null_count == 0;
-    if (rc == SC_OK && int_key) {
-        /* one int key, no nulls: hash its encoding (sc_key_encode) without building it */
+    if (rc == SC_OK && k0 && k0->type == SC_COL_INT64) {
+        /* one int64 key column (every batch of it, nulls or not, so a key always meets the
+         * same partition): the int map's hash of the value, nulls in partition 0; the high
+         * half picks the partition (the keyed int maps index slots by the low bits) */
         const int64_t *v = k0->values;
-        uint8_t kb[9] = { 1 };
-        for (int64_t r = 0; r < n; r++) {
-            memcpy(kb + 1, &v[r], 8);
-            part[r] = (uint32_t)((sc_hash_bytes(kb, 9) >> 32) % P);
+        if (k0->null_count == 0)
+            for (int64_t r = 0; r < n; r++) {
+                part[r] = (uint32_t)(((sc_imap_hash(v[r]) >> 32) * P) >> 32);
+                count[part[r]]++;
+            }
+        else
+            for (int64_t r = 0; r < n; r++) {
+                part[r] = sc_bit_get(k0->validity, r) ? (uint32_t)(((sc_imap_hash(v[r]) >> 32) * P) >> 32) : 0;
+                count[part[r]]++;
+            }
+    } else {
+        for (int64_t r = 0; rc == SC_OK && r < n; r++) {
+            /* partition by the keyed operators' own key bytes (null == null, NaN == NaN,
+             * -0.0 == 0.0), so equal keys always meet in one partition */
+            key.len = 0;
+            rc = sc_key_encode(&key, in, r, st->keys, st->nkeys, st->base.in.lt);
+            if (rc) break;
+            /* the high half picks the partition: the keyed maps index slots by the low bits */
+            part[r] = (uint32_t)((sc_hash_bytes(key.p, key.len) >> 32) % P);
             count[part[r]]++;
         }
-    }
-    for (int64_t r = int_key ? n : 0; rc == SC_OK && r < n; r++) {
-        /* partition by the keyed operators' own key bytes (null == null, NaN == NaN,
-         * -0.0 == 0.0), so equal keys always meet in one partition */
-        key.len = 0;
-        rc = sc_key_encode(&key, in, r, st->keys, st->nkeys, st->base.in.lt);
-        if (rc) break;
-        /* the high half picks the partition: the keyed maps index slots by the low bits */
-        part[r] = (uint32_t)((sc_hash_bytes(key.p, key.len) >> 32) % P);
-        count[part[r]]++;
     }
     sc_buf_free(&key);
     uint32_t groups = 0;
@@ -504,10 +517,13 @@ int sc_prog_add_keyed(sc_prog *p, const char *name, sc_op_run_fn run, sc_op_dest
     return rc;
 }
 
-int sc_prog_set_publish(sc_prog *p, uint64_t interval_ns) {
-    if (p->nops < 3 || p->ops[p->nops - 3].run != split_run || interval_ns == 0) return SC_EINVAL;
+int sc_prog_set_publish(sc_prog *p, uint64_t interval_ns, uint64_t max_ns) {
+    if (p->nops < 3 || p->ops[p->nops - 3].run != split_run || interval_ns == 0 || max_ns < interval_ns)
+        return SC_EINVAL;
     split_state *sp = p->ops[p->nops - 3].state;
     sp->publish_ns = interval_ns;
+    sp->publish_max_ns = max_ns;
+    sc_u64_store_relaxed(&sp->publish_every, interval_ns);
     sc_u64_store_relaxed(&sp->last_publish, sc_now_ns());
     return SC_OK;
 }

@@ -50,9 +50,12 @@ int sc_prog_add_keyed(sc_prog *p, const char *name, sc_op_run_fn run, sc_op_dest
                       void **states, sc_op_base **bases, uint32_t partitions, const int32_t *keys,
                       int32_t nkeys, const sc_schema *in, const sc_schema *out);
 /* The keyed operator added last publishes its changed keys (sc_keyed_spec.publish): every
- * partition receives a sub-batch marked `publish` at least every interval_ns (on the input
- * the clock picks) and at end of stream. SC_EINVAL if the last op added is not keyed. */
-int sc_prog_set_publish(sc_prog *p, uint64_t interval_ns);
+ * partition receives a sub-batch marked `publish` (on the input the clock picks) first after
+ * interval_ns, then after an interval that doubles with each publish up to max_ns (a publish
+ * costs one row per changed key, so a long run publishes geometrically less often; its table
+ * is never staler than max_ns), and at end of stream. 0 < interval_ns <= max_ns. SC_EINVAL if
+ * the last op added is not keyed. */
+int sc_prog_set_publish(sc_prog *p, uint64_t interval_ns, uint64_t max_ns);
 
 uint32_t sc_prog_nops(const sc_prog *p);
 const char *sc_prog_op_name(const sc_prog *p, uint32_t op);

@@ -21,7 +21,7 @@ cdef extern from "exec/program.h":
     int sc_prog_add_keyed(sc_prog *p, const char *name, sc_op_run_fn run, sc_op_destroy_fn destroy,
                           void **states, sc_op_base **bases, uint32_t partitions, const int32_t *keys,
                           int32_t nkeys, const sc_schema *inp, const sc_schema *out) nogil
-    int sc_prog_set_publish(sc_prog *p, uint64_t interval_ns) nogil
+    int sc_prog_set_publish(sc_prog *p, uint64_t interval_ns, uint64_t max_ns) nogil
     uint32_t sc_prog_nops(const sc_prog *p) nogil
     const char *sc_prog_op_name(const sc_prog *p, uint32_t op) nogil
     int64_t sc_prog_state_size(const sc_prog *p, uint32_t op) nogil

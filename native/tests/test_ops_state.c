@@ -1,4 +1,4 @@
-// sources: exec/ops_state.c exec/ops_keyed.c exec/ops_window.c exec/keyhash.c exec/rowstore.c exec/common.c runtime/batch.c runtime/ring.c exec/lists.c
+// sources: exec/ops_state.c exec/ops_keyed.c exec/aggstate.c exec/ops_window.c exec/keyhash.c exec/rowstore.c exec/common.c runtime/batch.c runtime/ring.c exec/lists.c
 /* Tests for exec/ops_state (aggregate / running, top-k, dedup, windows) and its building
  * blocks (key map, row store, correctly rounded int mean). Hand-computed expectations follow
  * the reference interpreter (kernel/streamcell/backends/reference.py); randomized tests
@@ -914,6 +914,112 @@ static void test_random_aggregate(void) {
     sc_schema_free(&out);
 }
 
+/* A publishing aggregate over one int key column with aggregates that have dense records
+ * (aggstate.h: the int map, null keys, dense records) against the per-row changelog of the
+ * plain aggregate on the same rows: every publish holds the keys changed since the last one,
+ * in the order they first changed, each with its latest changelog row and its first serial;
+ * a complete publisher's end-of-stream publish holds every key, by first serial, marked pos 1. */
+static const sc_agg_spec DAGGS[] = {
+    { SC_AGG_COUNT, -1, SC_LT_INT },  { SC_AGG_COUNT, 4, SC_LT_INT },  { SC_AGG_SUM, 4, SC_LT_INT },
+    { SC_AGG_MEAN, 4, SC_LT_FLOAT },  { SC_AGG_SUM, 5, SC_LT_FLOAT },  { SC_AGG_MEAN, 5, SC_LT_FLOAT },
+    { SC_AGG_MIN, 5, SC_LT_FLOAT },   { SC_AGG_MAX, 5, SC_LT_FLOAT },  { SC_AGG_MIN, 4, SC_LT_INT },
+    { SC_AGG_MAX, 4, SC_LT_INT },     { SC_AGG_COUNT, 6, SC_LT_INT },
+};
+#define NDAGGS 11
+
+static void test_random_publish_dense(void) {
+    sc_schema in, out;
+    mk_schema(&in, "ifif" "s"); /* ki kf x f s */
+    mk_schema(&out, "i" "iiifffffiii");
+    sc_out_col outs[1 + NDAGGS] = { { SC_OUT_INPUT, 2 } };
+    for (int j = 0; j < NDAGGS; j++) outs[1 + j] = (sc_out_col){ SC_OUT_AGG, j };
+    const int32_t keys[] = { 2 };
+    for (int round = 0; round < 60; round++) {
+        int n = 1 + rndn(150);
+        text rows = { 0 }, got = { 0 }, want = { 0 };
+        tprintf(&got, "%s", "");
+        tprintf(&want, "%s", "");
+        rand_rows(&rows, n, 0);
+        sc_keyed_spec plain = { keys, 1, DAGGS, NDAGGS, outs, 0 }, pub = plain;
+        bool complete = round % 2;
+        pub.publish = complete ? SC_PUBLISH_COMPLETE : 1;
+        void *cl, *pb;
+        sc_op_base base;
+        mk_base(&base, &in, &out, 1 + rndn(8));
+        CHECK_RC(sc_op_aggregate_create(&cl, &base, &plain));
+        CHECK_RC(sc_op_aggregate_create(&pb, &base, &pub));
+        sc_op_base_free(&base);
+        /* per key (ki 0..3, null as 4): first serial, latest changelog cells, changed flag */
+        char last[5][256];
+        int64_t first[5];
+        int order[5], nchanged = 0;
+        bool changed[5] = { false };
+        for (int k = 0; k < 5; k++) first[k] = -1;
+        const char *p = rows.s;
+        for (int done = 0; done < n;) {
+            int k = 1 + rndn(9);
+            if (k > n - done) k = n - done;
+            const char *q = p;
+            for (int i = 0; i < k; i++) {
+                q += strcspn(q, ";");
+                if (i + 1 < k) q++;
+            }
+            char *chunk = strndup(p, (size_t)(q - p));
+            CHECK(chunk);
+            uint64_t seq0 = next_seq;
+            char *cells = run_text(sc_op_aggregate_run, cl, mk_batch(&in, chunk));
+            next_seq = seq0;
+            sc_batch *b = mk_batch(&in, chunk);
+            b->group_n = 1;
+            b->publish = rndn(3) == 0 || (!complete && done + k == n);
+            bool publish = b->publish;
+            for (char *line = cells; *line;) { /* "seq:pos|ki,..." */
+                char *bar = strchr(line, '|'), *nl = strchr(line, '\n');
+                CHECK(bar && nl);
+                int key = bar[1] == '_' ? 4 : bar[1] - '0';
+                CHECK(key >= 0 && key <= 4);
+                if (first[key] < 0) first[key] = strtoll(line, NULL, 10);
+                CHECK(nl - bar < 256);
+                memcpy(last[key], bar + 1, (size_t)(nl - bar));
+                last[key][nl - bar] = 0;
+                if (!changed[key]) changed[key] = true, order[nchanged++] = key;
+                line = nl + 1;
+            }
+            free(cells);
+            run_into(&got, sc_op_aggregate_run, pb, b);
+            if (publish) {
+                for (int i = 0; i < nchanged; i++) {
+                    tprintf(&want, "%lld:0|%s", (long long)first[order[i]], last[order[i]]);
+                    changed[order[i]] = false;
+                }
+                nchanged = 0;
+            }
+            free(chunk);
+            p = *q ? q + 1 : q;
+            done += k;
+        }
+        if (complete) /* every key, by first serial */
+            for (int64_t prev = 0;;) {
+                int best = -1;
+                for (int key = 0; key < 5; key++)
+                    if (first[key] > prev && (best < 0 || first[key] < first[best])) best = key;
+                if (best < 0) break;
+                tprintf(&want, "%lld:1|%s", (long long)first[best], last[best]);
+                prev = first[best];
+            }
+        run_into(&got, sc_op_aggregate_run, pb, mk_eos(&in)); /* a plain one: nothing changed since */
+        expect_text("random publish (dense)", got.s, want.s);
+        CHECK(C(&cnt.rows_in) == 2 * (uint64_t)n && C(&cnt.rows_out) == 2 * (uint64_t)n);
+        sc_op_aggregate_destroy(cl);
+        sc_op_aggregate_destroy(pb);
+        free(rows.s);
+        free(got.s);
+        free(want.s);
+    }
+    sc_schema_free(&in);
+    sc_schema_free(&out);
+}
+
 static void test_random_topk_dedup(void) {
     sc_schema in, out;
     mk_schema(&in, "ififs");
@@ -1198,6 +1304,7 @@ int main(void) {
     test_session();
     test_window_date();
     test_random_aggregate();
+    test_random_publish_dense();
     test_random_topk_dedup();
     test_random_windows();
     printf("test_ops_state: ok\n");

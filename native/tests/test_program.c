@@ -1,4 +1,4 @@
-// sources: exec/program.c exec/common.c exec/ops_state.c exec/ops_keyed.c exec/ops_window.c exec/keyhash.c exec/rowstore.c runtime/pool.c runtime/scheduler.c runtime/reorder.c runtime/hybrid_queue.c runtime/ring.c runtime/batch.c runtime/metrics.c exec/lists.c
+// sources: exec/program.c exec/common.c exec/ops_state.c exec/ops_keyed.c exec/aggstate.c exec/ops_window.c exec/keyhash.c exec/rowstore.c runtime/pool.c runtime/scheduler.c runtime/reorder.c runtime/hybrid_queue.c runtime/ring.c runtime/batch.c runtime/metrics.c exec/lists.c
 /* Stress test for exec/program: a running count per key (the keyed split -> partitioned
  * aggregate on the hybrid / partitioned queue -> order-restoring merge) followed by the
  * output queue (per batch or coalesced into chunks), on many configurations (1..6 workers on 2 cores, every scheduler, both

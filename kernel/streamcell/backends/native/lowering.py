@@ -491,7 +491,13 @@ def _lower_step(  # noqa: C901 - one dispatch per step kind
         if w is None:
             publish = not changelog and isinstance(s, P.Aggregate) and _publishes(s, c)
             low.publishing = low.publishing or publish
-            low.ops.append(("keyed", dict(agg, kind="aggregate", publish=publish)))
+            # a table takes the end-of-stream publish (every key) in place of what it holds; an
+            # update-mode Parquet sink must see only the keys changed since its last write
+            sink = c.plan.consumers()[s.step_id][0] if publish else None
+            complete = isinstance(sink, P.Sink) and sink.target == "table"
+            low.ops.append(
+                ("keyed", dict(agg, kind="aggregate", publish=publish, complete=complete))
+            )
         else:
             size = P.parse_duration(w.size)
             window = dict(

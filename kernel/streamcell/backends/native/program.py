@@ -15,7 +15,10 @@ from .typecodes import NAME, _lts
 
 PHASES = 16  # phases in flight at once on the DAG runtime
 OUT_ROWS = 65_536  # rows per chunk handed to the sink
-PUBLISH_NS = 100_000_000  # while rows arrive, a publishing aggregate publishes this often
+# while rows arrive, a publishing aggregate publishes first after PUBLISH_NS, then at an
+# interval doubling up to PUBLISH_MAX_NS (each publish costs a row per changed key)
+PUBLISH_NS = 100_000_000
+PUBLISH_MAX_NS = 1_000_000_000
 FUSE = True  # consecutive filter / project steps of a chain run as one fused stage (ablation)
 
 
@@ -126,6 +129,8 @@ def build(low: Lowered, c: Compiled) -> Any:
                 k=a.get("k", 0),
                 descending=a.get("descending", False),
                 publish_ns=PUBLISH_NS if a.get("publish") else 0,
+                publish_max_ns=max(PUBLISH_NS, PUBLISH_MAX_NS),
+                publish_complete=bool(a.get("complete")),
             )
         elif kind == "window":
             prog.add_window(

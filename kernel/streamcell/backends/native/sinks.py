@@ -26,6 +26,9 @@ class _SinkOut:
         # serial of each key's first row; the run counts the sink's rows from the aggregate
         self.publishing = publishing
         self.covered = 0  # publishing: changelog rows accounted for by the frames written
+        # the end-of-stream publish of an aggregate feeding a table holds every key (its rows
+        # have hidden column 1, pos, set to 1): kept aside, it replaces the table at the end
+        self.complete: list[pa.RecordBatch] = []
         self.writer = env.sink_writer(sink)
         self.frame_writer = getattr(self.writer, "__self__", None)
         self.pending: list[pa.RecordBatch] = []
@@ -36,6 +39,14 @@ class _SinkOut:
     def write(self, rb: pa.RecordBatch) -> None:
         """Queue an ordered output chunk; the sink sees chunks of ~64K rows, or what arrived
         in the last ~20 ms when the stream is slow (so live tables stay fresh)."""
+        if self.publishing and rb.num_rows and rb.column(1)[-1].as_py() == 1:
+            # the complete publish comes last, in one run of rows: set it aside
+            pos = rb.column(1).to_numpy()
+            at = int(np.argmax(pos == 1))
+            self.complete.append(rb.slice(at))
+            if at == 0:
+                return
+            rb = rb.slice(0, at)
         if not self.rows:
             self.pending = []
             self.since = time.monotonic()
@@ -79,6 +90,15 @@ class _SinkOut:
         """At the end of the stream: the frames written so far hold every published key, so
         they account for every changelog row counted into the sink."""
         rest = self.env.counters[self.sink.step_id].rows_in - self.covered
+        store = self.frame_writer
+        if self.complete and store is not None and hasattr(store, "write_frame"):
+            # every key (each partition's in first-row order), ordered by first row: the table
+            first = pa.chunked_array([b.column(0) for b in self.complete]).to_numpy()
+            df = to_frame(self.complete, self.schema)[np.argsort(first, kind="stable")]
+            self.complete = []
+            store.write_frame(df, stands_for=max(rest, 0), replace=True)
+            self.covered += max(rest, 0)
+            return
         if rest > 0 and self.frame_writer is not None:
             empty = pl.DataFrame(schema=polars_schema(self.schema))
             self.frame_writer.write_frame(empty, stands_for=rest)
