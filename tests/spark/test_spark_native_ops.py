@@ -10,6 +10,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pytest
+from polars.testing import assert_frame_equal
 
 import streamcell as sc
 from streamcell.options import RunOptions
@@ -178,10 +179,82 @@ def test_final_table_integer_sums_wrap_at_64_bits_as_on_the_reference():
 
 
 def test_aggregates_that_need_arrival_order_stay_on_the_native_operator():
-    run = _final(("k",), DATA, sf=sc.col("f").sum(), lst=sc.col("v").last())
+    run = _final(("k",), DATA, m=sc.col("f").mean())
     assert run.spark_operators == {"aggregate#2": "native"}
     appended = _both(_changelog(sc.source(DATA).key_by("k").agg(n=sc.count())))
     assert appended.spark_operators == {"aggregate#2": "native"}
+
+
+def _bits(df: pl.DataFrame) -> list[tuple[object, ...]]:
+    """Rows with floats as their bit patterns: -0.0 is not 0.0, every NaN is one value."""
+    import struct
+
+    def b(x: object) -> object:
+        if isinstance(x, float):
+            return "nan" if x != x else struct.pack("<d", x).hex()
+        return x
+
+    return [tuple(b(x) for x in r) for r in df.iter_rows()]
+
+
+# sums whose value depends on the order of the additions (1e16 + 1 rounds back to 1e16),
+# signed zeros, NaN, infinities, null-only keys; spread over both of Spark's partitions
+SUMS = pl.DataFrame(
+    {
+        "k": ["a", "b", "z", "c", "a", "n", "i", "a", "c", "z", "i", "a", "x", "b", "e", "a"] * 40,
+        "f": [
+            1e16,
+            0.1,
+            -0.0,
+            NAN,
+            1.0,
+            None,
+            float("inf"),
+            1.0,
+            2.5,
+            -0.0,
+            float("-inf"),
+            -1e16,
+            0.3,
+            0.2,
+            -0.0,
+            0.7,
+        ]
+        * 40,  # fmt: skip
+        "v": list(range(640)),
+    }
+)
+
+
+@pytest.mark.parametrize("sink", ["table", "parquet"])
+def test_float_sums_first_and_last_of_a_final_table_are_a_group_by_in_arrival_order(tmp_path, sink):
+    from streamcell.options import RunOptions as Opts
+
+    def plan(where: str) -> sc.Plan:
+        agg = (
+            sc.source(SUMS)
+            .key_by("k")
+            .agg(s=sc.col("f").sum(), n=sc.count(), fst=sc.col("f").first(), lst=sc.col("v").last())
+        )
+        if sink == "table":
+            return agg.plan()
+        return sc.combine(agg.sink_parquet(str(tmp_path / where), mode="complete"))
+
+    got = run_plan(plan("s"), SPARK, timeout=300)
+    want = run_plan(plan("r"), Opts(engine="reference"))
+    assert got.spark_operators == {"aggregate#2": "spark groupBy"}
+    if sink == "table":
+        a, b = got.table(), want.table()
+    else:
+        a = pl.read_parquet(sorted((tmp_path / "s").glob("*.parquet")))
+        b = pl.read_parquet(sorted((tmp_path / "r").glob("*.parquet")))
+    assert _bits(a) == _bits(b)
+    import struct
+
+    assert _bits(a.filter(pl.col("k") == "e").select("s")) == [(struct.pack("<d", -0.0).hex(),)]
+    # 1e16 + 1.0 rounds back to 1e16: any order other than arrival order gives another sum
+    assert a.filter(pl.col("k") == "a")["s"].item() == 0.7
+    assert_frame_equal(got.counts(), want.counts())
 
 
 def test_transfer_runs_native_in_one_partition():
