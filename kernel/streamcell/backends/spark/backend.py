@@ -50,7 +50,14 @@ from ...types import BOOL, Schema, polars_schema
 from ..evaluate import RowError, compile_row_expr
 from . import native_ops
 from .expr import NAME, Translator, can_fail, qcol, spark_type
-from .groupby import agg_columns, exact_aggs, tumbling, tumbling_fits
+from .groupby import (
+    agg_columns,
+    exact_aggs,
+    first_order,
+    grouped,
+    tumbling,
+    tumbling_fits,
+)
 from .io import (
     SparkTable,
     in_order,
@@ -613,8 +620,12 @@ class Lowering:
         else:
             self.lowered.append(Lowered(s, "final", None, into=into))
         self.how[s.step_id] = "spark groupBy"
-        aggs = agg_columns(s.aggs, dict(self.in_schema(s)))
-        out = df.groupBy(*[qcol(k) for k in s.keys]).agg(*aggs, F.min("_o").alias("_o"))
+        types = dict(self.in_schema(s))
+        flat = s.inputs[0].step_id in self.flat
+        by = [qcol(k) for k in s.keys]
+        out = grouped(df, by, s.aggs, types, self.partitions, flat).agg(
+            *agg_columns(s.aggs, types), first_order(flat).alias("_o")
+        )
         self.final.add(s.step_id)
         self.unique_on[s.step_id] = tuple(s.keys)
         return out.select(*[qcol(n) for n, _ in self.c.schemas[s.step_id]], "_o")
@@ -947,7 +958,14 @@ class BatchDriver:
             return count()
 
         def ordered(d: Any) -> Any:
-            return sorted_by_file(d) if self.by_file else in_order(d, parts)
+            if self.by_file:
+                return sorted_by_file(d)
+            if into not in low.flat:
+                # rows that come out of a shuffle's reduce side (an aggregate, a keyed
+                # operator): materialized once, or the range sort's sampling pass computes
+                # that whole stage a second time
+                d = low.checkpoint(d)
+            return in_order(d, parts)
 
         if sink.target == "callback" or (sink.target == "parquet" and not spark_writes(schema)):
             out = self._action(ordered(df).toArrow)

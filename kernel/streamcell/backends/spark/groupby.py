@@ -67,6 +67,41 @@ def arrival_order_sum(c: Any) -> Any:
     return F.coalesce(folded, F.lit(0.0))
 
 
+def grouped(
+    df: Any,
+    by: list[Any],
+    aggs: tuple[tuple[str, Any], ...],
+    types: dict[str, Any],
+    parts: int,
+    flat: bool,
+) -> Any:
+    """``df.groupBy(*by)``, ready for :func:`agg_columns`. With a float sum, every row of a
+    group is collected (:func:`arrival_order_sum`): the rows are first hash-partitioned on
+    the group and sorted by it and by order key, so the collecting aggregate sees each group
+    once, in order (Spark's partial aggregation would collect every row on the map side, sort
+    them when there are many groups, and ship the lists); the sort inside the fold keeps the
+    answer exact whatever Spark does."""
+    if any(
+        a.fn == "sum" and a.arg is not None and types[a.arg.name].name == "float" for _, a in aggs
+    ):
+        from pyspark.sql import functions as F
+
+        o = F.col("_o")[0] if flat else F.col("_o")
+        df = df.repartition(parts, *by).sortWithinPartitions(*by, o)
+    return df.groupBy(*by)
+
+
+def first_order(flat: bool) -> Any:
+    """The aggregate ``min(_o)``: with one serial per order key (``flat``), as the array of
+    the smallest serial, which Spark's hash aggregate keeps in a fixed-width buffer (the
+    smallest array needs a sort-based aggregate)."""
+    from pyspark.sql import functions as F
+
+    if flat:
+        return F.array(F.min(F.col("_o")[0]))
+    return F.min("_o")
+
+
 def agg_columns(aggs: tuple[tuple[str, Any], ...], types: dict[str, Any]) -> list[Any]:
     """The aggregates as Spark aggregate columns (``exact_aggs`` said they can be). Integer
     sums wrap around at 64 bits as the reference's do; count_distinct counts null as a value,
@@ -227,6 +262,8 @@ __all__ = [
     "agg_columns",
     "arrival_order_sum",
     "exact_aggs",
+    "first_order",
+    "grouped",
     "late_scan_fn",
     "late_serials",
 ]
@@ -303,17 +340,18 @@ def tumbling(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
             side.append((list(d.pop("_o")), LATE, s.step_id, d))
         admitted = admitted.filter(~gone)
     start = t - F.pmod(t, F.lit(size))
+    by = [qcol(k) for k in s.keys] + [F.col("_ws")]
     wins = (
-        admitted.withColumn("_ws", start)
-        .groupBy(*[qcol(k) for k in s.keys], "_ws")
-        .agg(*agg_columns(s.aggs, types), F.min("_o").alias("_wq"))
+        grouped(admitted.withColumn("_ws", start), by, s.aggs, types, low.partitions, True)
+        .agg(*agg_columns(s.aggs, types), first_order(True).alias("_wq"))
         .withColumn("_we", F.col("_ws") + F.lit(size))
     )
     # the largest window end each admitted row's watermark reaches, and its first such row
     reach = t - F.lit(lateness)
     marks = admitted.groupBy((reach - F.pmod(reach, F.lit(size))).alias("v")).agg(
-        F.min("_o").alias("co")
+        first_order(True).alias("co")
     )
+    wins = low.checkpoint(wins)  # one row per window: the ends below come from it, not a rerun
     ends = wins.select(F.col("_we").alias("v")).distinct()
     u = ends.select("v", F.lit(0).alias("tag"), F.lit(None).cast("array<bigint>").alias("co"))
     u = u.unionByName(marks.select("v", F.lit(1).alias("tag"), "co"))
