@@ -55,6 +55,8 @@ from .groupby import (
     exact_aggs,
     first_order,
     grouped,
+    session_fits,
+    sessions,
     tumbling,
     tumbling_fits,
 )
@@ -638,13 +640,11 @@ class Lowering:
         w = s.window
         assert w is not None
         schema = self.in_schema(s)
-        if (
-            not self.streaming
-            and s.inputs[0].step_id in self.flat
-            and native_ops.GROUP_BY
-            and tumbling_fits(s, schema)
-        ):
-            return tumbling(self, j, s, df)
+        if not self.streaming and s.inputs[0].step_id in self.flat and native_ops.GROUP_BY:
+            if tumbling_fits(s, schema):
+                return tumbling(self, j, s, df)
+            if session_fits(s, schema):
+                return sessions(self, j, s, df)
         out_schema = self.c.schemas[s.step_id]
         tr = Translator(schema, s)
         err = None

@@ -262,6 +262,10 @@ __all__ = [
     "agg_columns",
     "arrival_order_sum",
     "exact_aggs",
+    "session_fits",
+    "sessions",
+    "tumbling",
+    "tumbling_fits",
     "first_order",
     "grouped",
     "late_scan_fn",
@@ -298,7 +302,51 @@ def tumbling(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
       still open at the end of the input after every row, in the same order.
 
     ``df``'s order keys are one serial per row (``Lowering.flat``)."""
-    from pyspark.sql import Observation, Window
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    w = s.window
+    assert w is not None
+    types = dict(low.in_schema(s))
+    size = P.parse_duration(w.size)
+    lateness = P.parse_duration(w.lateness)
+    admitted, finish = _admitted(low, j, s, df, lateness)
+    t = F.col("_t")
+    start = t - F.pmod(t, F.lit(size))
+    by = [qcol(k) for k in s.keys] + [F.col("_ws")]
+    wins = (
+        grouped(admitted.withColumn("_ws", start), by, s.aggs, types, low.partitions, True)
+        .agg(*agg_columns(s.aggs, types), first_order(True).alias("_wq"))
+        .withColumn("_we", F.col("_ws") + F.lit(size))
+    )
+    # the largest window end each admitted row's watermark reaches, and its first such row
+    reach = t - F.lit(lateness)
+    marks = admitted.groupBy((reach - F.pmod(reach, F.lit(size))).alias("v")).agg(
+        first_order(True).alias("co")
+    )
+    wins = low.checkpoint(wins)  # one row per window: the ends below come from it, not a rerun
+    ends = wins.select(F.col("_we").alias("v")).distinct()
+    u = ends.select("v", F.lit(0).alias("tag"), F.lit(None).cast("array<bigint>").alias("co"))
+    u = u.unionByName(marks.select("v", F.lit(1).alias("tag"), "co"))
+    ahead = Window.orderBy(F.col("v").desc(), F.col("tag").desc()).rowsBetween(
+        Window.unboundedPreceding, Window.currentRow
+    )
+    closes = (
+        u.withColumn("close", F.min("co").over(ahead))
+        .filter(F.col("tag") == 0)
+        .select(F.col("v").alias("_we"), "close")
+    )
+    return finish(wins.join(F.broadcast(closes), on="_we", how="left"))
+
+
+def _admitted(
+    low: Any, j: int, s: P.Aggregate, df: Any, lateness: int
+) -> tuple[Any, Callable[[Any], Any]]:
+    """The rows of a window step that the reference admits (``_t``: their ticks), after
+    filing the dead ones (null time) and the late ones (:func:`late_serials`); and the
+    function that turns the step's windows (``_ws``, ``_we``, ``_wq``, ``close``, the
+    aggregates) into its output rows with their order keys and files its counters."""
+    from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     from .backend import Lowered
@@ -309,11 +357,8 @@ def tumbling(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
     assert w is not None
     schema = low.in_schema(s)
     out_schema = low.c.schemas[s.step_id]
-    types = dict(schema)
     names = [n for n, _ in schema]
-    size = P.parse_duration(w.size)
-    lateness = P.parse_duration(w.lateness)
-    temporal = types[w.time].name == "datetime"
+    temporal = dict(schema)[w.time].name == "datetime"
     tcol = qcol(w.time)
     ticks = F.unix_micros(tcol.cast("timestamp")) if temporal else tcol.cast("bigint")
     x = df.withColumn("_t", ticks)
@@ -339,65 +384,129 @@ def tumbling(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
             d = r.asDict()
             side.append((list(d.pop("_o")), LATE, s.step_id, d))
         admitted = admitted.filter(~gone)
-    start = t - F.pmod(t, F.lit(size))
-    by = [qcol(k) for k in s.keys] + [F.col("_ws")]
-    wins = (
-        grouped(admitted.withColumn("_ws", start), by, s.aggs, types, low.partitions, True)
-        .agg(*agg_columns(s.aggs, types), first_order(True).alias("_wq"))
-        .withColumn("_we", F.col("_ws") + F.lit(size))
-    )
-    # the largest window end each admitted row's watermark reaches, and its first such row
-    reach = t - F.lit(lateness)
-    marks = admitted.groupBy((reach - F.pmod(reach, F.lit(size))).alias("v")).agg(
-        first_order(True).alias("co")
-    )
-    wins = low.checkpoint(wins)  # one row per window: the ends below come from it, not a rerun
-    ends = wins.select(F.col("_we").alias("v")).distinct()
-    u = ends.select("v", F.lit(0).alias("tag"), F.lit(None).cast("array<bigint>").alias("co"))
-    u = u.unionByName(marks.select("v", F.lit(1).alias("tag"), "co"))
-    ahead = Window.orderBy(F.col("v").desc(), F.col("tag").desc()).rowsBetween(
-        Window.unboundedPreceding, Window.currentRow
-    )
-    closes = (
-        u.withColumn("close", F.min("co").over(ahead))
-        .filter(F.col("tag") == 0)
-        .select(F.col("v").alias("_we"), "close")
-    )
-    wins = wins.join(F.broadcast(closes), on="_we", how="left")
-    end_key = F.array(F.lit(END).cast("bigint"), F.lit(j).cast("bigint"))
-    order = F.concat(
-        F.coalesce(F.col("close"), end_key),
-        F.array(F.col("_we"), F.col("_ws")),
-        F.col("_wq"),
-        F.array(F.lit(0).cast("bigint")),
-    )
-    bound = {"window_start": F.col("_ws"), "window_end": F.col("_we")}
-    cols = []
-    for n, ty in out_schema:
-        if n in bound and n not in s.keys and n not in dict(s.aggs):
-            v = bound[n]
-            cols.append((F.timestamp_micros(v) if temporal else v).cast(spark_type(ty)).alias(n))
-        else:
-            cols.append(qcol(n))
-    out = wins.select(*cols, order.alias("_o"))
-    made = Observation(f"sc{low.uid}_{j}_windows")
-    out = out.observe(made, F.count(F.lit(1)).alias("n"))
 
-    def apply(cnt: Any, filed: list[Any]) -> None:
-        n = into() if into is not None else int(obs.get["n"] or 0)
-        cnt.rows_in += n
-        cnt.dead += n_dead
-        cnt.late += len(late)
-        cnt.rows_out += int(made.get["n"] or 0)
-        filed.extend(side)
+    def finish(wins: Any) -> Any:
+        end_key = F.array(F.lit(END).cast("bigint"), F.lit(j).cast("bigint"))
+        order = F.concat(
+            F.coalesce(F.col("close"), end_key),
+            F.array(F.col("_we"), F.col("_ws")),
+            F.col("_wq"),
+            F.array(F.lit(0).cast("bigint")),
+        )
+        bound = {"window_start": F.col("_ws"), "window_end": F.col("_we")}
+        cols = []
+        for n, ty in out_schema:
+            if n in bound and n not in s.keys and n not in dict(s.aggs):
+                v = bound[n]
+                v = F.timestamp_micros(v) if temporal else v
+                cols.append(v.cast(spark_type(ty)).alias(n))
+            else:
+                cols.append(qcol(n))
+        out = wins.select(*cols, order.alias("_o"))
+        made = Observation(f"sc{low.uid}_{j}_windows")
+        out = out.observe(made, F.count(F.lit(1)).alias("n"))
 
-    low.lowered.append(Lowered(s, "applied", None, apply=apply))
-    low.count_of[s.step_id] = lambda: int(made.get["n"] or 0)
-    low.unique_on[s.step_id] = (*s.keys, "window_start", "window_end")
-    low.how[s.step_id] = "spark groupBy"
-    return out
+        def apply(cnt: Any, filed: list[Any]) -> None:
+            n = into() if into is not None else int(obs.get["n"] or 0)
+            cnt.rows_in += n
+            cnt.dead += n_dead
+            cnt.late += len(late)
+            cnt.rows_out += int(made.get["n"] or 0)
+            filed.extend(side)
+
+        low.lowered.append(Lowered(s, "applied", None, apply=apply))
+        low.count_of[s.step_id] = lambda: int(made.get["n"] or 0)
+        low.unique_on[s.step_id] = (*s.keys, "window_start", "window_end")
+        low.how[s.step_id] = "spark groupBy"
+        return out
+
+    return admitted, finish
 
 
 def _among(low: Any, o0: Any, serials: list[int]) -> Any:
     """A condition: the row's serial is one of ``serials``."""
     return o0.isin(serials)
+
+
+# --------------------------------------------------------------------------- sessions
+
+
+def session_fits(s: P.Aggregate, schema: Schema) -> bool:
+    """Whether :func:`sessions` runs ``s``: a session window over an int or datetime column
+    with aggregates ``exact_aggs`` accepts."""
+    w = s.window
+    if w is None or w.kind != "session":
+        return False
+    types = dict(schema)
+    return types[w.time].name in ("int", "datetime") and exact_aggs(s, types)
+
+
+def sessions(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
+    """A session-window ``agg`` of a finite run as Spark SQL, row for row the reference's.
+
+    Dead and late rows as for :func:`tumbling`. The reference grows a key's session by every
+    admitted row closer than the gap to it (``start - gap < t < last + gap``), merging the
+    sessions a row bridges, and closes a session only when the watermark has passed its last
+    row by the gap, so no admitted row can reach it later: the sessions are the runs of the
+    key's admitted rows sorted by time, split where a row is at least the gap after the one
+    before (a window function over the rows partitioned by key). A session's creation order
+    is its first row in arrival order. It closes at the first admitted row whose time reaches
+    its end plus the lateness: that row is the smallest order key among the rows at or
+    beyond that time, found per block of ``gap`` ticks (a window over the block's rows and
+    session ends, sorted by time) and, beyond the block, from the blocks after it (a small
+    suffix minimum)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    w = s.window
+    assert w is not None
+    types = dict(low.in_schema(s))
+    gap = P.parse_duration(w.size)
+    lateness = P.parse_duration(w.lateness)
+    admitted, finish = _admitted(low, j, s, df, lateness)
+    t, o0 = F.col("_t"), F.col("_o")[0]
+    keys = [qcol(k) for k in s.keys]
+    by_time = Window.partitionBy(*keys).orderBy(t, o0)
+    cut = F.when((t - F.lag(t).over(by_time)) >= F.lit(gap), 1).otherwise(0)
+    upto = by_time.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    rows = admitted.withColumn("_sid", F.sum(cut).over(upto))
+    wins = (
+        grouped(rows, [*keys, F.col("_sid")], s.aggs, types, low.partitions, True)
+        .agg(
+            *agg_columns(s.aggs, types),
+            first_order(True).alias("_wq"),
+            F.min(t).alias("_ws"),
+            (F.max(t) + F.lit(gap)).alias("_we"),
+        )
+        .drop("_sid")
+    )
+    wins = low.checkpoint(wins)  # one row per session: the ends below come from it
+    # close(e) = the smallest order key among admitted rows with t - lateness >= e: within
+    # e's block of `gap` ticks by a window over the block, beyond it by a suffix minimum
+    size = F.lit(max(1, gap))
+    marks = admitted.select((t - F.lit(lateness)).alias("v"), first_order_row().alias("co"))
+    ends = wins.select(F.col("_we").alias("v")).distinct()
+    u = ends.select("v", F.lit(0).alias("tag"), F.lit(None).cast("array<bigint>").alias("co"))
+    u = u.unionByName(marks.select("v", F.lit(1).alias("tag"), "co"))
+    u = u.withColumn("b", F.floor(F.col("v") / size))
+    heads = u.groupBy("b").agg(F.min("co").alias("co"))
+    after = Window.orderBy(F.col("b").desc()).rowsBetween(Window.unboundedPreceding, -1)
+    beyond = heads.select("b", F.min("co").over(after).alias("later"))
+    ahead = (
+        Window.partitionBy("b")
+        .orderBy(F.col("v").desc(), F.col("tag").desc())
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    here = u.withColumn("here", F.min("co").over(ahead)).filter(F.col("tag") == 0)
+    here = here.join(F.broadcast(beyond), on="b", how="left")
+    closes = here.select(
+        F.col("v").alias("_we"), F.least(F.col("here"), F.col("later")).alias("close")
+    )
+    return finish(wins.join(F.broadcast(low.checkpoint(closes)), on="_we", how="left"))
+
+
+def first_order_row() -> Any:
+    """A row's order key as a one-serial array (for ``min`` over rows, as ``first_order``)."""
+    from pyspark.sql import functions as F
+
+    return F.array(F.col("_o")[0])
