@@ -112,7 +112,10 @@ def test_windows_and_sessions_run_native_with_late_rows_and_dead_letters(make):
 def test_windows_over_datetimes_run_native():
     base = pl.datetime(2024, 1, 1)
     df = DATA.with_columns(ts=base + pl.duration(seconds=pl.col("t"))).drop("t")
-    stream = sc.source(df).key_by("k").tumbling("30s", time="ts").agg(n=sc.count())
+    # a mean keeps the window on the C operator (count alone is a Catalyst groupBy: below)
+    stream = (
+        sc.source(df).key_by("k").tumbling("30s", time="ts").agg(n=sc.count(), m=sc.col("v").mean())
+    )
     run = _both(_changelog(stream))
     assert run.spark_operators == {"aggregate#2": "native"}
 
