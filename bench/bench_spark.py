@@ -20,10 +20,13 @@ The input has no late rows (``late_fraction=0``): with every event in time order
 user's ``groupBy(window(...))`` / ``session_window`` is the same query as streamcell's windows
 (which would send rows behind the watermark to the late side output).
 
-Printed per workload: wall time of each variant (best of ``--repeat``), the ratio
-hand-written time / streamcell-on-Spark time (target >= 0.8: streamcell at least 80% of
-hand-written speed) and the bench process's peak RSS growth while the streamcell Spark run
-ran (sampled every 10 ms; target <= 100 MB), plus the driver JVM's, for information.
+Printed per workload: wall time of each variant (median of ``--repeat``, runs interleaved),
+the CPU seconds the bench process, the driver JVM and Spark's Python workers spent meanwhile
+(median; on a shared machine other users' load shows in the wall time, less in the CPU
+time), the ratio hand-written time / streamcell-on-Spark time (target >= 0.8: streamcell at
+least 80% of hand-written speed) and the bench process's peak RSS growth while the
+streamcell Spark run ran (sampled every 10 ms; target <= 100 MB), plus the driver JVM's, for
+information.
 The issue's target size is 10M rows (``--rows 10000000``).
 
     python bench/bench_spark.py [--rows N] [--files N] [--repeat R] [--check-rows N]
@@ -39,6 +42,7 @@ import argparse
 import inspect
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import threading
@@ -303,6 +307,29 @@ class PeakRss:
         self.jvm_growth_mb = (self.jpeak - self.jbase) / 1024
 
 
+def tree_cpu_s() -> float:
+    """CPU seconds of this process and every process under it (the driver JVM, Spark's
+    Python workers), the finished ones included."""
+    import psutil
+
+    me = psutil.Process()
+    total = 0.0
+    for p in [me, *me.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+        except psutil.Error:
+            continue
+        total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+def timed(fn: Callable[[], float]) -> tuple[float, float]:
+    """(wall seconds as ``fn`` reports them, CPU seconds of the process tree meanwhile)."""
+    c0 = tree_cpu_s()
+    wall = fn()
+    return wall, tree_cpu_s() - c0
+
+
 def _has_output_modes() -> bool:
     return "mode" in inspect.signature(sc.Stream.sink_parquet).parameters
 
@@ -376,7 +403,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--files", type=int, default=4)
-    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--check-rows", type=int, default=4000)
     ap.add_argument("--workloads", default=",".join(w.name for w in WORKLOADS))
     ap.add_argument("--master", default=None, help="a Spark master URL (default: local[2])")
@@ -410,7 +437,7 @@ def main() -> int:
             f"streamcell engine='spark' vs hand-written PySpark (same session: "
             f"{current_master()}, Spark {spark.version}) vs native (2 workers); "
             f"{a.rows:,} rows in {a.files} Parquet files per input (written in "
-            f"{time.perf_counter() - t0:.1f} s); best of {a.repeat}; {os.cpu_count()} cpus; "
+            f"{time.perf_counter() - t0:.1f} s); median of {a.repeat}; {os.cpu_count()} cpus; "
             f"Spark start-up {startup:.1f} s; sinks: parquet"
             f"{' (mode=complete)' if _has_output_modes() else ' (the engine has no output modes: append)'}",
             flush=True,
@@ -422,17 +449,31 @@ def main() -> int:
             ts, th, tn, rss, jrss = [], [], [], [], []
             for _ in range(a.repeat):
                 with PeakRss() as m:
-                    ts.append(run_plan(w, path, out + "-spark", SPARK))
+                    ts.append(timed(lambda w=w, p=path, o=out: run_plan(w, p, o + "-spark", SPARK)))
                 rss.append(m.growth_mb)
                 jrss.append(m.jvm_growth_mb)
-                th.append(run_hand(w, spark, path, out + "-hand"))
+                th.append(timed(lambda w=w, p=path, o=out: run_hand(w, spark, p, o + "-hand")))
                 if not a.no_native:
                     tn.append(run_plan(w, path, out + "-native", NATIVE))
-            r = (w.name, min(ts), min(th), min(tn) if tn else None, max(rss), max(jrss))
+
+            def med(xs: list[tuple[float, float]], k: int) -> float:
+                return statistics.median(x[k] for x in xs)
+
+            r = (
+                w.name,
+                med(ts, 0),
+                med(th, 0),
+                statistics.median(tn) if tn else None,
+                max(rss),
+                max(jrss),
+                med(ts, 1),
+                med(th, 1),
+            )
             results.append(r)
             print(
-                f"  {w.name}: checked on {a.check_rows:,} rows; spark {r[1]:.2f} s, "
-                f"hand-written {r[2]:.2f} s",
+                f"  {w.name}: checked on {a.check_rows:,} rows; spark "
+                f"{' '.join(f'{x[0]:.2f}' for x in ts)} s, hand-written "
+                f"{' '.join(f'{x[0]:.2f}' for x in th)} s",
                 flush=True,
             )
     finally:
@@ -447,21 +488,22 @@ def main() -> int:
 def report(results: list[tuple[Any, ...]], rows: int) -> None:
     head = (
         f"{'workload':<11} {'spark s':>8} {'hand s':>8} {'native s':>9} "
-        f"{'hand/spark':>11} {'>=0.8':>6} {'driver RSS +MB':>15} {'<=100':>6} "
-        f"{'JVM RSS +MB':>12}"
+        f"{'hand/spark':>11} {'>=0.8':>6} {'spark cpu s':>12} {'hand cpu s':>11} "
+        f"{'driver RSS +MB':>15} {'<=100':>6} {'JVM RSS +MB':>12}"
     )
     print()
     print(head)
     print("-" * len(head))
     met_all = True
-    for name, s, h, n, rss, jrss in results:
+    for name, s, h, n, rss, jrss, cs, ch in results:
         ratio = h / s
         ok_r, ok_m = ratio >= RATIO_TARGET, rss <= RSS_TARGET_MB
         met_all = met_all and ok_r and ok_m
         ns = f"{n:.2f}" if n is not None else "-"
         print(
             f"{name:<11} {s:>8.2f} {h:>8.2f} {ns:>9} {ratio:>10.3f}x "
-            f"{'yes' if ok_r else 'NO':>6} {rss:>15.1f} {'yes' if ok_m else 'NO':>6} {jrss:>12.1f}"
+            f"{'yes' if ok_r else 'NO':>6} {cs:>12.2f} {ch:>11.2f} "
+            f"{rss:>15.1f} {'yes' if ok_m else 'NO':>6} {jrss:>12.1f}"
         )
     print()
     print(

@@ -10,6 +10,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pytest
+from polars.testing import assert_frame_equal
 
 import streamcell as sc
 from streamcell.options import RunOptions
@@ -111,7 +112,10 @@ def test_windows_and_sessions_run_native_with_late_rows_and_dead_letters(make):
 def test_windows_over_datetimes_run_native():
     base = pl.datetime(2024, 1, 1)
     df = DATA.with_columns(ts=base + pl.duration(seconds=pl.col("t"))).drop("t")
-    stream = sc.source(df).key_by("k").tumbling("30s", time="ts").agg(n=sc.count())
+    # a mean keeps the window on the C operator (count alone is a Catalyst groupBy: below)
+    stream = (
+        sc.source(df).key_by("k").tumbling("30s", time="ts").agg(n=sc.count(), m=sc.col("v").mean())
+    )
     run = _both(_changelog(stream))
     assert run.spark_operators == {"aggregate#2": "native"}
 
@@ -178,10 +182,82 @@ def test_final_table_integer_sums_wrap_at_64_bits_as_on_the_reference():
 
 
 def test_aggregates_that_need_arrival_order_stay_on_the_native_operator():
-    run = _final(("k",), DATA, sf=sc.col("f").sum(), lst=sc.col("v").last())
+    run = _final(("k",), DATA, m=sc.col("f").mean())
     assert run.spark_operators == {"aggregate#2": "native"}
     appended = _both(_changelog(sc.source(DATA).key_by("k").agg(n=sc.count())))
     assert appended.spark_operators == {"aggregate#2": "native"}
+
+
+def _bits(df: pl.DataFrame) -> list[tuple[object, ...]]:
+    """Rows with floats as their bit patterns: -0.0 is not 0.0, every NaN is one value."""
+    import struct
+
+    def b(x: object) -> object:
+        if isinstance(x, float):
+            return "nan" if x != x else struct.pack("<d", x).hex()
+        return x
+
+    return [tuple(b(x) for x in r) for r in df.iter_rows()]
+
+
+# sums whose value depends on the order of the additions (1e16 + 1 rounds back to 1e16),
+# signed zeros, NaN, infinities, null-only keys; spread over both of Spark's partitions
+SUMS = pl.DataFrame(
+    {
+        "k": ["a", "b", "z", "c", "a", "n", "i", "a", "c", "z", "i", "a", "x", "b", "e", "a"] * 40,
+        "f": [
+            1e16,
+            0.1,
+            -0.0,
+            NAN,
+            1.0,
+            None,
+            float("inf"),
+            1.0,
+            2.5,
+            -0.0,
+            float("-inf"),
+            -1e16,
+            0.3,
+            0.2,
+            -0.0,
+            0.7,
+        ]
+        * 40,  # fmt: skip
+        "v": list(range(640)),
+    }
+)
+
+
+@pytest.mark.parametrize("sink", ["table", "parquet"])
+def test_float_sums_first_and_last_of_a_final_table_are_a_group_by_in_arrival_order(tmp_path, sink):
+    from streamcell.options import RunOptions as Opts
+
+    def plan(where: str) -> sc.Plan:
+        agg = (
+            sc.source(SUMS)
+            .key_by("k")
+            .agg(s=sc.col("f").sum(), n=sc.count(), fst=sc.col("f").first(), lst=sc.col("v").last())
+        )
+        if sink == "table":
+            return agg.plan()
+        return sc.combine(agg.sink_parquet(str(tmp_path / where), mode="complete"))
+
+    got = run_plan(plan("s"), SPARK, timeout=300)
+    want = run_plan(plan("r"), Opts(engine="reference"))
+    assert got.spark_operators == {"aggregate#2": "spark groupBy"}
+    if sink == "table":
+        a, b = got.table(), want.table()
+    else:
+        a = pl.read_parquet(sorted((tmp_path / "s").glob("*.parquet")))
+        b = pl.read_parquet(sorted((tmp_path / "r").glob("*.parquet")))
+    assert _bits(a) == _bits(b)
+    import struct
+
+    assert _bits(a.filter(pl.col("k") == "e").select("s")) == [(struct.pack("<d", -0.0).hex(),)]
+    # 1e16 + 1.0 rounds back to 1e16: any order other than arrival order gives another sum
+    assert a.filter(pl.col("k") == "a")["s"].item() == 0.7
+    assert_frame_equal(got.counts(), want.counts())
 
 
 def test_transfer_runs_native_in_one_partition():
@@ -217,3 +293,101 @@ def test_order_keys_of_multi_row_outputs_are_extended_by_their_index():
     idx, carry = run_index(np.array([4, 7, 7]), (4, 2))
     assert idx.tolist() == [2, 0, 1] and carry == (7, 2)
     assert extend_order(keys, idx).to_pylist() == [[1, 2, 2], [3, 0], [3, 1]]
+
+
+# ------------------------------------------------------------------ tumbling windows in Catalyst
+
+
+def _same_bits(plan: sc.Plan) -> sc.Run:
+    """Run on Spark and on the reference: outputs equal, tables to the last bit."""
+    got = run_plan(plan, SPARK, timeout=300)
+    want = run_plan(plan, RunOptions(engine="reference"))
+    a, b = outputs(got), outputs(want)
+    for x, y in zip(a["tables"].values(), b["tables"].values()):
+        assert _bits(x) == _bits(y)
+    assert_same_outputs(a, b)
+    return got
+
+
+@pytest.mark.parametrize("block", [1 << 16, 7], ids=["one-block", "blocks-of-7"])
+@pytest.mark.parametrize("lateness", [0, 20, 50])
+def test_tumbling_windows_of_columns_are_a_group_by_with_the_references_late_rows(
+    monkeypatch, block, lateness
+):
+    """Late rows (rows far behind, some across watermark-scan blocks), dead letters (null
+    times), float sums to the last bit, the final table and the changelog in close order."""
+    from streamcell.backends.spark import groupby
+
+    monkeypatch.setattr(groupby, "BLOCK", block)
+    stream = (
+        sc.source(DATA)
+        .key_by("k")
+        .tumbling(10, time="t", lateness=lateness)
+        .agg(n=sc.count(), sf=sc.col("f").sum(), mx=sc.col("v").max(), fst=sc.col("s").first())
+    )
+    for plan in (stream.plan(), _changelog(stream)):
+        run = _same_bits(plan)
+        assert run.spark_operators == {"aggregate#2": "spark groupBy"}
+        assert run.dead_letters().height > 0
+        assert (run.late().height > 0) == (lateness < 40)  # some rows are 40 behind
+
+
+def test_tumbling_windows_over_datetimes_feed_a_global_top_k():
+    base = pl.datetime(2024, 1, 1)
+    df = DATA.with_columns(ts=base + pl.duration(seconds=pl.col("t"))).drop("t")
+    plan = sc.source(df).tumbling("30s", time="ts").agg(n=sc.count()).top_k(3, by="n").plan()
+    run = _same_bits(plan)
+    assert run.spark_operators == {"aggregate#2": "spark groupBy", "top_k#3": "native"}
+
+
+def test_a_stateless_chain_from_parquet_files_is_written_in_order_without_a_shuffle(tmp_path):
+    """Files of different sizes (Spark packs its scan partitions largest first): each file
+    is one partition, sorted within; the part files in name order hold the reference's rows."""
+    src = tmp_path / "in"
+    src.mkdir()
+    for i, n in enumerate([300, 5000, 40, 2000]):
+        pl.DataFrame({"v": list(range(i * 10_000, i * 10_000 + n)), "k": [i] * n}).write_parquet(
+            src / f"p{i}.parquet", row_group_size=700
+        )
+
+    def plan(out: str) -> sc.Plan:
+        s = sc.source(sc.parquet(str(src))).filter(sc.col("v") % 3 != 0)
+        return sc.combine(s.with_columns(w=sc.col("v") * 2).sink_parquet(out))
+
+    got = run_plan(plan(str(tmp_path / "s")), SPARK, timeout=300)
+    want = run_plan(plan(str(tmp_path / "r")), RunOptions(engine="reference"))
+    a = pl.read_parquet(sorted((tmp_path / "s").glob("*.parquet")))
+    b = pl.read_parquet(sorted((tmp_path / "r").glob("*.parquet")))
+    assert_frame_equal(a, b)
+    assert a["v"].is_sorted() and a.height == b.height > 4000
+    assert_frame_equal(got.counts(), want.counts())
+
+
+@pytest.mark.parametrize("block", [1 << 16, 7], ids=["one-block", "blocks-of-7"])
+@pytest.mark.parametrize(("key", "gap", "lateness"), [("k", 5, 0), ("s", 8, 6), ("k", 6, 50)])
+def test_sessions_of_columns_are_a_group_by_closing_where_the_reference_closes(
+    monkeypatch, block, key, gap, lateness
+):
+    """Sessions split where a key's next row (by time) is a gap or more after the one before;
+    emitted in the reference's close order (the changelog), late rows and dead letters too."""
+    from streamcell.backends.spark import groupby
+
+    monkeypatch.setattr(groupby, "BLOCK", block)
+    stream = (
+        sc.source(DATA)
+        .key_by(key)
+        .session(gap, time="t", lateness=lateness)
+        .agg(n=sc.count(), sf=sc.col("f").sum(), mx=sc.col("v").max(), nd=sc.count_distinct("s"))
+    )
+    for plan in (stream.plan(), _changelog(stream)):
+        run = _same_bits(plan)
+        assert run.spark_operators == {"aggregate#2": "spark groupBy"}
+        assert (run.late().height > 0) == (lateness < 40)
+
+
+def test_sessions_over_datetimes_feed_a_global_top_k():
+    base = pl.datetime(2024, 1, 1)
+    df = DATA.with_columns(ts=base + pl.duration(seconds=pl.col("t"))).drop("t")
+    plan = sc.source(df).session("4s", time="ts").agg(n=sc.count()).top_k(3, by="n").plan()
+    run = _same_bits(plan)
+    assert run.spark_operators == {"aggregate#2": "spark groupBy", "top_k#3": "native"}

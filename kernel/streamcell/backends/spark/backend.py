@@ -30,6 +30,7 @@ reference exactly: tables, counts, late rows and dead letters.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 import time
@@ -48,13 +49,25 @@ from ...options import RunOptions
 from ...sources import BadRow, locate_serial, row_batches
 from ...types import BOOL, Schema, polars_schema
 from ..evaluate import RowError, compile_row_expr
+from . import native_ops
 from .expr import NAME, Translator, can_fail, qcol, spark_type
+from .groupby import (
+    agg_columns,
+    exact_aggs,
+    first_order,
+    grouped,
+    session_fits,
+    sessions,
+    tumbling,
+    tumbling_fits,
+)
 from .io import (
     SparkTable,
     in_order,
     latest_per_key,
     merged_order,
     merged_serial,
+    sorted_by_file,
     spark_source,
     spark_writes,
     write_parquet,
@@ -379,14 +392,24 @@ def event_ticks(schema: Schema, time_col: str) -> Any:
     return tcol.cast("bigint")
 
 
+def _rows_out(env: Any, step_id: str) -> int:
+    """A step's rows out so far (read after the job that counted them)."""
+    return int(env.counters[step_id].rows_out)
+
+
 @dataclass
 class Lowered:
     """A step lowered onto a DataFrame, with what the driver reads back after the job."""
 
     step: P.Step
-    kind: str  # "stateless" | "python" (a partition function's side rows) | "final" (groupBy)
+    # "stateless" | "python" (a partition function's side rows) | "final" (groupBy) |
+    # "filter" / "pass" (a filter / projection that cannot fail: rows in from ``into``)
+    kind: str
     observation: Any
     cols: list[str] = field(default_factory=list)
+    into: Callable[[], int] | None = None
+    # kind "applied": files its counters and side rows itself, (counters, side rows list)
+    apply: Callable[[Any, list[Any]], None] | None = None
 
 
 # --------------------------------------------------------------------------- lowering
@@ -407,6 +430,17 @@ class Lowering:
         # how each stateful step runs: "native" (streamcell's C operator in mapInArrow),
         # "spark groupBy" (a final table), or "reference: <why>" (the Python operator)
         self.how: dict[str, str] = {}
+        # steps lowered to one row per key (a groupBy): their sinks need no latest-per-key
+        self.final: set[str] = set()
+        # the rows a step's output holds, read after a batch job (sources, and stateless
+        # steps that cannot fail): steps after them need no metric of their own
+        self.count_of: dict[str, Callable[[], int]] = {}
+        # steps whose output holds one row per value of these columns (no latest-per-key)
+        self.unique_on: dict[str, tuple[str, ...]] = {}
+        # steps whose rows' order keys are one serial each (a source's, through stateless steps)
+        self.flat: set[str] = set()
+        # runs a Spark action while lowering (batch runs: cancelled by a stop)
+        self.action: Callable[[Callable[[], Any]], Any] = lambda fn: fn()
 
     def in_schema(self, s: P.Step) -> Schema:
         return self.c.schemas[s.inputs[0].step_id]
@@ -473,6 +507,11 @@ class Lowering:
                     err = ce if err is None else err | ce
             exprs = [computed[n].alias(n) if n in computed else qcol(n) for n, _ in out]
             keep = F.lit(True)
+        into = self.count_of.get(s.inputs[0].step_id)
+        if s.inputs[0].step_id in self.flat:  # rows pass with their order keys as they are
+            self.flat.add(s.step_id)
+        if err is None and into is not None and not self.streaming:
+            return self._cannot_fail(j, s, df, keep, exprs, into)
         err_col = F.coalesce(err, F.lit(False)) if err is not None else F.lit(False)
         df = df.withColumn("_e", err_col).withColumn("_p", keep & ~F.col("_e"))
         metrics = [
@@ -491,6 +530,24 @@ class Lowering:
         df = df.filter(F.col("_p"))
         if isinstance(s, P.Filter):
             return df.drop("_e", "_p")
+        return df.select(*exprs, F.col("_o"))
+
+    def _cannot_fail(
+        self, j: int, s: P.Step, df: Any, keep: Any, exprs: list[Any], into: Callable[[], int]
+    ) -> Any:
+        """A stateless step none of whose expressions can fail (no dead letters): a plain
+        filter or projection that Spark fuses with its neighbours. Its rows in are the rows
+        out of the step before (``into``, read after the job); a filter counts the rows it
+        keeps (one metric after it), a projection keeps every row and counts nothing."""
+        from pyspark.sql import functions as F
+
+        if isinstance(s, P.Filter):
+            df, obs = self.observe(df.filter(keep), j, F.count(F.lit(1)).alias("out"))
+            self.lowered.append(Lowered(s, "filter", obs, into=into))
+            self.count_of[s.step_id] = lambda: int(obs.get["out"] or 0)
+            return df
+        self.lowered.append(Lowered(s, "pass", None, into=into))
+        self.count_of[s.step_id] = into
         return df.select(*exprs, F.col("_o"))
 
     # ----------------------------------------------------------------- keyed
@@ -544,13 +601,14 @@ class Lowering:
         return out.filter(F.col("_k") == F.lit(LIVE)).drop("_k", "_b")
 
     # ----------------------------------------------------------------- final tables
-    GROUP_BY_FNS = ("count", "min", "max", "sum", "count_distinct")
 
     def final_table(self, s: P.Aggregate) -> bool:
         """Whether Spark's own ``groupBy`` gives exactly what the reference leaves in the
-        table: an unwindowed keyed ``agg`` (of a finite run) whose only consumer is an
-        upsert table on its keys (the final table, not the changelog), with count / min /
-        max / integer sums / count_distinct of columns (float sums stay in arrival order)."""
+        final table: an unwindowed keyed ``agg`` (of a finite run) whose only consumer is an
+        upsert table on its keys, or a Parquet sink in ``complete`` / ``update`` mode on
+        them (the final table, not the changelog), with count / min / max / sums /
+        count_distinct / first / last of columns. Float sums are folded in arrival order
+        (:meth:`group_by`), so they are the reference's to the last bit."""
         from . import native_ops
 
         if self.streaming or not s.keys or s.window is not None or not native_ops.GROUP_BY:
@@ -559,62 +617,39 @@ class Lowering:
         if len(consumers) != 1:
             return False
         sink = consumers[0]
-        if not isinstance(sink, P.Sink) or sink.target != "table":
+        if not isinstance(sink, P.Sink) or sink.target not in ("table", "parquet"):
             return False
         if self.c.upsert_keys.get(sink.step_id) != tuple(s.keys):
             return False
-        types = dict(self.in_schema(s))
-        # float keys stay on the operator: the reference's upsert table keeps a NaN key's
-        # rows apart by identity and a signed zero by its last row, which no groupBy gives
-        if any(types[k].name in ("null", "list", "float") for k in s.keys):
-            return False
-        for _, a in s.aggs:
-            if a.fn not in self.GROUP_BY_FNS:
-                return False
-            if a.arg is None:
-                if a.fn != "count":
-                    return False
-                continue
-            if not isinstance(a.arg, Col) or types[a.arg.name].name in ("null", "list"):
-                return False
-            if a.fn == "sum" and types[a.arg.name].name not in ("int", "bool"):
-                return False
-        return True
+        return exact_aggs(s, dict(self.in_schema(s)))
 
     def group_by(self, j: int, s: P.Aggregate, df: Any) -> Any:
         """The final table of a keyed ``agg`` by Spark's ``groupBy``: one row per key with
         the aggregates over all its rows and the key's first order key ``min(_o)`` (the
         table lists keys in order of first appearance). Integer sums wrap around at 64 bits
         as the reference's do; count_distinct counts null as a value, as the reference
-        does (and NaN as one value)."""
+        does (and NaN as one value); first / last are the values at the key's first / last
+        order key (null included, as the reference keeps them). A float sum is the
+        reference's left fold in arrival order: the key's non-null values, sorted by order
+        key, folded from the first value (so a lone -0.0 stays -0.0); Spark's own ``sum``
+        adds partial sums in whatever order the shuffle delivers them."""
         from pyspark.sql import functions as F
 
-        df, obs = self.observe(df, j, F.count(F.lit(1)).alias("n"))
-        self.lowered.append(Lowered(s, "final", obs))
+        into = self.count_of.get(s.inputs[0].step_id)
+        if into is None:
+            df, obs = self.observe(df, j, F.count(F.lit(1)).alias("n"))
+            self.lowered.append(Lowered(s, "final", obs))
+        else:
+            self.lowered.append(Lowered(s, "final", None, into=into))
         self.how[s.step_id] = "spark groupBy"
-        aggs = []
-        two63 = F.lit(str(2**63)).cast("decimal(38,0)")
-        for name, a in s.aggs:
-            if a.arg is None:
-                aggs.append(F.count(F.lit(1)).alias(name))
-                continue
-            assert isinstance(a.arg, Col)
-            c = qcol(a.arg.name)
-            if a.fn == "count":
-                e = F.count(c)
-            elif a.fn == "min":
-                e = F.min(c)
-            elif a.fn == "max":
-                e = F.max(c)
-            elif a.fn == "sum":
-                total = F.sum(c.cast("bigint").cast("decimal(38,0)"))
-                wrapped = F.pmod(total + two63, two63 * F.lit(2)) - two63
-                e = F.coalesce(wrapped.cast("bigint"), F.lit(0).cast("bigint"))
-            else:
-                has_null = F.max(F.when(c.isNull(), F.lit(1)).otherwise(F.lit(0)))
-                e = F.count_distinct(c) + has_null
-            aggs.append(e.alias(name))
-        out = df.groupBy(*[qcol(k) for k in s.keys]).agg(*aggs, F.min("_o").alias("_o"))
+        types = dict(self.in_schema(s))
+        flat = s.inputs[0].step_id in self.flat
+        by = [qcol(k) for k in s.keys]
+        out = grouped(df, by, s.aggs, types, self.partitions, flat).agg(
+            *agg_columns(s.aggs, types), first_order(flat).alias("_o")
+        )
+        self.final.add(s.step_id)
+        self.unique_on[s.step_id] = tuple(s.keys)
         return out.select(*[qcol(n) for n, _ in self.c.schemas[s.step_id]], "_o")
 
     # ----------------------------------------------------------------- joins
@@ -716,6 +751,11 @@ class Lowering:
         w = s.window
         assert w is not None
         schema = self.in_schema(s)
+        if not self.streaming and s.inputs[0].step_id in self.flat and native_ops.GROUP_BY:
+            if tumbling_fits(s, schema):
+                return tumbling(self, j, s, df)
+            if session_fits(s, schema):
+                return sessions(self, j, s, df)
         out_schema = self.c.schemas[s.step_id]
         tr = Translator(schema, s)
         err = None
@@ -805,6 +845,7 @@ class BatchDriver:
         self.sketch_parts: dict[str, list[Any]] = {}  # sketch step -> partition partials
         self.changelog: dict[str, int] = {}  # a final-table agg -> the changelog rows it stands for
         self.text_sources: list[tuple[int, Any]] = []  # (source, io.SparkSource) parsed by Spark
+        self.by_file = False  # the one source's partitions are its files in order (io.by_file)
 
     def _action(self, fn: Callable[[], Any]) -> Any:
         """Run a Spark action on a helper thread so a stop request cancels it promptly."""
@@ -859,11 +900,14 @@ class BatchDriver:
         self.last_good = max(known) if known else None
         low = Lowering(self.c, self.steps, spark)
         low.checkpoint = lambda d: self._action(lambda: d.localCheckpoint(eager=True))
+        low.action = self._action
         consumers = self.c.plan.consumers()
         dfs: dict[str, Any] = {}
         for j, s in enumerate(self.steps):
             if isinstance(s, P.Source):
                 df = frames[self.sources.index(s)]
+                low.count_of[s.step_id] = functools.partial(_rows_out, env, s.step_id)
+                low.flat.add(s.step_id)
             elif isinstance(s, P.Sink):
                 continue
             elif isinstance(s, P.Union):
@@ -878,9 +922,9 @@ class BatchDriver:
             if env.should_stop():
                 return False
         done = [self._sink_job(low, j, s, dfs[s.inputs[0].step_id]) for j, s in self._sink_steps()]
+        self._read_text_sources()  # before _read_back: the sources' counts feed its steps'
         self._read_back(low)
         self.env.run.spark_operators = dict(low.how)
-        self._read_text_sources()
         for s in self.steps:  # a union passes every row of its inputs
             if isinstance(s, P.Union):
                 n = sum(env.counters[x.step_id].rows_out for x in s.inputs)
@@ -915,6 +959,22 @@ class BatchDriver:
                 last = merged_serial(i, last, self.counts) if multi else last
                 self.last_good = last if self.last_good is None else max(self.last_good, last)
 
+    def _unshuffled(self) -> bool:
+        """Whether every row reaches its sink through stateless steps only (one source, a
+        chain, every sink taking every row): the source's partitions then reach the sinks
+        as they are, and a source read one partition per file needs no distributed sort."""
+        consumers = self.c.plan.consumers()
+        if len(self.sources) != 1:
+            return False
+        for s in self.steps:
+            if not isinstance(s, (P.Source, P.Filter, P.Select, P.WithColumns, P.Sink)):
+                return False
+            if len(consumers[s.step_id]) > 1:
+                return False
+            if isinstance(s, P.Sink) and self.c.upsert_keys[s.step_id] is not None:
+                return False
+        return True
+
     def _sink_steps(self) -> list[tuple[int, P.Sink]]:
         return [(j, s) for j, s in enumerate(self.steps) if isinstance(s, P.Sink)]
 
@@ -931,7 +991,8 @@ class BatchDriver:
         failed: list[Exception] = []  # a source that raised: what was read runs, then it
         for i, src in enumerate(self.sources):
             schema = self.c.schemas[src.step_id]
-            on_spark = spark_source(spark, self.c, src, source_spec(src))
+            on_spark = spark_source(spark, self.c, src, source_spec(src), self._unshuffled())
+            self.by_file = on_spark is not None and on_spark.by_file
             if on_spark is not None:
                 if on_spark.observation is not None:  # bad rows known after the job
                     self.text_sources.append((i, on_spark))
@@ -985,18 +1046,36 @@ class BatchDriver:
         names = [n for n, _ in schema]
         key = self.c.upsert_keys[sink.step_id]
         gate: Any = self.env.sink_writer(sink).__self__
-        df, obs = low.observe(df, j, F.count(F.lit(1)).alias("n"))
+        into = sink.inputs[0].step_id
+        count = low.count_of.get(into)
+        if count is None and into not in low.final:  # else known without a metric here
+            df, obs = low.observe(df, j, F.count(F.lit(1)).alias("n"))
+            count = lambda: int(obs.get["n"] or 0)  # noqa: E731
         parts = low.partitions
 
         def rows() -> int:
             """The rows the sink stands for: those reaching it, or for a final table that
             Spark's groupBy computed, the changelog rows of its aggregate (read back with
             the side outputs, before any finish runs)."""
-            stands_for = self.changelog.get(sink.inputs[0].step_id)
-            return int(obs.get["n"] or 0) if stands_for is None else stands_for
+            stands_for = self.changelog.get(into)
+            if stands_for is not None:
+                return stands_for
+            assert count is not None
+            return count()
+
+        def ordered(d: Any) -> Any:
+            if self.by_file:
+                return sorted_by_file(d)
+            if into not in low.flat:
+                # rows that come out of a shuffle's reduce side (an aggregate, a keyed
+                # operator): materialized once, or the range sort's sampling pass computes
+                # that whole stage a second time
+                assert low.checkpoint is not None
+                d = low.checkpoint(d)
+            return in_order(d, parts)
 
         if sink.target == "callback" or (sink.target == "parquet" and not spark_writes(schema)):
-            out = self._action(df.orderBy("_o").toArrow)
+            out = self._action(ordered(df).toArrow)
             return lambda: self._write(
                 to_polars(out, schema), sink, self.changelog.get(sink.inputs[0].step_id)
             )
@@ -1009,11 +1088,14 @@ class BatchDriver:
                 gate.written += n
 
             return finish_none
-        kept = latest_per_key(df, key if sink.target == "table" or sink.mode else None, names)
+        if low.unique_on.get(into) == key:  # one row per key already (a groupBy's table)
+            kept = df
+        else:
+            kept = latest_per_key(df, key if sink.target == "table" or sink.mode else None, names)
         if sink.target == "parquet":
             assert sink.name is not None
             path = sink.name
-            self._action(lambda: write_parquet(in_order(kept, parts), path, names))
+            self._action(lambda: write_parquet(ordered(kept), path, names))
 
             def finish_parquet() -> None:
                 n = rows()
@@ -1021,7 +1103,7 @@ class BatchDriver:
                 gate.delegate(n)
 
             return finish_parquet
-        table = self._action(lambda: kept.orderBy("_o").localCheckpoint(eager=True))
+        table = self._action(lambda: ordered(kept).localCheckpoint(eager=True))
         height = self._action(table.count)
 
         def finish_table() -> None:
@@ -1087,7 +1169,7 @@ class BatchDriver:
         """Counters and side rows from the observations of the finished job."""
         counters = self.env.counters
         for lw in low.lowered:
-            m = lw.observation.get
+            m = lw.observation.get if lw.observation is not None else {}
             cnt = counters[lw.step.step_id]
             if lw.kind == "stateless":
                 cnt.rows_in += int(m["n"] or 0)
@@ -1116,8 +1198,20 @@ class BatchDriver:
             if lw.kind == "emitted":
                 cnt.rows_out += int(m["out"] or 0)
                 continue
+            if lw.kind == "applied":
+                assert lw.apply is not None
+                lw.apply(cnt, self.side)
+                continue
+            if lw.kind in ("filter", "pass"):
+                assert lw.into is not None
+                n = lw.into()
+                out = int(m["out"] or 0) if lw.kind == "filter" else n
+                cnt.rows_in += n
+                cnt.rows_out += out
+                cnt.filtered += n - out
+                continue
             if lw.kind == "final":  # a groupBy: every input row is one changelog row
-                n = int(m["n"] or 0)
+                n = lw.into() if lw.into is not None else int(m["n"] or 0)
                 cnt.rows_in += n
                 cnt.rows_out += n
                 self.changelog[lw.step.step_id] = self.changelog.get(lw.step.step_id, 0) + n

@@ -5,7 +5,8 @@ Sources (finite runs):
 - ``parquet(...)``: ``spark.read.parquet`` on the executors. A row's order key is its
   position in the data: the files in name order (as the reference reads them), then Spark's
   ``_metadata.row_index`` within the file; serials are made global by each file's row count,
-  read from the Parquet footers (metadata, not rows). A file whose schema differs from the
+  read from the Parquet footers (metadata, not rows). Up to ``PER_FILE_READS`` files are
+  read one ``spark.read`` each, so a file's first serial is a literal in its scan. A file whose schema differs from the
   first file's takes one serial and is a dead letter, as on the reference.
 - ``clickstream(rows=N)`` / ``store_sales(rows=N)``: ``spark.range`` over the generator's
   chunks and ``mapInArrow`` calling the same chunk function on the executors: row ``i`` is
@@ -40,6 +41,10 @@ from ...sources import CHUNK, GENERATORS, BadRow, ParquetReader, csv_record, ndj
 from ...types import Schema, schema_from_arrow
 from .expr import qcol, spark_type
 
+PER_FILE_READS = 64
+"""Up to this many Parquet files are read one ``spark.read`` each (unioned), so each file's
+first serial is a literal; more are read together and a row's file is found from its path."""
+
 LARGE_TABLE_ROWS = 1_000_000
 """``run.table()`` of a Spark table with more rows than this warns (use ``limit=``)."""
 
@@ -58,6 +63,9 @@ class SparkSource:
     bad: list[tuple[int, BadRow]]  # (serial, row)
     last_good: int | None  # serial of the last good row
     observation: Any = None
+    # partition i holds file i's rows (files in name order): the rows are in order once each
+    # partition is sorted, with no shuffle (:func:`sorted_by_file`)
+    by_file: bool = False
 
 
 # Arrow types Spark's Parquet reader reads as the streamcell type (others: from the driver)
@@ -75,8 +83,12 @@ def _spark_readable(t: pa.DataType) -> bool:
     )
 
 
-def spark_source(spark: Any, c: Any, src: P.Source, spec: P.SourceSpec) -> SparkSource | None:
-    """The source read by the executors, or None when it must come from the driver."""
+def spark_source(
+    spark: Any, c: Any, src: P.Source, spec: P.SourceSpec, ordered: bool = False
+) -> SparkSource | None:
+    """The source read by the executors, or None when it must come from the driver.
+    ``ordered``: the rows reach their sinks unshuffled, so a Parquet source may be read one
+    partition per file (``SparkSource.by_file``)."""
     if src.rate is not None:  # throttling paces rows the driver hands out
         return None
     if spec.kind in GENERATORS and spec.arg("rows") is not None:
@@ -84,7 +96,7 @@ def spark_source(spark: Any, c: Any, src: P.Source, spec: P.SourceSpec) -> Spark
     if spec.kind == "parquet" and not spec.arg("watch", False):
         reader = c.readers[src.step_id]
         assert isinstance(reader, ParquetReader)
-        return _parquet(spark, c.schemas[src.step_id], reader)
+        return _parquet(spark, c.schemas[src.step_id], reader, ordered)
     if spec.kind in ("csv", "ndjson") and not spec.arg("watch", False):
         reader = c.readers[src.step_id]
         return _text(spark, c.schemas[src.step_id], reader, spec.kind)
@@ -238,12 +250,17 @@ def _generator(spark: Any, schema: Schema, spec: P.SourceSpec) -> SparkSource:
     return SparkSource(df, total, [], total - 1 if total else None)
 
 
-def _parquet(spark: Any, schema: Schema, reader: ParquetReader) -> SparkSource | None:
-    """Files in name order; a file's rows get serials ``base + _metadata.row_index``."""
+def _parquet(
+    spark: Any, schema: Schema, reader: ParquetReader, ordered: bool = False
+) -> SparkSource | None:
+    """Files in name order; a file's rows get serials ``base + _metadata.row_index``. With
+    ``ordered`` (and at least as many files as Spark has cores), each file is one partition,
+    the partitions in file order (``SparkSource.by_file``)."""
     import pyarrow.parquet as pq
     from pyspark.sql import functions as F
 
     groups: dict[pa.Schema, list[Path]] = {}  # files of one physical schema, read together
+    good: set[Path] = set()
     bases: dict[str, int] = {}
     bad: list[tuple[int, BadRow]] = []
     seq = 0
@@ -262,6 +279,7 @@ def _parquet(spark: Any, schema: Schema, reader: ParquetReader) -> SparkSource |
         if f.name in bases or "/" in f.name:
             return None
         groups.setdefault(arrow, []).append(f)
+        good.add(f)
         bases[f.name] = seq
         n = meta.metadata.num_rows
         seq += n
@@ -274,6 +292,26 @@ def _parquet(spark: Any, schema: Schema, reader: ParquetReader) -> SparkSource |
         return SparkSource(
             spark.createDataFrame([], ddl(schema, "`_o` array<bigint>")), seq, bad, None
         )
+    if len(bases) <= PER_FILE_READS:  # each file's base a literal: no per-row path parsing
+        files = [f for f in reader.files if bases.get(f.name) is not None and f in good]
+        ordered = ordered and len(files) >= spark.sparkContext.defaultParallelism
+        df = None
+        inferred: dict[pa.Schema, Any] = {}  # Spark's schema of each physical schema, read once
+        arrow_of = {f: a for a, fs in groups.items() for f in fs}
+        for f in files:  # in name order: the union's partitions follow the files
+            o = F.array((F.lit(bases[f.name]) + F.col("_metadata.row_index")).cast("bigint"))
+            known = inferred.get(arrow_of[f])
+            read = (
+                spark.read.parquet(str(f))
+                if known is None
+                else spark.read.schema(known).parquet(str(f))
+            )
+            inferred.setdefault(arrow_of[f], read.schema)
+            part = read.select(*cols, o.alias("_o"))
+            if ordered:  # one partition per file, its splits in order
+                part = part.coalesce(1)
+            df = part if df is None else df.unionByName(part)
+        return SparkSource(df, seq, bad, last_good, by_file=ordered)
     base_of = F.create_map(*[x for k, v in bases.items() for x in (F.lit(k), F.lit(v))])
     name = _decoded_name()
     base = F.element_at(base_of, name)
@@ -335,7 +373,19 @@ def latest_per_key(df: Any, key: tuple[str, ...] | None, names: list[str]) -> An
 def in_order(df: Any, parts: int) -> Any:
     """Rows range-partitioned and sorted on ``_o``: partition ``p`` holds rows before those
     of partition ``p + 1``, each partition in order (a distributed sort)."""
-    return df.repartitionByRange(parts, "_o").sortWithinPartitions("_o")
+    from pyspark.sql import functions as F
+
+    # the first element leads: a long sort prefix, so rows rarely compare whole arrays
+    o0 = F.col("_o")[0]
+    return df.repartitionByRange(parts, o0, "_o").sortWithinPartitions(o0, "_o")
+
+
+def sorted_by_file(df: Any) -> Any:
+    """Rows of a ``by_file`` source (and of the steps that keep its partitions) in order:
+    each partition sorted on its serial, no shuffle."""
+    from pyspark.sql import functions as F
+
+    return df.sortWithinPartitions(F.col("_o")[0])
 
 
 def spark_writes(schema: Schema) -> bool:
@@ -407,6 +457,7 @@ __all__ = [
     "merged_serial",
     "reads_on_spark",
     "spark_source",
+    "sorted_by_file",
     "spark_writes",
     "write_parquet",
 ]

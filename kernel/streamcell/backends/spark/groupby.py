@@ -1,0 +1,512 @@
+"""Keyed aggregates as Spark's own ``groupBy``, where it gives exactly the reference's answer.
+
+The reference folds each key's rows in arrival order. Most aggregates do not depend on that
+order (count, min, max, integer sums, count_distinct), or depend on it only through the order
+key, which every row carries (first / last: the value at the smallest / largest ``_o``). A
+float sum does: ``(1e16 + 1.0) + 1.0`` is not ``1e16 + (1.0 + 1.0)``. Spark's ``sum`` adds
+partial sums in whatever order the shuffle delivers them, so a float sum here collects the
+key's (order key, value) pairs, sorts them by order key and folds them left from the first
+value, as the reference does (:func:`arrival_order_sum`). All of it stays in Catalyst: no
+Python on the executors.
+
+Used by the final table of an unwindowed ``agg`` (``Lowering.group_by``) and by tumbling
+windows over finite sources (:func:`tumbling`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ... import plan as P
+from ...expr import Col
+from ...types import Schema
+from .expr import qcol
+
+FNS = ("count", "min", "max", "sum", "count_distinct", "first", "last")
+"""The aggregate functions :func:`agg_columns` computes exactly."""
+
+
+def exact_aggs(s: P.Aggregate, types: dict[str, Any]) -> bool:
+    """Whether :func:`agg_columns` gives the reference's values for ``s``: aggregates of
+    :data:`FNS` over columns (or ``count()``), keys that are not floats (the reference keeps
+    a NaN key's rows apart by identity and a signed zero by its last row, which no groupBy
+    gives)."""
+    if any(types[k].name in ("null", "list", "float") for k in s.keys):
+        return False
+    for _, a in s.aggs:
+        if a.fn not in FNS:
+            return False
+        if a.arg is None:
+            if a.fn != "count":
+                return False
+            continue
+        if not isinstance(a.arg, Col) or types[a.arg.name].name in ("null", "list"):
+            return False
+        if a.fn == "sum" and types[a.arg.name].name not in ("int", "bool", "float"):
+            return False
+    return True
+
+
+def arrival_order_sum(c: Any) -> Any:
+    """The reference's float sum of column ``c`` as a Spark aggregate: the non-null values
+    with their order keys, sorted by order key, folded left from the first value (0.0 when
+    there is none; a lone -0.0 stays -0.0). Order keys are unique, so the sort never
+    compares values."""
+    from pyspark.sql import functions as F
+
+    pairs = F.collect_list(F.when(c.isNotNull(), F.struct(F.col("_o"), c.alias("v"))))
+    folded = F.aggregate(
+        F.array_sort(pairs),
+        F.lit(None).cast("double"),
+        lambda acc, x: F.when(acc.isNull(), x["v"]).otherwise(acc + x["v"]),
+    )
+    return F.coalesce(folded, F.lit(0.0))
+
+
+def grouped(
+    df: Any,
+    by: list[Any],
+    aggs: tuple[tuple[str, Any], ...],
+    types: dict[str, Any],
+    parts: int,
+    flat: bool,
+) -> Any:
+    """``df.groupBy(*by)``, ready for :func:`agg_columns`. With a float sum, every row of a
+    group is collected (:func:`arrival_order_sum`): the rows are first hash-partitioned on
+    the group and sorted by it and by order key, so the collecting aggregate sees each group
+    once, in order (Spark's partial aggregation would collect every row on the map side, sort
+    them when there are many groups, and ship the lists); the sort inside the fold keeps the
+    answer exact whatever Spark does."""
+    if any(
+        a.fn == "sum" and a.arg is not None and types[a.arg.name].name == "float" for _, a in aggs
+    ):
+        from pyspark.sql import functions as F
+
+        o = F.col("_o")[0] if flat else F.col("_o")
+        df = df.repartition(parts, *by).sortWithinPartitions(*by, o)
+    return df.groupBy(*by)
+
+
+def first_order(flat: bool) -> Any:
+    """The aggregate ``min(_o)``: with one serial per order key (``flat``), as the array of
+    the smallest serial, which Spark's hash aggregate keeps in a fixed-width buffer (the
+    smallest array needs a sort-based aggregate)."""
+    from pyspark.sql import functions as F
+
+    if flat:
+        return F.array(F.min(F.col("_o")[0]))
+    return F.min("_o")
+
+
+def agg_columns(aggs: tuple[tuple[str, Any], ...], types: dict[str, Any]) -> list[Any]:
+    """The aggregates as Spark aggregate columns (``exact_aggs`` said they can be). Integer
+    sums wrap around at 64 bits as the reference's do; count_distinct counts null as a value,
+    as the reference does (and NaN as one value); first / last are the values at the
+    smallest / largest order key (null included, as the reference keeps them)."""
+    from pyspark.sql import functions as F
+
+    out = []
+    two63 = F.lit(str(2**63)).cast("decimal(38,0)")
+    for name, a in aggs:
+        if a.arg is None:
+            out.append(F.count(F.lit(1)).alias(name))
+            continue
+        assert isinstance(a.arg, Col)
+        c = qcol(a.arg.name)
+        if a.fn == "count":
+            e = F.count(c)
+        elif a.fn == "min":
+            e = F.min(c)
+        elif a.fn == "max":
+            e = F.max(c)
+        elif a.fn == "first":
+            e = F.min_by(c, "_o")
+        elif a.fn == "last":
+            e = F.max_by(c, "_o")
+        elif a.fn == "sum" and types[a.arg.name].name == "float":
+            e = arrival_order_sum(c)
+        elif a.fn == "sum":
+            total = F.sum(c.cast("bigint").cast("decimal(38,0)"))
+            wrapped = F.pmod(total + two63, two63 * F.lit(2)) - two63
+            e = F.coalesce(wrapped.cast("bigint"), F.lit(0).cast("bigint"))
+        else:
+            has_null = F.max(F.when(c.isNull(), F.lit(1)).otherwise(F.lit(0)))
+            e = F.count_distinct(c) + has_null
+        out.append(e.alias(name))
+    return out
+
+
+# --------------------------------------------------------------------------- late rows
+
+BLOCK = 1 << 16
+"""Serials per block of the watermark scan (:func:`late_serials`); read on the driver when a
+plan is lowered (the tests make it small, so that rows fall out of order across blocks)."""
+
+_MIN = np.iinfo(np.int64).min
+
+
+def late_scan_fn(
+    lateness: int, before: dict[int, int], block_rows: int = BLOCK
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function of the watermark scan over (serial ``o``, ticks ``t``) of
+    the admitted-or-late rows, each block of ``block_rows`` serials whole in one partition and
+    sorted by serial. A row is late when ``t`` is below the largest earlier ``t`` minus the
+    lateness (the reference's watermark); the largest ``t`` of the blocks before a block is
+    ``before[block]`` (absent: not known, the scan then decides on the block's own rows).
+    Emits the late rows' serials (kind 0) and, per block, its largest and smallest ``t``
+    (kind 1)."""
+
+    def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        block: int | None = None
+        run = run_max = lo = _MIN
+        summary: list[tuple[int, int, int]] = []
+        for b in batches:
+            o = b.column(0).to_numpy(zero_copy_only=False).astype(np.int64)
+            t = b.column(1).to_numpy(zero_copy_only=False).astype(np.int64)
+            if len(o) == 0:
+                continue
+            blocks = o // block_rows
+            cuts = np.flatnonzero(np.r_[True, blocks[1:] != blocks[:-1]])
+            late_o = []
+            for i, start in enumerate(cuts):
+                stop = cuts[i + 1] if i + 1 < len(cuts) else len(o)
+                k = int(blocks[start])
+                if k != block:
+                    if block is not None:
+                        summary.append((block, run_max, lo))
+                    block, run, lo, run_max = k, before.get(k, _MIN), int(t[start]), _MIN
+                seg = t[start:stop]
+                prev = np.maximum.accumulate(np.r_[run, seg[:-1]])
+                prev = np.maximum(prev, run)
+                late = (prev != _MIN) & (seg < prev - lateness)
+                late_o.append(o[start:stop][late])
+                run = max(run, int(seg.max()))
+                run_max = max(run_max, int(seg.max()))
+                lo = min(lo, int(seg.min()))
+            gone = np.concatenate(late_o) if late_o else np.zeros(0, np.int64)
+            if len(gone):
+                yield _scan_batch(np.zeros(len(gone), np.int8), gone, gone, gone)
+        if block is not None:
+            summary.append((block, run_max, lo))
+        if summary:
+            arr = np.array(summary, dtype=np.int64)
+            yield _scan_batch(np.ones(len(arr), np.int8), arr[:, 0], arr[:, 1], arr[:, 2])
+
+    return fn
+
+
+SCAN_DDL = "`k` tinyint, `o` bigint, `hi` bigint, `lo` bigint"
+
+
+def _scan_batch(k: np.ndarray, o: np.ndarray, hi: np.ndarray, lo: np.ndarray) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays(
+        [pa.array(k), pa.array(o), pa.array(hi), pa.array(lo)], names=["k", "o", "hi", "lo"]
+    )
+
+
+def late_serials(
+    narrow: Any,
+    lateness: int,
+    parts: int,
+    action: Callable[..., Any],
+    block_rows: int | None = None,
+) -> list[int]:
+    """The serials of the late rows among ``narrow`` (columns ``o``: the serial, ``t``: the
+    ticks; the rows that are not dead), exactly as the reference's watermark decides in
+    arrival order, without a global sort: blocks of consecutive serials are scanned in
+    parallel, each in serial order (a shuffle of two longs per row), first on its own rows.
+    A block whose smallest ``t`` is not below the largest ``t`` of every block before it
+    (minus the lateness) is then decided: its rows are late exactly when late within the
+    block. The other blocks (rows out of order across blocks) are scanned again knowing
+    what came before them."""
+    from pyspark.sql import functions as F
+
+    size = block_rows or BLOCK
+    block_of = F.floor(F.col("o") / F.lit(size))
+    blocks = narrow.repartition(parts, block_of)
+    blocks = blocks.sortWithinPartitions("o")
+
+    def scan(df: Any, before: dict[int, int]) -> list[Any]:
+        fn = late_scan_fn(lateness, before, size)
+        return action(lambda: df.mapInArrow(fn, SCAN_DDL).collect())
+
+    rows = scan(blocks, {})
+    late = [r["o"] for r in rows if r["k"] == 0]
+    summary = sorted((r["o"], r["hi"], r["lo"]) for r in rows if r["k"] == 1)
+    before: dict[int, int] = {}
+    dirty: list[int] = []
+    top = None
+    for k, hi, lo in summary:
+        if top is not None:
+            before[k] = top
+            if lo < top - lateness:
+                dirty.append(k)
+        top = hi if top is None else max(top, hi)
+    if not dirty:
+        return late
+    again = blocks.filter(block_of.isin(dirty))
+    redo = {k: before[k] for k in dirty}
+    rows = scan(again, redo)
+    keep = set(dirty)
+    late = [o for o in late if o // size not in keep]
+    return late + [r["o"] for r in rows if r["k"] == 0]
+
+
+__all__ = [
+    "BLOCK",
+    "FNS",
+    "agg_columns",
+    "arrival_order_sum",
+    "exact_aggs",
+    "session_fits",
+    "sessions",
+    "tumbling",
+    "tumbling_fits",
+    "first_order",
+    "grouped",
+    "late_scan_fn",
+    "late_serials",
+]
+
+
+# --------------------------------------------------------------------------- tumbling windows
+
+
+def tumbling_fits(s: P.Aggregate, schema: Schema) -> bool:
+    """Whether :func:`tumbling` runs ``s``: a tumbling window over an int or datetime column
+    with aggregates ``exact_aggs`` accepts."""
+    w = s.window
+    if w is None or w.kind != "tumbling" or (w.every is not None and w.every != w.size):
+        return False
+    types = dict(schema)
+    if types[w.time].name not in ("int", "datetime"):
+        return False
+    return exact_aggs(s, types)
+
+
+def tumbling(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
+    """A tumbling-window ``agg`` of a finite run as Spark SQL, row for row the reference's.
+
+    - a row with a null time is a dead letter; a row earlier than the watermark (the largest
+      earlier time minus the lateness, in arrival order) is late: :func:`late_serials`
+      finds them without a global sort, and only they (and dead rows) come to the driver;
+    - each window is a ``groupBy`` of the admitted rows on the keys and the window start
+      (the reference's ``floor(t / size) * size``), its aggregates by :func:`agg_columns`;
+    - its order key is where the reference emits it: at the first admitted row whose time
+      reaches the window's end plus the lateness (the watermark only grows), windows closing
+      together by (end, start, the order key of the row that opened the window); windows
+      still open at the end of the input after every row, in the same order.
+
+    ``df``'s order keys are one serial per row (``Lowering.flat``)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    w = s.window
+    assert w is not None
+    types = dict(low.in_schema(s))
+    size = P.parse_duration(w.size)
+    lateness = P.parse_duration(w.lateness)
+    admitted, finish = _admitted(low, j, s, df, lateness)
+    t = F.col("_t")
+    start = t - F.pmod(t, F.lit(size))
+    by = [qcol(k) for k in s.keys] + [F.col("_ws")]
+    wins = (
+        grouped(admitted.withColumn("_ws", start), by, s.aggs, types, low.partitions, True)
+        .agg(*agg_columns(s.aggs, types), first_order(True).alias("_wq"))
+        .withColumn("_we", F.col("_ws") + F.lit(size))
+    )
+    # the largest window end each admitted row's watermark reaches, and its first such row
+    reach = t - F.lit(lateness)
+    marks = admitted.groupBy((reach - F.pmod(reach, F.lit(size))).alias("v")).agg(
+        first_order(True).alias("co")
+    )
+    wins = low.checkpoint(wins)  # one row per window: the ends below come from it, not a rerun
+    ends = wins.select(F.col("_we").alias("v")).distinct()
+    u = ends.select("v", F.lit(0).alias("tag"), F.lit(None).cast("array<bigint>").alias("co"))
+    u = u.unionByName(marks.select("v", F.lit(1).alias("tag"), "co"))
+    ahead = Window.orderBy(F.col("v").desc(), F.col("tag").desc()).rowsBetween(
+        Window.unboundedPreceding, Window.currentRow
+    )
+    closes = (
+        u.withColumn("close", F.min("co").over(ahead))
+        .filter(F.col("tag") == 0)
+        .select(F.col("v").alias("_we"), "close")
+    )
+    return finish(wins.join(F.broadcast(closes), on="_we", how="left"))
+
+
+def _admitted(
+    low: Any, j: int, s: P.Aggregate, df: Any, lateness: int
+) -> tuple[Any, Callable[[Any], Any]]:
+    """The rows of a window step that the reference admits (``_t``: their ticks), after
+    filing the dead ones (null time) and the late ones (:func:`late_serials`); and the
+    function that turns the step's windows (``_ws``, ``_we``, ``_wq``, ``close``, the
+    aggregates) into its output rows with their order keys and files its counters."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    from .backend import Lowered
+    from .expr import spark_type
+    from .ops import DEAD, END, LATE
+
+    w = s.window
+    assert w is not None
+    schema = low.in_schema(s)
+    out_schema = low.c.schemas[s.step_id]
+    names = [n for n, _ in schema]
+    temporal = dict(schema)[w.time].name == "datetime"
+    tcol = qcol(w.time)
+    ticks = F.unix_micros(tcol.cast("timestamp")) if temporal else tcol.cast("bigint")
+    x = df.withColumn("_t", ticks)
+    t, o0 = F.col("_t"), F.col("_o")[0]
+    into = low.count_of.get(s.inputs[0].step_id)
+    metrics = [F.sum(F.when(t.isNull(), 1).otherwise(0)).alias("dead")]
+    if into is None:
+        metrics.append(F.count(F.lit(1)).alias("n"))
+    seen, obs = low.observe(x, j, *metrics)
+    narrow = seen.filter(t.isNotNull()).select(o0.alias("o"), t.alias("t"))
+    late = late_serials(narrow, lateness, low.partitions, low.action, BLOCK)
+    n_dead = int(obs.get["dead"] or 0)
+    side: list[tuple[list[int], int, str, Any]] = []
+    if n_dead:
+        why = f"null event time in column {w.time!r}"
+        for r in low.action(lambda: x.filter(t.isNull()).select(*names, "_o").collect()):
+            d = r.asDict()
+            side.append((list(d.pop("_o")), DEAD, s.step_id, (why, repr(d)[:500])))
+    admitted = x.filter(t.isNotNull())
+    if late:
+        gone = _among(low, o0, late)
+        for r in low.action(lambda: x.filter(gone).select(*names, "_o").collect()):
+            d = r.asDict()
+            side.append((list(d.pop("_o")), LATE, s.step_id, d))
+        admitted = admitted.filter(~gone)
+
+    def finish(wins: Any) -> Any:
+        end_key = F.array(F.lit(END).cast("bigint"), F.lit(j).cast("bigint"))
+        order = F.concat(
+            F.coalesce(F.col("close"), end_key),
+            F.array(F.col("_we"), F.col("_ws")),
+            F.col("_wq"),
+            F.array(F.lit(0).cast("bigint")),
+        )
+        bound = {"window_start": F.col("_ws"), "window_end": F.col("_we")}
+        cols = []
+        for n, ty in out_schema:
+            if n in bound and n not in s.keys and n not in dict(s.aggs):
+                v = bound[n]
+                v = F.timestamp_micros(v) if temporal else v
+                cols.append(v.cast(spark_type(ty)).alias(n))
+            else:
+                cols.append(qcol(n))
+        out = wins.select(*cols, order.alias("_o"))
+        made = Observation(f"sc{low.uid}_{j}_windows")
+        out = out.observe(made, F.count(F.lit(1)).alias("n"))
+
+        def apply(cnt: Any, filed: list[Any]) -> None:
+            n = into() if into is not None else int(obs.get["n"] or 0)
+            cnt.rows_in += n
+            cnt.dead += n_dead
+            cnt.late += len(late)
+            cnt.rows_out += int(made.get["n"] or 0)
+            filed.extend(side)
+
+        low.lowered.append(Lowered(s, "applied", None, apply=apply))
+        low.count_of[s.step_id] = lambda: int(made.get["n"] or 0)
+        low.unique_on[s.step_id] = (*s.keys, "window_start", "window_end")
+        low.how[s.step_id] = "spark groupBy"
+        return out
+
+    return admitted, finish
+
+
+def _among(low: Any, o0: Any, serials: list[int]) -> Any:
+    """A condition: the row's serial is one of ``serials``."""
+    return o0.isin(serials)
+
+
+# --------------------------------------------------------------------------- sessions
+
+
+def session_fits(s: P.Aggregate, schema: Schema) -> bool:
+    """Whether :func:`sessions` runs ``s``: a session window over an int or datetime column
+    with aggregates ``exact_aggs`` accepts."""
+    w = s.window
+    if w is None or w.kind != "session":
+        return False
+    types = dict(schema)
+    return types[w.time].name in ("int", "datetime") and exact_aggs(s, types)
+
+
+def sessions(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
+    """A session-window ``agg`` of a finite run as Spark SQL, row for row the reference's.
+
+    Dead and late rows as for :func:`tumbling`. The reference grows a key's session by every
+    admitted row closer than the gap to it (``start - gap < t < last + gap``), merging the
+    sessions a row bridges, and closes a session only when the watermark has passed its last
+    row by the gap, so no admitted row can reach it later: the sessions are the runs of the
+    key's admitted rows sorted by time, split where a row is at least the gap after the one
+    before (a window function over the rows partitioned by key). A session's creation order
+    is its first row in arrival order. It closes at the first admitted row whose time reaches
+    its end plus the lateness: that row is the smallest order key among the rows at or
+    beyond that time, found per block of ``gap`` ticks (a window over the block's rows and
+    session ends, sorted by time) and, beyond the block, from the blocks after it (a small
+    suffix minimum)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    w = s.window
+    assert w is not None
+    types = dict(low.in_schema(s))
+    gap = P.parse_duration(w.size)
+    lateness = P.parse_duration(w.lateness)
+    admitted, finish = _admitted(low, j, s, df, lateness)
+    t, o0 = F.col("_t"), F.col("_o")[0]
+    keys = [qcol(k) for k in s.keys]
+    by_time = Window.partitionBy(*keys).orderBy(t, o0)
+    cut = F.when((t - F.lag(t).over(by_time)) >= F.lit(gap), 1).otherwise(0)
+    upto = by_time.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    rows = admitted.withColumn("_sid", F.sum(cut).over(upto))
+    wins = (
+        grouped(rows, [*keys, F.col("_sid")], s.aggs, types, low.partitions, True)
+        .agg(
+            *agg_columns(s.aggs, types),
+            first_order(True).alias("_wq"),
+            F.min(t).alias("_ws"),
+            (F.max(t) + F.lit(gap)).alias("_we"),
+        )
+        .drop("_sid")
+    )
+    wins = low.checkpoint(wins)  # one row per session: the ends below come from it
+    # close(e) = the smallest order key among admitted rows with t - lateness >= e: within
+    # e's block of `gap` ticks by a window over the block, beyond it by a suffix minimum
+    size = F.lit(max(1, gap))
+    marks = admitted.select((t - F.lit(lateness)).alias("v"), first_order_row().alias("co"))
+    ends = wins.select(F.col("_we").alias("v")).distinct()
+    u = ends.select("v", F.lit(0).alias("tag"), F.lit(None).cast("array<bigint>").alias("co"))
+    u = u.unionByName(marks.select("v", F.lit(1).alias("tag"), "co"))
+    u = u.withColumn("b", F.floor(F.col("v") / size))
+    heads = u.groupBy("b").agg(F.min("co").alias("co"))
+    after = Window.orderBy(F.col("b").desc()).rowsBetween(Window.unboundedPreceding, -1)
+    beyond = heads.select("b", F.min("co").over(after).alias("later"))
+    ahead = (
+        Window.partitionBy("b")
+        .orderBy(F.col("v").desc(), F.col("tag").desc())
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    here = u.withColumn("here", F.min("co").over(ahead)).filter(F.col("tag") == 0)
+    here = here.join(F.broadcast(beyond), on="b", how="left")
+    closes = here.select(
+        F.col("v").alias("_we"), F.least(F.col("here"), F.col("later")).alias("close")
+    )
+    return finish(wins.join(F.broadcast(low.checkpoint(closes)), on="_we", how="left"))
+
+
+def first_order_row() -> Any:
+    """A row's order key as a one-serial array (for ``min`` over rows, as ``first_order``)."""
+    from pyspark.sql import functions as F
+
+    return F.array(F.col("_o")[0])
