@@ -270,6 +270,20 @@ static int export_views(export_child *ec, const sc_column *c, int64_t n) {
     return SC_OK;
 }
 
+/* Nulls among the first n rows of a column (its bitmap, not its null_count: exporting a
+ * count that a producer forgot to keep would hide nulls). */
+static int64_t count_nulls(const sc_column *c, int64_t n) {
+    const uint8_t *v = c->validity;
+    int64_t valid = 0, i = 0;
+    for (; i + 64 <= n; i += 64) {
+        uint64_t w;
+        memcpy(&w, v + (i >> 3), 8);
+        valid += __builtin_popcountll(w);
+    }
+    for (; i < n; i++) valid += (v[i >> 3] >> (i & 7)) & 1;
+    return n - valid;
+}
+
 static void holder_unref(export_holder *h) {
     if (__atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) == 0) {
         sc_batch_release(h->batch);
@@ -361,7 +375,10 @@ int sc_arrow_export(sc_batch *b, const sc_schema *s, struct ArrowSchema *schema,
         sc_column *c = &b->cols[k];
         export_child *ec = kids[k];
         ec->h = h;
-        ec->buffers[0] = c->validity;
+        /* the exact null count, and no bitmap when there are none (the consumer then skips
+         * counting and checking validity) */
+        int64_t nulls = count_nulls(c, b->nrows);
+        ec->buffers[0] = nulls ? c->validity : NULL;
         int64_t nbuf = 2;
         if (ec->views) {
             nbuf = 4; /* validity, views, the data buffer, its size */
@@ -372,7 +389,7 @@ int sc_arrow_export(sc_batch *b, const sc_schema *s, struct ArrowSchema *schema,
         } else {
             ec->buffers[1] = c->values;
         }
-        cmem[k] = (struct ArrowArray){ .length = b->nrows, .null_count = -1, .offset = 0, .n_buffers = nbuf,
+        cmem[k] = (struct ArrowArray){ .length = b->nrows, .null_count = nulls, .offset = 0, .n_buffers = nbuf,
                                        .n_children = 0, .buffers = ec->buffers, .children = NULL,
                                        .dictionary = NULL, .release = release_child, .private_data = ec };
         cptr[k] = &cmem[k];
