@@ -287,23 +287,46 @@ typedef struct export_child {
 /* A string column as string_view ("vu"): 16-byte views over the batch's bytes (strings of at
  * most 12 bytes inline), the layout Polars keeps its strings in, so it adopts the column as
  * is instead of converting offsets to views on the thread that receives the batch. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "export_views builds views as little-endian words");
+
 static int export_views(export_child *ec, const sc_column *c, int64_t n) {
     ec->views = malloc((size_t)(n ? n : 1) * 16);
     if (!ec->views) return SC_ENOMEM;
     const int32_t *off = c->offsets;
+    const char *data = c->data;
     for (int64_t r = 0; r < n; r++) {
-        uint8_t *v = ec->views + 16 * r;
-        int32_t len = off[r + 1] - off[r];
-        memset(v, 0, 16);
-        memcpy(v, &len, 4);
+        int32_t at = off[r], len = off[r + 1] - at;
+        /* the view as two little-endian words: (len, bytes 0-3) and (bytes 4-11), or
+         * (len, prefix) and (buffer 0, offset) */
+        uint64_t lo, hi = 0, w0 = (uint32_t)len, w1;
         if (len <= 12) {
-            if (len) memcpy(v + 4, c->data + off[r], (size_t)len);
+            uint32_t top = 0;
+            if ((int64_t)at + 12 <= c->data_cap) { /* a fixed 12-byte load, masked to len */
+                memcpy(&lo, data + at, 8);
+                memcpy(&top, data + at + 8, 4);
+                if (len < 8) {
+                    lo &= len ? ~0ull >> (64 - 8 * len) : 0;
+                    top = 0;
+                } else {
+                    top &= len == 8 ? 0u : ~0u >> (32 - 8 * (len - 8));
+                }
+            } else { /* near the end of the buffer: copy exactly */
+                char t[12] = { 0 };
+                if (len) memcpy(t, data + at, (size_t)len);
+                memcpy(&lo, t, 8);
+                memcpy(&top, t + 8, 4);
+            }
+            hi = top;
+            w0 |= lo << 32;
+            w1 = (lo >> 32) | (hi << 32);
         } else {
-            int32_t buf = 0, at = off[r];
-            memcpy(v + 4, c->data + off[r], 4);
-            memcpy(v + 8, &buf, 4);
-            memcpy(v + 12, &at, 4);
+            uint32_t prefix;
+            memcpy(&prefix, data + at, 4);
+            w0 |= (uint64_t)prefix << 32;
+            w1 = (uint64_t)(uint32_t)at << 32; /* buffer 0, then the offset */
         }
+        memcpy(ec->views + 16 * r, &w0, 8);
+        memcpy(ec->views + 16 * r + 8, &w1, 8);
     }
     ec->sizes[0] = off[n];
     ec->buffers[1] = ec->views;

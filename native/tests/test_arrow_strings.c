@@ -8,7 +8,7 @@
  * byte-aligned and unaligned offsets, into fresh batches and into a batch whose byte buffer is
  * too small (it grows). Each row must read back as the array's, null rows empty, with the
  * exact null count; a slice without nulls takes the one-memcpy path. Exported columns carry
- * their exact null count and no bitmap when there are none.
+ * their exact null count and no bitmap when there are none, and string views byte for byte.
  */
 #include "exec/arrow_bridge.h"
 
@@ -151,6 +151,50 @@ static void export_counts(void) {
     sc_schema_free(&s);
 }
 
+/* Exported string views, byte for byte: length, inline bytes zero-padded, or prefix, buffer
+ * 0 and offset; strings of every length 0..20, the last ones ending at the end of the byte
+ * buffer (the exact-copy path). */
+static void export_views_exact(void) {
+    static const uint8_t LT[3] = { SC_LT_INT, SC_LT_INT, SC_LT_STR };
+    sc_schema s;
+    sc_schema_init(&s, 3, LT);
+    sc_batch *b = NULL;
+    CHECK_RC(sc_batch_new(&b, &s, 21));
+    char txt[32];
+    for (int r = 0; r < 21; r++) {
+        for (int i = 0; i < r; i++) txt[i] = (char)('A' + (r + i) % 26);
+        CHECK_RC(sc_batch_put_utf8(b, 2, r, txt, r)); /* grows its bytes */
+    }
+    b->nrows = 21;
+    sc_column *c = &b->cols[2];
+    /* shrink the buffer's room to its bytes, so the last strings end at its end */
+    c->data_cap = c->offsets[21];
+    struct ArrowSchema sch;
+    struct ArrowArray arr;
+    CHECK_RC(sc_arrow_export(b, &s, &sch, &arr));
+    const uint8_t *v = arr.children[2]->buffers[1];
+    const char *data = arr.children[2]->buffers[2];
+    for (int r = 0; r < 21; r++) {
+        const uint8_t *w = v + 16 * r;
+        int32_t len, at;
+        memcpy(&len, w, 4);
+        CHECK(len == r);
+        for (int i = 0; i < r; i++) txt[i] = (char)('A' + (r + i) % 26);
+        if (len <= 12) {
+            CHECK(memcmp(w + 4, txt, (size_t)len) == 0);
+            for (int i = 4 + len; i < 16; i++) CHECK(w[i] == 0);
+        } else {
+            int32_t buf;
+            memcpy(&buf, w + 8, 4);
+            memcpy(&at, w + 12, 4);
+            CHECK(buf == 0 && memcmp(w + 4, txt, 4) == 0 && memcmp(data + at, txt, (size_t)len) == 0);
+        }
+    }
+    arr.release(&arr);
+    sch.release(&sch);
+    sc_schema_free(&s);
+}
+
 int main(void) {
     strs s;
     make(&s);
@@ -170,6 +214,7 @@ int main(void) {
                     import_one(layouts[l].fmt, layouts[l].bufs, layouts[l].nbuf, nulls, from[k], n, 1, off);
                 }
     export_counts();
+    export_views_exact();
     unmake(&s);
     printf("test_arrow_strings: ok\n");
     return 0;
