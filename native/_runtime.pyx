@@ -893,6 +893,44 @@ cdef class Program:
             return (SC_OK if eos else rc), eos, None
         return SC_OK, eos, _export(joined, &self.out_schema.s)
 
+    def take_chunks(self, int64_t timeout_ns=0, int64_t max_rows=65536):
+        """(status, eos, [pyarrow.RecordBatch]): every output batch ready now (waiting up to
+        ``timeout_ns`` for the first), up to about ``max_rows`` rows, in order, each exported
+        as it is (no copy, no join): the chunks of one Arrow stream, for a frame built from
+        chunks."""
+        cdef sc_batch *b = NULL
+        cdef sc_batch_list parts
+        cdef int rc, rc2 = SC_OK
+        cdef int32_t i
+        cdef bint eos = False
+        cdef list out = []
+        memset(&parts, 0, sizeof(parts))
+        sc_arrow_reclaim()
+        with nogil:
+            rc = sc_prog_take(self.p, timeout_ns, &b)
+            while rc == SC_OK and rc2 == SC_OK:
+                if b.eos:
+                    sc_batch_release(b)
+                    eos = True
+                    break
+                rc2 = sc_batch_list_add(&parts, b)
+                if parts.rows >= max_rows or rc2 != SC_OK or sc_prog_take(self.p, 0, &b) != SC_OK:
+                    break
+        try:
+            check_status(rc2, "take")
+            for i in range(parts.n):
+                b = parts.b[i]
+                parts.b[i] = NULL  # _export owns it from here (and releases it on failure)
+                out.append(_export(b, &self.out_schema.s))
+        finally:
+            for i in range(parts.n):
+                if parts.b[i] != NULL:
+                    sc_batch_release(parts.b[i])
+            free(parts.b)
+        if not out:
+            return (SC_OK if eos else rc), eos, out
+        return SC_OK, eos, out
+
     def finish(self, int64_t timeout_ns=-1):
         with nogil:
             if self.d != NULL:

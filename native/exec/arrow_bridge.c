@@ -18,56 +18,108 @@ static void copy_bits(uint8_t *dst, const uint8_t *src, int64_t src_off, int64_t
     for (int64_t i = 0; i < n; i++) sc_bit_set(dst, i, bit(src, src_off + i));
 }
 
-static int import_strings(sc_batch *out, int32_t col, const struct ArrowArray *a, int64_t off, int64_t n,
-                          int width) {
-    const uint8_t *valid = a->buffers[0];
-    const char *data = a->buffers[2];
-    for (int64_t r = 0; r < n; r++) {
-        int64_t i = a->offset + off + r;
-        if (!bit(valid, i)) {
-            sc_batch_set_null(out, col, r);
-            continue;
-        }
-        int64_t s, e;
-        if (width == 4) {
-            const int32_t *o = a->buffers[1];
-            s = o[i];
-            e = o[i + 1];
-        } else {
-            const int64_t *o = a->buffers[1];
-            s = o[i];
-            e = o[i + 1];
-        }
-        int rc = sc_batch_put_utf8(out, col, r, data + s, (int32_t)(e - s));
-        if (rc) return rc;
+/* Valid bits among the first n bits of bm (whole words at a time). */
+static int64_t count_ones(const uint8_t *bm, int64_t n) {
+    int64_t cnt = 0, i = 0;
+    for (; i + 64 <= n; i += 64) {
+        uint64_t w;
+        memcpy(&w, bm + (i >> 3), 8);
+        cnt += __builtin_popcountll(w);
     }
+    for (; i < n; i++) cnt += (bm[i >> 3] >> (i & 7)) & 1;
+    return cnt;
+}
+
+/* Column c's validity for rows [0, n) from the Arrow bitmap bits [start, start + n) (all
+ * valid when there is none), and its exact null count. */
+static void import_validity(sc_column *c, const uint8_t *valid, int64_t start, int64_t n) {
+    if (valid) copy_bits(c->validity, valid, start, n);
+    else if (c->null_count) memset(c->validity, 0xFF, (size_t)((n + 7) / 8));
+    c->null_count = valid ? n - count_ones(c->validity, n) : 0;
+}
+
+/* Room in c's byte buffer for `need` bytes in all (a standalone batch grows; a pool batch
+ * cannot: SC_EFULL). */
+static int utf8_room(const sc_batch *out, sc_column *c, int64_t need) {
+    if (need <= c->data_cap) return SC_OK;
+    if (out->pool) return SC_EFULL;
+    int64_t cap = c->data_cap > 64 ? c->data_cap : 64;
+    while (cap < need) cap *= 2;
+    if (cap > INT32_MAX) return SC_EINVAL;
+    char *p = realloc(c->data, (size_t)cap);
+    if (!p) return SC_ENOMEM;
+    c->data = p;
+    c->data_cap = cap;
     return SC_OK;
 }
 
-/* string_view: 16-byte views; <= 12 bytes inline, else (len, prefix, buffer index, offset) */
-static int import_views(sc_batch *out, int32_t col, const struct ArrowArray *a, int64_t off, int64_t n) {
-    const uint8_t *valid = a->buffers[0];
-    const uint8_t *views = a->buffers[1];
+/* Offsets-and-bytes strings ("u": width 4, "U": width 8), rows [start, start + n). Without
+ * nulls the bytes are one memcpy and the offsets one rebase; a null row is empty. */
+static int import_strings(sc_batch *out, sc_column *c, const struct ArrowArray *a, int64_t start, int64_t n,
+                          int width) {
+    const char *data = a->buffers[2];
+    const int32_t *o32 = a->buffers[1];
+    const int64_t *o64 = a->buffers[1];
+#define SRC_OFF(i) (width == 4 ? (int64_t)o32[i] : o64[i])
+    int32_t *off = c->offsets;
+    int64_t at = off[0], s0 = SRC_OFF(start);
+    int rc = utf8_room(out, c, at + SRC_OFF(start + n) - s0);
+    if (rc) return rc;
+    if (c->null_count == 0) {
+        int64_t bytes = SRC_OFF(start + n) - s0;
+        if (bytes) memcpy(c->data + at, data + s0, (size_t)bytes);
+        int64_t shift = at - s0;
+        if (width == 4)
+            for (int64_t r = 0; r < n; r++) off[r + 1] = (int32_t)(o32[start + r + 1] + shift);
+        else
+            for (int64_t r = 0; r < n; r++) off[r + 1] = (int32_t)(o64[start + r + 1] + shift);
+        return SC_OK;
+    }
     for (int64_t r = 0; r < n; r++) {
-        int64_t i = a->offset + off + r;
-        if (!bit(valid, i)) {
-            sc_batch_set_null(out, col, r);
-            continue;
+        if (sc_bit_get(c->validity, r)) {
+            int64_t s = SRC_OFF(start + r), len = SRC_OFF(start + r + 1) - s;
+            if (len) memcpy(c->data + at, data + s, (size_t)len);
+            at += len;
         }
-        const uint8_t *v = views + 16 * i;
+        off[r + 1] = (int32_t)at;
+    }
+#undef SRC_OFF
+    return SC_OK;
+}
+
+/* string_view ("vu"): 16-byte views; <= 12 bytes inline, else (len, prefix, buffer index,
+ * offset). One pass sums the lengths (the buffer grows once), one copies: an inline string is
+ * a fixed 12-byte copy (the buffer keeps 12 bytes of slack), a null row is empty. */
+static int import_views(sc_batch *out, sc_column *c, const struct ArrowArray *a, int64_t start, int64_t n) {
+    const uint8_t *views = (const uint8_t *)a->buffers[1] + 16 * start;
+    bool nulls = c->null_count != 0;
+    int64_t total = 0;
+    for (int64_t r = 0; r < n; r++) {
+        int32_t len;
+        memcpy(&len, views + 16 * r, 4);
+        total += (!nulls || sc_bit_get(c->validity, r)) ? len : 0;
+    }
+    int32_t *off = c->offsets;
+    int64_t at = off[0];
+    int rc = utf8_room(out, c, at + total + 12);
+    if (rc) return rc;
+    char *d = c->data;
+    for (int64_t r = 0; r < n; r++) {
+        const uint8_t *v = views + 16 * r;
         int32_t len;
         memcpy(&len, v, 4);
-        const char *p;
-        if (len <= 12) {
-            p = (const char *)v + 4;
+        if (nulls && !sc_bit_get(c->validity, r)) {
+            len = 0;
+        } else if (len <= 12) {
+            memcpy(d + at, v + 4, 12);
         } else {
             int32_t buf, boff;
             memcpy(&buf, v + 8, 4);
             memcpy(&boff, v + 12, 4);
-            p = (const char *)a->buffers[2 + buf] + boff;
+            memcpy(d + at, (const char *)a->buffers[2 + buf] + boff, (size_t)len);
         }
-        int rc = sc_batch_put_utf8(out, col, r, p, len);
-        if (rc) return rc;
+        at += len;
+        off[r + 1] = (int32_t)at;
     }
     return SC_OK;
 }
@@ -121,27 +173,17 @@ static int import_column(sc_batch *out, int32_t col, sc_ltype lt, const struct A
         if (strcmp(fmt, "b")) return SC_ETYPE;
         copy_bits(c->values, a->buffers[1], start, n);
         break;
-    case SC_LT_STR: {
-        int rc;
-        if (strcmp(fmt, "u") == 0) rc = import_strings(out, col, a, off, n, 4);
-        else if (strcmp(fmt, "U") == 0) rc = import_strings(out, col, a, off, n, 8);
-        else if (strcmp(fmt, "vu") == 0) rc = import_views(out, col, a, off, n);
-        else return SC_ETYPE;
-        c->null_count = 0;
-        for (int64_t r = 0; r < n; r++) c->null_count += !sc_bit_get(c->validity, r);
-        return rc;
-    }
+    case SC_LT_STR:
+        if (strcmp(fmt, "u") && strcmp(fmt, "U") && strcmp(fmt, "vu")) return SC_ETYPE;
+        import_validity(c, valid, start, n);
+        if (strcmp(fmt, "vu") == 0) return import_views(out, c, a, start, n);
+        return import_strings(out, c, a, start, n, fmt[0] == 'u' ? 4 : 8);
     case SC_LT_NULL:
         for (int64_t r = 0; r < n; r++) sc_batch_set_null(out, col, r);
         return SC_OK;
     default: return SC_ETYPE;
     }
-    if (valid) {
-        copy_bits(c->validity, valid, start, n);
-        int64_t nulls = 0;
-        for (int64_t r = 0; r < n; r++) nulls += !sc_bit_get(c->validity, r);
-        c->null_count = nulls;
-    }
+    if (valid) import_validity(c, valid, start, n);
     return SC_OK;
 }
 
@@ -245,29 +287,66 @@ typedef struct export_child {
 /* A string column as string_view ("vu"): 16-byte views over the batch's bytes (strings of at
  * most 12 bytes inline), the layout Polars keeps its strings in, so it adopts the column as
  * is instead of converting offsets to views on the thread that receives the batch. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "export_views builds views as little-endian words");
+
 static int export_views(export_child *ec, const sc_column *c, int64_t n) {
     ec->views = malloc((size_t)(n ? n : 1) * 16);
     if (!ec->views) return SC_ENOMEM;
     const int32_t *off = c->offsets;
+    const char *data = c->data;
     for (int64_t r = 0; r < n; r++) {
-        uint8_t *v = ec->views + 16 * r;
-        int32_t len = off[r + 1] - off[r];
-        memset(v, 0, 16);
-        memcpy(v, &len, 4);
+        int32_t at = off[r], len = off[r + 1] - at;
+        /* the view as two little-endian words: (len, bytes 0-3) and (bytes 4-11), or
+         * (len, prefix) and (buffer 0, offset) */
+        uint64_t lo, hi = 0, w0 = (uint32_t)len, w1;
         if (len <= 12) {
-            if (len) memcpy(v + 4, c->data + off[r], (size_t)len);
+            uint32_t top = 0;
+            if ((int64_t)at + 12 <= c->data_cap) { /* a fixed 12-byte load, masked to len */
+                memcpy(&lo, data + at, 8);
+                memcpy(&top, data + at + 8, 4);
+                if (len < 8) {
+                    lo &= len ? ~0ull >> (64 - 8 * len) : 0;
+                    top = 0;
+                } else {
+                    top &= len == 8 ? 0u : ~0u >> (32 - 8 * (len - 8));
+                }
+            } else { /* near the end of the buffer: copy exactly */
+                char t[12] = { 0 };
+                if (len) memcpy(t, data + at, (size_t)len);
+                memcpy(&lo, t, 8);
+                memcpy(&top, t + 8, 4);
+            }
+            hi = top;
+            w0 |= lo << 32;
+            w1 = (lo >> 32) | (hi << 32);
         } else {
-            int32_t buf = 0, at = off[r];
-            memcpy(v + 4, c->data + off[r], 4);
-            memcpy(v + 8, &buf, 4);
-            memcpy(v + 12, &at, 4);
+            uint32_t prefix;
+            memcpy(&prefix, data + at, 4);
+            w0 |= (uint64_t)prefix << 32;
+            w1 = (uint64_t)(uint32_t)at << 32; /* buffer 0, then the offset */
         }
+        memcpy(ec->views + 16 * r, &w0, 8);
+        memcpy(ec->views + 16 * r + 8, &w1, 8);
     }
     ec->sizes[0] = off[n];
     ec->buffers[1] = ec->views;
     ec->buffers[2] = c->data;
     ec->buffers[3] = ec->sizes;
     return SC_OK;
+}
+
+/* Nulls among the first n rows of a column (its bitmap, not its null_count: exporting a
+ * count that a producer forgot to keep would hide nulls). */
+static int64_t count_nulls(const sc_column *c, int64_t n) {
+    const uint8_t *v = c->validity;
+    int64_t valid = 0, i = 0;
+    for (; i + 64 <= n; i += 64) {
+        uint64_t w;
+        memcpy(&w, v + (i >> 3), 8);
+        valid += __builtin_popcountll(w);
+    }
+    for (; i < n; i++) valid += (v[i >> 3] >> (i & 7)) & 1;
+    return n - valid;
 }
 
 static void holder_unref(export_holder *h) {
@@ -361,7 +440,10 @@ int sc_arrow_export(sc_batch *b, const sc_schema *s, struct ArrowSchema *schema,
         sc_column *c = &b->cols[k];
         export_child *ec = kids[k];
         ec->h = h;
-        ec->buffers[0] = c->validity;
+        /* the exact null count, and no bitmap when there are none (the consumer then skips
+         * counting and checking validity) */
+        int64_t nulls = count_nulls(c, b->nrows);
+        ec->buffers[0] = nulls ? c->validity : NULL;
         int64_t nbuf = 2;
         if (ec->views) {
             nbuf = 4; /* validity, views, the data buffer, its size */
@@ -372,7 +454,7 @@ int sc_arrow_export(sc_batch *b, const sc_schema *s, struct ArrowSchema *schema,
         } else {
             ec->buffers[1] = c->values;
         }
-        cmem[k] = (struct ArrowArray){ .length = b->nrows, .null_count = -1, .offset = 0, .n_buffers = nbuf,
+        cmem[k] = (struct ArrowArray){ .length = b->nrows, .null_count = nulls, .offset = 0, .n_buffers = nbuf,
                                        .n_children = 0, .buffers = ec->buffers, .children = NULL,
                                        .dictionary = NULL, .release = release_child, .private_data = ec };
         cptr[k] = &cmem[k];

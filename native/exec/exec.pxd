@@ -35,6 +35,7 @@ cdef extern from "exec/exec.h":
     int sc_batch_new(sc_batch **out, const sc_schema *s, int64_t capacity) nogil
     int sc_batch_concat(sc_batch **out, const sc_schema *s, sc_batch *const *parts, int32_t n) nogil
     ctypedef struct sc_batch_list:
+        sc_batch **b
         int32_t n
         int64_t rows
     int sc_batch_list_add(sc_batch_list *l, sc_batch *b) nogil

@@ -70,6 +70,7 @@ struct sc_prog {
     sc_schema out_schema;
     int64_t chunk_rows; /* 0: off */
     sc_batch *acc;      /* the open chunk while parked here (NULL while the sink appends) */
+    int64_t qrows;      /* rows waiting in the queue (coalescing: the bound on its memory) */
 };
 
 /* -------------------------------------------------------------------------- split */
@@ -541,16 +542,26 @@ int64_t sc_prog_state_size(const sc_prog *p, uint32_t op) {
 static void q_put(sc_prog *p, sc_batch *b) { /* under mu, with room */
     p->q[(p->qhead + p->qlen) % p->qcap] = b;
     p->qlen++;
+    p->qrows += b->nrows;
     pthread_cond_broadcast(&p->cv);
 }
 
-/* Coalescing: chunks in the queue before it counts as full (bounded memory). */
+/* Coalescing: rows in the queue before it counts as full (bounded memory), in chunks. */
 #define COALESCED_CHUNKS 4
+
+/* A batch large and full enough to be a chunk of its own: it is queued as it is (exported
+ * later without a copy) instead of being appended to the open chunk. Only a standalone batch
+ * that owns all its buffers qualifies: a pool batch must go back to its pool, and one that
+ * points into an imported Arrow array (ext) would keep that array alive for as long as the
+ * consumer keeps the chunk. */
+static bool sink_passes(const sc_prog *p, const sc_batch *b) {
+    return !b->pool && !b->ext && !b->next && b->nrows >= p->chunk_rows / 8 && 2 * b->nrows >= b->capacity;
+}
 
 static int sink_coalesce(sc_prog *p, sc_batch *b) {
     pthread_mutex_lock(&p->mu);
     sc_batch *acc = p->acc;
-    uint32_t room = COALESCED_CHUNKS < p->qcap ? COALESCED_CHUNKS : p->qcap;
+    int64_t max_rows = COALESCED_CHUNKS * p->chunk_rows;
     if (b->eos) { /* the open chunk, then the marker (each needs a free slot of the queue) */
         if (acc && p->qlen < p->qcap) {
             q_put(p, acc);
@@ -565,8 +576,21 @@ static int sink_coalesce(sc_prog *p, sc_batch *b) {
         pthread_mutex_unlock(&p->mu);
         return SC_OK;
     }
+    if (sink_passes(p, b)) { /* the open chunk (rows before b), then b itself */
+        uint32_t slots = acc ? 2 : 1;
+        int64_t rows = b->nrows + (acc ? acc->nrows : 0);
+        if (p->qlen + slots > p->qcap || (p->qlen && p->qrows + rows > max_rows)) {
+            pthread_mutex_unlock(&p->mu);
+            return SC_EFULL;
+        }
+        if (acc) q_put(p, acc);
+        p->acc = NULL;
+        q_put(p, b);
+        pthread_mutex_unlock(&p->mu);
+        return SC_OK;
+    }
     bool closes = acc && acc->nrows + b->nrows > p->chunk_rows;
-    if (closes && p->qlen >= room) {
+    if (closes && (p->qlen >= p->qcap || (p->qlen && p->qrows + acc->nrows > max_rows))) {
         pthread_mutex_unlock(&p->mu);
         return SC_EFULL;
     }
@@ -673,6 +697,7 @@ int sc_prog_take(sc_prog *p, int64_t timeout_ns, sc_batch **b) {
         *b = p->q[p->qhead];
         p->qhead = (p->qhead + 1) % p->qcap;
         p->qlen--;
+        p->qrows -= (*b)->nrows;
         rc = SC_OK;
     } else if (p->acc && p->acc->nrows) { /* the open chunk: rows that arrived so far */
         *b = p->acc;

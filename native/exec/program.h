@@ -72,8 +72,10 @@ int sc_prog_finish(sc_prog *p, int64_t timeout_ns);
  * SC_EEMPTY after timeout_ns, SC_ECLOSED when the run stopped or failed. */
 int sc_prog_take(sc_prog *p, int64_t timeout_ns, sc_batch **b);
 /* Before start: the sink joins output batches (schema `out`) into chunks of up to chunk_rows
- * rows on the thread that delivers them, so the taker gets few large batches; at most 4
- * chunks wait in the queue (then the sink reports full: backpressure). sc_prog_take returns
+ * rows on the thread that delivers them, so the taker gets few large batches; a batch of at
+ * least chunk_rows / 8 rows that fills at least half its capacity and owns its buffers is a
+ * chunk of its own, queued without a copy (the taker exports it as it is). At most
+ * 4 * chunk_rows rows wait in the queue (then the sink reports full: backpressure). sc_prog_take returns
  * the open, partial chunk when nothing else is queued and the wait timed out (or timeout is
  * 0), so slow streams still see their rows promptly. */
 int sc_prog_set_coalesce(sc_prog *p, const sc_schema *out, int64_t chunk_rows);

@@ -83,7 +83,8 @@ def to_frame(rb: pa.RecordBatch | list[pa.RecordBatch], schema: Schema) -> pl.Da
     tbl = pa.Table.from_arrays(cols, names=[n for n, _ in schema]) if schema else None
     if tbl is None:
         return pl.DataFrame(schema=polars_schema(schema))
-    return pl.from_arrow(tbl, schema_overrides=polars_schema(schema))  # type: ignore[return-value]
+    # the runtime's chunks become the frame's chunks: adopted, not copied into one
+    return pl.from_arrow(tbl, schema_overrides=polars_schema(schema), rechunk=False)  # type: ignore[return-value]
 
 
 def _conform_batch(b: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:

@@ -252,12 +252,11 @@ class Driver:
         while True:
             if self.env.should_stop():
                 return False
-            rc, eos, rb = prog.take_many(20_000_000)
+            rc, eos, chunks = prog.take_chunks(20_000_000)
             if rc == R.CLOSED:
                 return False
-            if rb is not None:
-                self.taken += rb.num_rows
-                self.out.write(rb)
+            if chunks:
+                self._write(chunks)
             if eos:
                 self.out.flush()
                 if self.low.publishing:  # the last publish accounts for every changelog row
@@ -302,13 +301,18 @@ class Driver:
         from ... import _runtime as R
 
         while True:
-            rc, eos, rb = prog.take_many(0)
-            if rb is not None:
-                self.taken += rb.num_rows
-                self.out.write(rb)
-            if rc != R.OK or rb is None:
+            rc, eos, chunks = prog.take_chunks(0)
+            if chunks:
+                self._write(chunks)
+            if rc != R.OK or not chunks:
                 break
         self._periodic(prog)
+
+    def _write(self, chunks: list[pa.RecordBatch]) -> None:
+        """Output chunks, in order, to the sink (exported as they are: no copy, no join)."""
+        for rb in chunks:
+            self.taken += rb.num_rows
+            self.out.write(rb)
 
     # ---------------------------------------------------------------- outputs
     def _flush_all(self) -> None:
