@@ -22,7 +22,11 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import polars as pl
+
+# Polars and DuckDB at the thread count the native runtime gets (2 workers) on any machine;
+# POLARS_MAX_THREADS set by the caller wins (read once, at import)
+os.environ.setdefault("POLARS_MAX_THREADS", "2")
+import polars as pl  # noqa: E402
 
 import streamcell as sc
 from streamcell.options import RunOptions
@@ -534,7 +538,8 @@ def main() -> int:
     a = ap.parse_args()
     print(
         f"streamcell native runtime benchmark: {a.rows:,} rows, median of {a.repeat}, "
-        f"{os.cpu_count()} cpus, load average before the run {os.getloadavg()[0]:.2f}"
+        f"{os.cpu_count()} cpus, Polars threads {pl.thread_pool_size()}, "
+        f"load average before the run {os.getloadavg()[0]:.2f}"
     )
     if a.memory_rows:
         fig8(a.memory_rows)
