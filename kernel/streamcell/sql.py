@@ -65,13 +65,60 @@ def _snapshots(stores: dict[str, tuple[Any, str]]) -> dict[str, pl.DataFrame]:
     return frames
 
 
+_TOKEN = re.compile(r'"([^"]+)"|`([^`]+)`|([A-Za-z_][\w$]*)|(\S)')
+_CLAUSE_END = frozenset(
+    {
+        "where",
+        "group",
+        "order",
+        "having",
+        "limit",
+        "on",
+        "using",
+        "union",
+        "except",
+        "intersect",
+        "window",
+        "qualify",
+        "select",
+        "with",
+        "inner",
+        "left",
+        "right",
+        "full",
+        "cross",
+        "natural",
+        "join",
+        "lateral",
+    }
+)
+
+
 def named_in(query: str, names: set[str]) -> set[str]:
-    """The ``names`` that appear in ``query`` as identifiers (bare or quoted, any case)."""
-    out = set()
-    for n in names:
-        word = re.escape(n)
-        if re.search(rf'(?<![\w."`]){word}(?![\w"`])|"{word}"|`{word}`', query, re.IGNORECASE):
-            out.add(n)
+    """The ``names`` that ``query`` reads as tables: after ``FROM`` or ``JOIN``, and in a
+    ``FROM a, b`` list (bare or quoted, any case; a column or alias of that name is not one)."""
+    lower = {n.lower(): n for n in names}
+    out: set[str] = set()
+    in_from = expect = False
+    for m in _TOKEN.finditer(query):
+        quoted = m.group(1) or m.group(2)
+        word = m.group(3)
+        punct = m.group(4)
+        if word is not None and word.lower() in ("from", "join"):
+            in_from = word.lower() == "from"
+            expect = True
+            continue
+        if expect and (quoted or word):
+            name = (quoted or word or "").lower()
+            if name in lower:
+                out.add(lower[name])
+            expect = False
+            continue
+        expect = False
+        if punct == "," and in_from:
+            expect = True
+        elif punct == "(" or (word is not None and word.lower() in _CLAUSE_END):
+            in_from = False
     return out
 
 
