@@ -518,11 +518,15 @@ class Run:
             )
         return pl.DataFrame(rows)
 
+    def sink_rows(self) -> int:
+        """Rows the run's sinks have received so far."""
+        return sum(self._counters[s.step_id].rows_in for s in self.plan.sinks)
+
     def progress(self) -> dict[str, Any]:
         """A cheap snapshot for status displays (rows, rate, latency, elapsed)."""
         p = self._progress
         end = self.finished_at or time.monotonic()
-        sink_rows = sum(self._counters[s.step_id].rows_in for s in self.plan.sinks)
+        sink_rows = self.sink_rows()
         return {
             "name": self.name,
             "status": self.status,

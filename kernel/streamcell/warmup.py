@@ -116,6 +116,8 @@ def _format_a_traceback(first: bool) -> None:
             src: Any = stack_data.Source.for_filename(f)
             src.asttokens()  # what stack_data computes per file shown (all cached per file)
             _ = src.pieces, src.tokens_by_lineno
+        if not first:  # the formatting machinery is warm after the first call
+            return
         try:
             threading.Event().wait(0)
             raise KeyboardInterrupt

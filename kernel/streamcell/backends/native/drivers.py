@@ -275,7 +275,7 @@ class Driver:
         # the headline and the operator table from one frame
         run = self.env.run
         metrics["rows_in"] = run._progress.rows_read
-        metrics["rows_out"] = sum(self.env.counters[s.step_id].rows_in for s in run.plan.sinks)
+        metrics["rows_out"] = run.sink_rows()
         metrics["entities"] = {
             sid: dict(zip(("entities", "waited"), prog.entity_stats(t)))
             for sid, t in self.low.entities.items()

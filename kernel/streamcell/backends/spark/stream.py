@@ -256,7 +256,6 @@ class StreamDriver:
         cancels only after the wait: 0.4-3.7 s here. Cancelled first, the action fails at
         once and the micro-batch raises, uncommitted (a restart from the checkpoint re-runs
         it); its rows are counted as ``unprocessed``."""
-        self.stopping = True
         self._cancel_jobs()
         q.stop()
 
