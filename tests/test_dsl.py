@@ -367,3 +367,10 @@ def test_first_line_numbers_errors_as_the_cell_shows_them():
         with pytest.raises(DSLSyntaxError) as e:
             parse(text, first_line=first)
         assert (e.value.line, e.value.column) == (line, 1)
+
+
+def test_float_of_a_string_that_is_no_number_is_a_positioned_error():
+    # found by test_fuzz_many_cells_slow: float("") escaped as a raw ValueError
+    with pytest.raises(DSLSyntaxError) as e:
+        parse('source clickstream(rows=5)\nfilter float("")')
+    assert (e.value.line, e.value.column) == (2, 14)

@@ -392,7 +392,10 @@ class _ExprConverter:
                     return st.fail(n.args[0], f"expected an ISO {name} string")
                 return Lit(v, pos)
             if name == "float" and len(n.args) == 1 and isinstance(n.args[0], ast.Constant):
-                return Lit(float(n.args[0].value), pos)  # type: ignore[arg-type]
+                try:
+                    return Lit(float(n.args[0].value), pos)  # type: ignore[arg-type]
+                except (TypeError, ValueError):
+                    return st.fail(n.args[0], "expected a number or a float string like 'nan'")
             if name in AGG_FUNCTIONS:
                 if name == "count" and not n.args:
                     return AggCall("count", None, pos)
