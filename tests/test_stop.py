@@ -268,6 +268,9 @@ def kernel() -> Any:
     env["PYTHONPATH"] = os.pathsep.join(
         [str(Path(sc.__file__).resolve().parent.parent), env.get("PYTHONPATH", "")]
     )
+    # as in a notebook: ipykernel forwards what the process writes to its stderr (a JVM's
+    # log included) into the cell's output, unless it runs under pytest
+    env.pop("PYTEST_CURRENT_TEST", None)
     km = jupyter_client.KernelManager(kernel_name="python3")
     km.kernel_cmd = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
     km.start_kernel(env=env)
@@ -303,6 +306,22 @@ def _execute(kc: Any, code: str, timeout: float = 60) -> tuple[dict[str, Any], s
         elif m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
             break
     return reply["content"], "".join(out)
+
+
+def _cell_output(kc: Any, msg_id: str, timeout: float = 30) -> str:
+    """What a cell printed (stream messages, the kernel's captured stderr included), read
+    from iopub until the cell's kernel is idle."""
+    out = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        m = kc.get_iopub_msg(timeout=timeout)
+        if m["parent_header"].get("msg_id") != msg_id:
+            continue
+        if m["msg_type"] == "stream":
+            out.append(m["content"]["text"])
+        elif m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+            break
+    return "".join(out)
 
 
 @pytest.mark.parametrize("engine_name", KERNEL_ENGINES)
@@ -343,6 +362,9 @@ def test_kernel_interrupt_during_wait_stops_the_run_promptly(kernel, engine_name
         assert reply["parent_header"]["msg_id"] == msg_id
         assert reply["content"]["status"] == "error"
         assert reply["content"]["ename"] == "KeyboardInterrupt"
+        printed = _cell_output(kc, msg_id)
+        # the driver's stderr reaches the notebook: a stop is no error for Spark's log either
+        assert "terminated with error" not in printed, printed[:2000]
         _, text = _execute(
             kc,
             f"from streamcell.run import registry\nrun = registry()[{name!r}]\n"

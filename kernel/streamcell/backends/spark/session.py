@@ -230,6 +230,7 @@ def get_session() -> Any:
                         "session is built"
                     ) from e
             _SESSION, _BUILT_FOR, _ADOPTED = active, key, True
+            _quiet_own_query_ends(active)
             return active
         master = master or DEFAULT_MASTER
         b = SparkSession.builder.master(master).appName("streamcell")
@@ -243,7 +244,32 @@ def get_session() -> Any:
             raise StreamcellError(f"could not start Spark (master {master}): {e}") from e
         _BUILT_FOR = key
         _SESSION.sparkContext.setLogLevel("ERROR")
+        _quiet_own_query_ends(_SESSION)
         return _SESSION
+
+
+def _quiet_own_query_ends(s: Any) -> None:
+    """Leave out of Spark's log the end of streamcell's own streaming queries (named
+    ``streamcell_<hex>``). A stopped run ends its query from inside a micro-batch, which Spark
+    logs as "terminated with error" with a Java stack trace; the kernel forwards the driver's
+    stderr into the notebook, so every stop would print a page of it. streamcell reports its
+    queries' real failures itself (a ``StreamcellError`` from ``run.wait()``). Other queries'
+    logs are untouched: one log4j2 regex filter on the message, for this JVM."""
+    try:
+        log4j = s.sparkContext._jvm.org.apache.logging.log4j
+        result = getattr(log4j.core, "Filter$Result")
+        flt = log4j.core.filter.RegexFilter.createFilter(
+            r"(?s)Query streamcell_[0-9a-f]{8} .*terminated with error.*",
+            None,
+            False,
+            result.DENY,
+            result.NEUTRAL,
+        )
+        ctx = log4j.LogManager.getContext(False)
+        ctx.getConfiguration().addFilter(flt)
+        ctx.updateLoggers()
+    except Exception:  # another logging backend (a cluster's own setup): the log stays
+        pass
 
 
 def session_started() -> bool:

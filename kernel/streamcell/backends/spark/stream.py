@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import threading
 import time
 import uuid
 from typing import Any
@@ -97,6 +98,9 @@ class StreamDriver:
         self.stopping = False
         # the Spark jobs of a micro-batch carry this tag, so a stop cancels them at once
         self.job_tag = f"streamcell-stream-{uuid.uuid4().hex[:12]}"
+        # set when a micro-batch's action ends and when the run is stopped: the micro-batch
+        # waits on it, so a stop does not wait for Spark to unwind a cancelled job
+        self.wake = threading.Event()
         self.index = {x.step_id: j for j, x in enumerate(steps)}
 
     # ----------------------------------------------------------------- the query
@@ -263,6 +267,7 @@ class StreamDriver:
         """Cancel the Spark jobs of the running micro-batch (also a stop hook of the run,
         called on the stopping thread at once)."""
         self.stopping = True
+        self.wake.set()
         try:
             from .session import get_session
 
@@ -297,12 +302,7 @@ class StreamDriver:
             self.stopping = True
             raise _Stopped()
         t0 = time.perf_counter_ns()
-        ctx = batch_df.sparkSession.sparkContext
-        ctx.addJobTag(self.job_tag)  # on this (the query's) thread: its jobs carry the tag
-        try:
-            tbl = batch_df.toArrow()  # the one action: every stage of the micro-batch runs here
-        finally:
-            ctx.removeJobTag(self.job_tag)
+        tbl = self._action(batch_df)
         if self.stopping or env.should_stop():
             self.stopping = True
             raise _Stopped()
@@ -343,6 +343,9 @@ class StreamDriver:
         live.sort(key=lambda x: (x[0], x[1]))
         sink = self.steps[-1]
         frame = _pl_frame([pickle.loads(x[2]) for x in live], self.c.schemas[sink.step_id])
+        if self.stopping or env.should_stop():  # the last point where the batch is discarded
+            self.stopping = True
+            raise _Stopped()
         # delivered: the counters, side outputs and sketches of the batch, then its rows
         counters = env.counters
         for _, sid, p in stats:
@@ -372,6 +375,48 @@ class StreamDriver:
         if delivered or self.last_rows_at is None:
             self.last_rows_at = time.monotonic()
         env.record_latency(time.perf_counter_ns() - t0)
+
+    def _action(self, batch_df: Any) -> Any:
+        """The micro-batch's one action (every stage of it runs here): ``toArrow()``, on a
+        thread of its own that inherits the query thread's Spark properties, with the run's
+        job tag.
+
+        The micro-batch waits for it or for a stop, whichever comes first. Spark takes
+        0.15-0.4 s to fail an action whose jobs were cancelled; a stopped micro-batch does
+        not wait for that: it raises at once (uncommitted), so ``query.stop()`` returns and the
+        run ends. The abandoned action fails moments later on its daemon thread, and its
+        result, if any, is dropped: nothing of the batch is delivered."""
+        from pyspark.util import InheritableThread
+
+        out: dict[str, Any] = {}
+        done = threading.Event()
+        wake, tag = self.wake, self.job_tag
+        ctx = batch_df.sparkSession.sparkContext
+
+        def action() -> None:
+            ctx.addJobTag(tag)  # job tags are per thread: this thread's jobs carry it
+            try:
+                out["tbl"] = batch_df.toArrow()
+            except BaseException as e:
+                out["err"] = e
+            finally:
+                ctx.removeJobTag(tag)
+                done.set()
+                wake.set()
+
+        wake.clear()
+        if self.stopping:  # a stop between the caller's check and the clear
+            raise _Stopped()
+        InheritableThread(action, name="streamcell-spark-action", daemon=True).start()
+        while not done.is_set():
+            if self.stopping or self.env.should_stop():
+                self.stopping = True
+                ctx.cancelJobsWithTag(tag)
+                raise _Stopped()
+            wake.wait(0.1)
+        if "err" in out:
+            raise out["err"]
+        return out["tbl"]
 
     def _write(self, sink: P.Step, frame: pl.DataFrame, batch_id: int) -> None:
         """A Parquet sink: the micro-batch's rows as ``part-b<batch id>.parquet``, written
