@@ -864,28 +864,39 @@ cdef class Program:
             check_status(rc, "push")
         return rc, done
 
+    cdef int _collect(self, int64_t timeout_ns, int64_t max_rows, sc_batch_list *parts,
+                      bint *eos, int *taken) noexcept nogil:
+        """Every output batch ready now (waiting up to ``timeout_ns`` for the first), up to
+        about ``max_rows`` rows, added to ``parts`` in order; an end of stream sets ``eos``.
+        ``taken`` gets the first take's status; returns the first error adding to ``parts``."""
+        cdef sc_batch *b = NULL
+        cdef int rc, rc2 = SC_OK
+        taken[0] = sc_prog_take(self.p, timeout_ns, &b)
+        rc = taken[0]
+        while rc == SC_OK and rc2 == SC_OK:
+            if b.eos:
+                sc_batch_release(b)
+                eos[0] = True
+                break
+            rc2 = sc_batch_list_add(&parts[0], b)
+            if parts.rows >= max_rows or rc2 != SC_OK:
+                break
+            rc = sc_prog_take(self.p, 0, &b)
+        return rc2
+
     def take_many(self, int64_t timeout_ns=0, int64_t max_rows=65536):
         """(status, eos, pyarrow.RecordBatch | None): every output batch ready now (waiting up
         to ``timeout_ns`` for the first), up to about ``max_rows`` rows, joined in order into
         one record batch."""
-        cdef sc_batch *b = NULL
         cdef sc_batch *joined = NULL
         cdef sc_batch_list parts
-        cdef int rc, rc2 = SC_OK
+        cdef int rc = SC_OK, rc2
         cdef int32_t n = 0
         cdef bint eos = False
         memset(&parts, 0, sizeof(parts))
         sc_arrow_reclaim()
         with nogil:
-            rc = sc_prog_take(self.p, timeout_ns, &b)
-            while rc == SC_OK and rc2 == SC_OK:
-                if b.eos:
-                    sc_batch_release(b)
-                    eos = True
-                    break
-                rc2 = sc_batch_list_add(&parts, b)
-                if parts.rows >= max_rows or rc2 != SC_OK or sc_prog_take(self.p, 0, &b) != SC_OK:
-                    break
+            rc2 = self._collect(timeout_ns, max_rows, &parts, &eos, &rc)
             n = parts.n
             rc2 = _join(&parts, &self.out_schema.s, &joined, rc2)
         check_status(rc2, "take")
@@ -900,22 +911,14 @@ cdef class Program:
         chunks."""
         cdef sc_batch *b = NULL
         cdef sc_batch_list parts
-        cdef int rc, rc2 = SC_OK
+        cdef int rc = SC_OK, rc2
         cdef int32_t i
         cdef bint eos = False
         cdef list out = []
         memset(&parts, 0, sizeof(parts))
         sc_arrow_reclaim()
         with nogil:
-            rc = sc_prog_take(self.p, timeout_ns, &b)
-            while rc == SC_OK and rc2 == SC_OK:
-                if b.eos:
-                    sc_batch_release(b)
-                    eos = True
-                    break
-                rc2 = sc_batch_list_add(&parts, b)
-                if parts.rows >= max_rows or rc2 != SC_OK or sc_prog_take(self.p, 0, &b) != SC_OK:
-                    break
+            rc2 = self._collect(timeout_ns, max_rows, &parts, &eos, &rc)
         try:
             check_status(rc2, "take")
             for i in range(parts.n):

@@ -110,23 +110,31 @@ class PartitionOut:
         return pa.RecordBatch.from_pylist(rows, schema=self.schema)
 
 
-def push_row(op: Any, env: PartitionEnv, out: PartitionOut, r: dict[str, Any], multi: bool) -> None:
-    """Run one input row (with its order key ``_o``) through a reference operator inside a
-    Spark task: outputs get the row's order key (extended by the output's index when the step
-    emits several rows), side outputs go out as side rows."""
+def run_op(op: Any, env: PartitionEnv, row: dict[str, Any], o: list[int]) -> list[dict[str, Any]]:
+    """One row, at order key ``o``, through a reference operator inside a Spark task: its
+    outputs, counted; a row the operator cannot process is its dead letter (into
+    ``env.side`` with the operator's other side outputs)."""
     from streamcell.backends.evaluate import RowError
 
-    o = r.pop("_o")
     env.o = o
     cnt = op.cnt
     cnt.rows_in += 1
     try:
-        res = op.push(r, 0)
+        res: list[dict[str, Any]] = op.push(row, 0)
     except RowError as e:
-        op.dead(r, str(e))
+        op.dead(row, str(e))
         res = []
+    cnt.rows_out += len(res)
+    return res
+
+
+def push_row(op: Any, env: PartitionEnv, out: PartitionOut, r: dict[str, Any], multi: bool) -> None:
+    """Run one input row (with its order key ``_o``) through a reference operator inside a
+    Spark task: outputs get the row's order key (extended by the output's index when the step
+    emits several rows), side outputs go out as side rows."""
+    o = r.pop("_o")
+    res = run_op(op, env, r, o)
     if res:
-        cnt.rows_out += len(res)
         if multi:
             for i, x in enumerate(res):
                 out.add(x, o + [i])

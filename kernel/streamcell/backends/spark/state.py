@@ -42,7 +42,7 @@ import pyarrow as pa
 from ... import plan as P
 from ...sources import CHUNK, BadRow, read_file
 from ...types import Schema
-from .ops import DEAD, LIVE, SKETCH, STATS, MiniCompiled, PartitionEnv, detach
+from .ops import DEAD, LIVE, SKETCH, STATS, MiniCompiled, PartitionEnv, detach, run_op
 
 STREAM_DDL = "`_f` string, `_o` array<bigint>, `_k` tinyint, `_b` binary, `_g` binary"
 STATE_DDL = "`st` binary"
@@ -247,17 +247,7 @@ def run_row(
 ) -> list[tuple[list[int], dict[str, Any]]]:
     """One row through one reference operator: its outputs with their order keys (the
     output's index appended where it emits several), its side outputs into ``out``."""
-    from streamcell.backends.evaluate import RowError
-
-    env.o = o
-    cnt = op.cnt
-    cnt.rows_in += 1
-    try:
-        res = op.push(row, 0)
-    except RowError as e:
-        op.dead(row, str(e))
-        res = []
-    cnt.rows_out += len(res)
+    res = run_op(op, env, row, o)
     for kind, so, payload in env.side:
         out.side(f, so, kind, op.sid, payload)
     env.side.clear()
