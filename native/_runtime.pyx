@@ -18,7 +18,9 @@ from posix.time cimport nanosleep, timespec
 include "common/status.pxi"
 
 # the C components' declarations: one .pxd beside each header (native/runtime, native/exec)
-from runtime.batch cimport sc_batch, sc_batch_release, sc_batch_release_chain, sc_column
+from runtime.batch cimport (
+    sc_batch, sc_batch_release, sc_batch_release_chain, sc_colbuf_cached, sc_colbuf_trim, sc_column
+)
 from runtime.atomic_ext cimport sc_now_ns
 from runtime.scheduler cimport (
     SC_OP_STATEFUL, SC_OP_STATELESS, sc_op_kind, sc_sched, sc_sched_op_stats, sc_sched_stats,
@@ -84,6 +86,21 @@ from exec.arrow_bridge cimport (
 
 
 sc_exec_tune_allocator()
+
+
+def buffer_cache_trim(double age_s=0.0):
+    """Release the column buffers the runtime keeps for reuse (batch.h: sc_colbuf) that were
+    freed at least ``age_s`` seconds ago (0: all of them); returns the bytes released."""
+    cdef uint64_t age = <uint64_t>(age_s * 1e9) if age_s > 0 else 0
+    cdef int64_t n
+    with nogil:
+        n = sc_colbuf_trim(age)
+    return n
+
+
+def buffer_cache_bytes():
+    """Bytes of freed column buffers the runtime keeps for reuse now."""
+    return sc_colbuf_cached()
 
 
 def now_ns():

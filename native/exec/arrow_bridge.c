@@ -46,7 +46,7 @@ static int utf8_room(const sc_batch *out, sc_column *c, int64_t need) {
     int64_t cap = c->data_cap > 64 ? c->data_cap : 64;
     while (cap < need) cap *= 2;
     if (cap > INT32_MAX) return SC_EINVAL;
-    char *p = realloc(c->data, (size_t)cap);
+    char *p = sc_colbuf_realloc(c->data, (size_t)cap);
     if (!p) return SC_ENOMEM;
     c->data = p;
     c->data_cap = cap;
@@ -129,7 +129,7 @@ static int import_views(sc_batch *out, sc_column *c, const struct ArrowArray *a,
 static void values64(sc_column *c, const void *buf, int64_t start, int64_t n, sc_extbuf *ext) {
     const int64_t *p = buf ? (const int64_t *)buf + start : NULL;
     if (ext && p && n > 0 && ((uintptr_t)p & 7) == 0) {
-        if (!c->borrowed) free(c->values);
+        if (!c->borrowed) sc_colbuf_free(c->values);
         c->values = (void *)(uintptr_t)p; /* read-only from here on: borrowed columns are never written */
         c->borrowed = 1;
     } else if (n > 0) {
@@ -290,7 +290,7 @@ typedef struct export_child {
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "export_views builds views as little-endian words");
 
 static int export_views(export_child *ec, const sc_column *c, int64_t n) {
-    ec->views = malloc((size_t)(n ? n : 1) * 16);
+    ec->views = sc_colbuf_alloc((size_t)(n ? n : 1) * 16);
     if (!ec->views) return SC_ENOMEM;
     const int32_t *off = c->offsets;
     const char *data = c->data;
@@ -359,7 +359,7 @@ static void holder_unref(export_holder *h) {
 static void release_child(struct ArrowArray *a) {
     export_child *c = a->private_data;
     holder_unref(c->h);
-    free(c->views);
+    sc_colbuf_free(c->views);
     free(c);
     a->release = NULL;
 }
@@ -430,7 +430,7 @@ int sc_arrow_export(sc_batch *b, const sc_schema *s, struct ArrowSchema *schema,
         if (!sc_ltype_is_list(s->lt[k]) && s->lt[k] == SC_LT_STR) ok = export_views(kids[k], &b->cols[k], b->nrows) == SC_OK;
     if (!ok) {
         for (int64_t k = 0; kids && k < nc; k++)
-            if (kids[k]) free(kids[k]->views), free(kids[k]);
+            if (kids[k]) sc_colbuf_free(kids[k]->views), free(kids[k]);
         free(kids), free(h), free(pp), free(sp), free(cmem), free(cptr), free(smem), free(sptr), free(names);
         return SC_ENOMEM;
     }

@@ -31,17 +31,17 @@ static int64_t bm_bytes(int64_t bits) { return (bits + 7) / 8; }
 static int col_alloc(sc_column *c, sc_col_type t, int64_t cap) {
     memset(c, 0, sizeof *c);
     c->type = t;
-    c->validity = malloc((size_t)bm_bytes(cap));
+    c->validity = sc_colbuf_alloc((size_t)bm_bytes(cap));
     if (!c->validity) return SC_ENOMEM;
     memset(c->validity, 0xFF, (size_t)bm_bytes(cap));
     switch (t) {
-    case SC_COL_INT64: c->values = malloc((size_t)cap * sizeof(int64_t)); break;
-    case SC_COL_DOUBLE: c->values = malloc((size_t)cap * sizeof(double)); break;
-    case SC_COL_BOOL: c->values = calloc((size_t)bm_bytes(cap), 1); break;
+    case SC_COL_INT64: c->values = sc_colbuf_alloc((size_t)cap * sizeof(int64_t)); break;
+    case SC_COL_DOUBLE: c->values = sc_colbuf_alloc((size_t)cap * sizeof(double)); break;
+    case SC_COL_BOOL: c->values = sc_colbuf_calloc((size_t)bm_bytes(cap), 1); break;
     case SC_COL_UTF8:
-        c->offsets = calloc((size_t)cap + 1, sizeof(int32_t));
+        c->offsets = sc_colbuf_calloc((size_t)cap + 1, sizeof(int32_t));
         c->data_cap = cap * 8 > 64 ? cap * 8 : 64;
-        c->data = malloc((size_t)c->data_cap);
+        c->data = sc_colbuf_alloc((size_t)c->data_cap);
         return c->offsets && c->data ? SC_OK : SC_ENOMEM;
     default: return SC_EINVAL;
     }
@@ -78,8 +78,8 @@ int sc_batch_new(sc_batch **out, const sc_schema *s, int64_t capacity) {
     return SC_OK;
 }
 
-static int grow(void **p, size_t bytes) {
-    void *q = realloc(*p, bytes);
+static int grow(void **p, size_t bytes) { /* a column buffer */
+    void *q = sc_colbuf_realloc(*p, bytes);
     if (!q) return SC_ENOMEM;
     *p = q;
     return SC_OK;
@@ -101,7 +101,7 @@ int sc_batch_reserve(sc_batch *b, int64_t rows) {
         case SC_COL_INT64:
         case SC_COL_DOUBLE:
             if (c->borrowed) { /* a copy of its own, then grown */
-                void *v = malloc((size_t)cap * 8);
+                void *v = sc_colbuf_alloc((size_t)cap * 8);
                 if (!v) return SC_ENOMEM;
                 memcpy(v, c->values, (size_t)b->nrows * 8);
                 c->values = v;

@@ -205,7 +205,7 @@ static int copy_col(sc_batch *dst, int32_t dc, const sc_batch *src, int32_t scol
         int64_t bytes = (int64_t)s->offsets[n] - first;
         if (bytes > d->data_cap) {
             if (dst->pool) return SC_EFULL;
-            char *p = realloc(d->data, (size_t)bytes);
+            char *p = sc_colbuf_realloc(d->data, (size_t)bytes);
             if (!p) return SC_ENOMEM;
             d->data = p;
             d->data_cap = bytes;

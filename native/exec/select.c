@@ -88,7 +88,7 @@ static int gather_utf8(sc_column *d, int64_t d0, const sc_column *x, const int32
         int64_t cap = d->data_cap > 32 ? d->data_cap * 2 : 64;
         while (cap < at + bytes) cap *= 2;
         if (cap > INT32_MAX) return SC_EINVAL;
-        char *p = realloc(d->data, (size_t)cap);
+        char *p = sc_colbuf_realloc(d->data, (size_t)cap);
         if (!p) return SC_ENOMEM;
         d->data = p;
         d->data_cap = cap;

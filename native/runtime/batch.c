@@ -1,10 +1,161 @@
 /* batch: see batch.h for the contract. */
 #include "batch.h"
 
+#include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "atomic_ext.h"
 #include "ring.h"
+
+/* ------------------------------------------------------------------ column buffers */
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define COLBUF_CACHING 0
+#else
+#define COLBUF_CACHING 1
+#endif
+
+/* Each buffer starts 16 bytes before the pointer handed out (malloc's alignment kept): its
+ * usable size, then (while cached) the next cached buffer of its class and when it came. */
+typedef struct colbuf_hdr {
+    size_t cap;
+    uint64_t cached_ns;
+} colbuf_hdr;
+_Static_assert(sizeof(colbuf_hdr) == 16, "the header keeps 16-byte alignment");
+typedef struct colbuf_free {
+    colbuf_hdr h;
+    struct colbuf_free *next;
+} colbuf_free;
+
+/* Size classes from SC_COLBUF_MIN up: four per power of two (a cached buffer is at most 25%
+ * larger than asked for); larger than the last class: not cached. */
+#define COLBUF_MIN_LOG 14
+#define COLBUF_CLASSES (4 * (31 - COLBUF_MIN_LOG))
+static pthread_mutex_t colbuf_mu = PTHREAD_MUTEX_INITIALIZER;
+static colbuf_free *colbuf_lists[COLBUF_CLASSES];
+static int64_t colbuf_bytes;
+
+static uint64_t colbuf_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The class of a request of `bytes` (>= SC_COLBUF_MIN) and that class's size; -1 when too big. */
+static int colbuf_class(size_t bytes, size_t *cap) {
+    int lg = 63 - __builtin_clzll((unsigned long long)bytes); /* 2^lg <= bytes < 2^(lg+1) */
+    size_t step = (size_t)1 << (lg - 2);
+    size_t q = (bytes + step - 1) / step; /* 4..8 quarters of 2^lg */
+    if (q == 8) lg++, q = 4;
+    int k = 4 * (lg - COLBUF_MIN_LOG) + (int)(q - 4);
+    if (k < 0 || k >= COLBUF_CLASSES) return -1;
+    *cap = q * ((size_t)1 << (lg - 2));
+    return k;
+}
+
+void *sc_colbuf_alloc(size_t bytes) {
+    if (bytes == 0) bytes = 1;
+    size_t cap = bytes;
+    int k = bytes >= SC_COLBUF_MIN ? colbuf_class(bytes, &cap) : -1;
+    if (k < 0) cap = bytes;
+    if (COLBUF_CACHING && k >= 0) {
+        pthread_mutex_lock(&colbuf_mu);
+        colbuf_free *f = colbuf_lists[k];
+        if (f) {
+            colbuf_lists[k] = f->next;
+            colbuf_bytes -= (int64_t)f->h.cap;
+        }
+        pthread_mutex_unlock(&colbuf_mu);
+        if (f) return (char *)f + sizeof(colbuf_hdr);
+    }
+    colbuf_hdr *h = malloc(sizeof(colbuf_hdr) + cap);
+    if (!h) return NULL;
+    h->cap = cap;
+    h->cached_ns = 0;
+    return (char *)h + sizeof(colbuf_hdr);
+}
+
+void *sc_colbuf_calloc(size_t n, size_t size) {
+    if (size && n > SIZE_MAX / size) return NULL;
+    void *p = sc_colbuf_alloc(n * size);
+    if (p) memset(p, 0, n * size);
+    return p;
+}
+
+void sc_colbuf_free(void *p) {
+    if (!p) return;
+    colbuf_hdr *h = (colbuf_hdr *)((char *)p - sizeof(colbuf_hdr));
+    size_t cap;
+    int k = COLBUF_CACHING && h->cap >= SC_COLBUF_MIN ? colbuf_class(h->cap, &cap) : -1;
+    if (k >= 0 && cap == h->cap) {
+        colbuf_free *f = (colbuf_free *)h;
+        f->h.cached_ns = colbuf_now();
+        pthread_mutex_lock(&colbuf_mu);
+        bool keep = colbuf_bytes + (int64_t)h->cap <= SC_COLBUF_CACHE_MAX;
+        if (keep) {
+            f->next = colbuf_lists[k];
+            colbuf_lists[k] = f;
+            colbuf_bytes += (int64_t)h->cap;
+        }
+        pthread_mutex_unlock(&colbuf_mu);
+        if (keep) return;
+    }
+    free(h);
+}
+
+void *sc_colbuf_realloc(void *p, size_t bytes) {
+    if (!p) return sc_colbuf_alloc(bytes);
+    colbuf_hdr *h = (colbuf_hdr *)((char *)p - sizeof(colbuf_hdr));
+    if (bytes <= h->cap) return p;
+    if (h->cap < SC_COLBUF_MIN && bytes < SC_COLBUF_MIN) { /* small: libc's realloc */
+        colbuf_hdr *q = realloc(h, sizeof(colbuf_hdr) + bytes);
+        if (!q) return NULL;
+        q->cap = bytes;
+        return (char *)q + sizeof(colbuf_hdr);
+    }
+    void *q = sc_colbuf_alloc(bytes);
+    if (!q) return NULL;
+    memcpy(q, p, h->cap);
+    sc_colbuf_free(p);
+    return q;
+}
+
+int64_t sc_colbuf_trim(uint64_t age_ns) {
+    uint64_t now = colbuf_now();
+    colbuf_free *out = NULL;
+    int64_t freed = 0;
+    pthread_mutex_lock(&colbuf_mu);
+    for (int k = 0; k < COLBUF_CLASSES; k++) {
+        colbuf_free **at = &colbuf_lists[k];
+        while (*at) { /* newest first: once one is young enough to stay, the rest are older */
+            colbuf_free *f = *at;
+            if (age_ns && now - f->h.cached_ns < age_ns) {
+                at = &f->next;
+                continue;
+            }
+            *at = f->next;
+            colbuf_bytes -= (int64_t)f->h.cap;
+            freed += (int64_t)f->h.cap;
+            f->next = out;
+            out = f;
+        }
+    }
+    pthread_mutex_unlock(&colbuf_mu);
+    while (out) {
+        colbuf_free *next = out->next;
+        free(out);
+        out = next;
+    }
+    return freed;
+}
+
+int64_t sc_colbuf_cached(void) {
+    pthread_mutex_lock(&colbuf_mu);
+    int64_t n = colbuf_bytes;
+    pthread_mutex_unlock(&colbuf_mu);
+    return n;
+}
 
 struct sc_batch_pool {
     uint32_t size;
@@ -25,15 +176,15 @@ static int64_t bitmap_bytes(int64_t bits) { return (bits + 7) / 8; }
 static int alloc_column(sc_column *c, sc_col_type t, int64_t rows, int64_t utf8_bytes) {
     memset(c, 0, sizeof *c);
     c->type = t;
-    c->validity = malloc((size_t)bitmap_bytes(rows));
+    c->validity = sc_colbuf_alloc((size_t)bitmap_bytes(rows));
     if (!c->validity) return SC_ENOMEM;
     switch (t) {
-    case SC_COL_INT64: c->values = malloc((size_t)rows * sizeof(int64_t)); break;
-    case SC_COL_DOUBLE: c->values = malloc((size_t)rows * sizeof(double)); break;
-    case SC_COL_BOOL: c->values = calloc((size_t)bitmap_bytes(rows), 1); break;
+    case SC_COL_INT64: c->values = sc_colbuf_alloc((size_t)rows * sizeof(int64_t)); break;
+    case SC_COL_DOUBLE: c->values = sc_colbuf_alloc((size_t)rows * sizeof(double)); break;
+    case SC_COL_BOOL: c->values = sc_colbuf_calloc((size_t)bitmap_bytes(rows), 1); break;
     case SC_COL_UTF8:
-        c->offsets = calloc((size_t)rows + 1, sizeof(int32_t));
-        c->data = malloc((size_t)(utf8_bytes > 0 ? utf8_bytes : 1));
+        c->offsets = sc_colbuf_calloc((size_t)rows + 1, sizeof(int32_t));
+        c->data = sc_colbuf_alloc((size_t)(utf8_bytes > 0 ? utf8_bytes : 1));
         c->data_cap = utf8_bytes;
         if (!c->offsets || !c->data) return SC_ENOMEM;
         return SC_OK;
@@ -43,10 +194,10 @@ static int alloc_column(sc_column *c, sc_col_type t, int64_t rows, int64_t utf8_
 }
 
 static void free_column(sc_column *c) {
-    free(c->validity);
-    if (!c->borrowed) free(c->values);
-    free(c->offsets);
-    free(c->data);
+    sc_colbuf_free(c->validity);
+    if (!c->borrowed) sc_colbuf_free(c->values);
+    sc_colbuf_free(c->offsets);
+    sc_colbuf_free(c->data);
 }
 
 void sc_batch_reset(sc_batch *b) {

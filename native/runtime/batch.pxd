@@ -19,4 +19,6 @@ cdef extern from "runtime/batch.h":
         sc_batch *next
         sc_column *cols
     void sc_batch_release(sc_batch *b) nogil
+    int64_t sc_colbuf_trim(uint64_t age_ns) nogil
+    int64_t sc_colbuf_cached() nogil
     void sc_batch_release_chain(sc_batch *b) nogil

@@ -5,6 +5,7 @@ counters into the run.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -15,8 +16,8 @@ from ... import plan as P
 from ...compiler import Compiled
 from ...options import RunOptions
 from ...sources import BadRow, locate_serial, merged_serials, row_batches
-from ..pacing import TokenBucket
 from ..evaluate import RowError, compile_row_expr
+from ..pacing import TokenBucket
 from .arrow import _arrow_target, _conform_batch, to_frame
 from .lowering import lower, tagged_schema, untag_row
 from .program import PHASES, build
@@ -50,6 +51,29 @@ def reason_fn(s: P.Step, c: Compiled) -> Callable[[dict[str, Any]], str | None]:
         return None
 
     return reason
+
+
+BUFFER_IDLE_S = 10.0  # freed column buffers kept for reuse longer than this are released
+_trim_timer: threading.Timer | None = None
+_trim_lock = threading.Lock()
+
+
+def _release_idle_buffers() -> None:
+    """At a run's end: release the column buffers the runtime has kept unused for
+    BUFFER_IDLE_S (runtime/batch.h, sc_colbuf), and again once that long has passed, so a
+    kernel that stops running pipelines gives the memory back. Output the notebook drops
+    later refills the cache for the next run (the reason it exists)."""
+    from ... import _runtime as R
+
+    global _trim_timer
+    R.buffer_cache_trim(BUFFER_IDLE_S)
+    with _trim_lock:
+        if _trim_timer is not None:
+            _trim_timer.cancel()
+        _trim_timer = threading.Timer(BUFFER_IDLE_S * 1.5, R.buffer_cache_trim, (BUFFER_IDLE_S,))
+        _trim_timer.daemon = True
+        _trim_timer.name = "streamcell-buffer-trim"
+        _trim_timer.start()
 
 
 class Driver:
@@ -136,6 +160,7 @@ class Driver:
             for stage in stages:  # answers outlive the program
                 stage.freeze()
             prog.close()
+            _release_idle_buffers()
             if err is not None and not self.env.should_stop():
                 raise RuntimeError(f"native runtime error in {err[1]}: {err[2]} (status {err[0]})")
 

@@ -1,0 +1,151 @@
+// sources: runtime/batch.c runtime/ring.c
+/* Tests for the column-buffer allocator of runtime/batch.h (sc_colbuf_*): contents survive
+ * realloc across sizes, calloc zeroes reused memory, freed large buffers are handed out again
+ * (not in sanitizer builds, which cache nothing), the cache never holds more than
+ * SC_COLBUF_CACHE_MAX, trim releases by age, and threads allocating and freeing at once
+ * neither lose nor share a buffer. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime/batch.h"
+
+#include "check.h"
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define CACHING 0
+#else
+#define CACHING 1
+#endif
+
+static void fill(uint8_t *p, size_t n, uint8_t seed) {
+    for (size_t i = 0; i < n; i++) p[i] = (uint8_t)(seed + i * 7);
+}
+static int same(const uint8_t *p, size_t n, uint8_t seed) {
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != (uint8_t)(seed + i * 7)) return 0;
+    return 1;
+}
+
+static void test_realloc_keeps_contents(void) {
+    sc_colbuf_trim(0);
+    /* small -> small, small -> large, large -> larger class, shrink (kept in place) */
+    size_t sizes[] = { 1, 100, 4000, 20000, 70000, 300000, 1 << 22, 5000 };
+    uint8_t *p = sc_colbuf_alloc(sizes[0]);
+    CHECK(p);
+    fill(p, sizes[0], 3);
+    for (size_t k = 1; k < sizeof sizes / sizeof *sizes; k++) {
+        size_t keep = sizes[k - 1] < sizes[k] ? sizes[k - 1] : sizes[k];
+        p = sc_colbuf_realloc(p, sizes[k]);
+        CHECK(p);
+        CHECK(((uintptr_t)p & 15) == 0); /* malloc's alignment kept */
+        CHECK(same(p, keep, 3));
+        fill(p, sizes[k], 3);
+    }
+    sc_colbuf_free(p);
+    sc_colbuf_free(NULL);
+    p = sc_colbuf_realloc(NULL, 10); /* realloc(NULL) allocates */
+    CHECK(p);
+    sc_colbuf_free(p);
+}
+
+static void test_reuse_and_calloc(void) {
+    sc_colbuf_trim(0);
+    CHECK(sc_colbuf_cached() == 0);
+    uint8_t *a = sc_colbuf_alloc(131072);
+    CHECK(a);
+    fill(a, 131072, 9);
+    sc_colbuf_free(a);
+    CHECK(sc_colbuf_cached() == (CACHING ? 131072 : 0));
+    uint8_t *b = sc_colbuf_calloc(131072 - 1000, 1); /* the same class */
+    CHECK(b);
+    CHECK(CACHING ? b == a : 1);
+    for (size_t i = 0; i < 131072 - 1000; i++) CHECK(b[i] == 0);
+    CHECK(sc_colbuf_cached() == 0);
+    /* a small buffer is never cached */
+    uint8_t *s = sc_colbuf_alloc(SC_COLBUF_MIN - 1);
+    CHECK(s);
+    sc_colbuf_free(s);
+    CHECK(sc_colbuf_cached() == 0);
+    sc_colbuf_free(b);
+    CHECK(sc_colbuf_calloc(SIZE_MAX / 2, 4) == NULL); /* overflow refused */
+}
+
+static void test_cap_and_trim(void) {
+    sc_colbuf_trim(0);
+    enum { N = 80 };
+    size_t sz = 4u << 20; /* 80 x 4 MB > the 256 MB cap */
+    void *p[N];
+    for (int i = 0; i < N; i++) CHECK((p[i] = sc_colbuf_alloc(sz)) != NULL);
+    for (int i = 0; i < N; i++) sc_colbuf_free(p[i]);
+    int64_t cached = sc_colbuf_cached();
+    CHECK(cached <= SC_COLBUF_CACHE_MAX);
+    CHECK(CACHING ? cached == SC_COLBUF_CACHE_MAX / (int64_t)sz * (int64_t)sz : cached == 0);
+    CHECK(sc_colbuf_trim(3600ull * 1000000000ull) == 0); /* nothing is an hour old */
+    CHECK(sc_colbuf_cached() == cached);
+    struct timespec ts = { 0, 20 * 1000 * 1000 };
+    nanosleep(&ts, NULL);
+    CHECK(sc_colbuf_trim(10 * 1000 * 1000) == cached); /* everything is 10 ms old */
+    CHECK(sc_colbuf_cached() == 0);
+}
+
+typedef struct {
+    int id;
+    int bad;
+} worker_arg;
+
+static void *worker(void *v) {
+    worker_arg *w = v;
+    uint64_t s = 0x9E3779B97F4A7C15ull * (uint64_t)(w->id + 1);
+    enum { LIVE = 8 };
+    uint8_t *mine[LIVE] = { 0 };
+    size_t len[LIVE] = { 0 };
+    for (int it = 0; it < 4000; it++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        int k = (int)(s % LIVE);
+        if (mine[k]) {
+            if (!same(mine[k], len[k], (uint8_t)(w->id * 31 + k))) w->bad = 1; /* shared with another */
+            sc_colbuf_free(mine[k]);
+        }
+        len[k] = (size_t)(s >> 20) % (256u << 10) + 1;
+        mine[k] = sc_colbuf_alloc(len[k]);
+        if (!mine[k]) {
+            w->bad = 1;
+            break;
+        }
+        fill(mine[k], len[k], (uint8_t)(w->id * 31 + k));
+    }
+    for (int k = 0; k < LIVE; k++) {
+        if (mine[k] && !same(mine[k], len[k], (uint8_t)(w->id * 31 + k))) w->bad = 1;
+        sc_colbuf_free(mine[k]);
+    }
+    return NULL;
+}
+
+static void test_threads(void) {
+    enum { T = 4 };
+    pthread_t th[T];
+    worker_arg a[T];
+    for (int i = 0; i < T; i++) {
+        a[i] = (worker_arg){ i, 0 };
+        CHECK(pthread_create(&th[i], NULL, worker, &a[i]) == 0);
+    }
+    for (int i = 0; i < T; i++) {
+        CHECK(pthread_join(th[i], NULL) == 0);
+        CHECK(!a[i].bad);
+    }
+    CHECK(sc_colbuf_cached() <= SC_COLBUF_CACHE_MAX);
+    sc_colbuf_trim(0);
+    CHECK(sc_colbuf_cached() == 0);
+}
+
+int main(void) {
+    test_realloc_keeps_contents();
+    test_reuse_and_calloc();
+    test_cap_and_trim();
+    test_threads();
+    printf("test_colbuf: ok\n");
+    return 0;
+}
