@@ -293,9 +293,15 @@ class NativePartition:
         raise RuntimeError(f"{self.step.step_id}: native operator on a Spark executor: {what}")
 
     def close(self) -> None:
+        from ... import _runtime as R
+
         if self.started:
             self.prog.stop()
         self.prog.close()
+        # an executor's Python worker runs partition after partition and no driver run ever
+        # ends in it: the freed column buffers it keeps for reuse (batch.h, sc_colbuf) are
+        # released with each partition, so a worker holds no more than one partition needs
+        R.buffer_cache_trim(0)
 
 
 def _dead_rows(
