@@ -337,17 +337,7 @@ static int export_views(export_child *ec, const sc_column *c, int64_t n) {
 
 /* Nulls among the first n rows of a column (its bitmap, not its null_count: exporting a
  * count that a producer forgot to keep would hide nulls). */
-static int64_t count_nulls(const sc_column *c, int64_t n) {
-    const uint8_t *v = c->validity;
-    int64_t valid = 0, i = 0;
-    for (; i + 64 <= n; i += 64) {
-        uint64_t w;
-        memcpy(&w, v + (i >> 3), 8);
-        valid += __builtin_popcountll(w);
-    }
-    for (; i < n; i++) valid += (v[i >> 3] >> (i & 7)) & 1;
-    return n - valid;
-}
+static int64_t count_nulls(const sc_column *c, int64_t n) { return n - count_ones(c->validity, n); }
 
 static void holder_unref(export_holder *h) {
     if (__atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) == 0) {

@@ -3,7 +3,6 @@
 
 #include <pthread.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "atomic_ext.h"
 #include "ring.h"
@@ -35,12 +34,6 @@ typedef struct colbuf_free {
 static pthread_mutex_t colbuf_mu = PTHREAD_MUTEX_INITIALIZER;
 static colbuf_free *colbuf_lists[COLBUF_CLASSES];
 static int64_t colbuf_bytes;
-
-static uint64_t colbuf_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* The class of a request of `bytes` (>= SC_COLBUF_MIN) and that class's size; -1 when too big. */
 static int colbuf_class(size_t bytes, size_t *cap) {
@@ -90,7 +83,7 @@ void sc_colbuf_free(void *p) {
     int k = COLBUF_CACHING && h->cap >= SC_COLBUF_MIN ? colbuf_class(h->cap, &cap) : -1;
     if (k >= 0 && cap == h->cap) {
         colbuf_free *f = (colbuf_free *)h;
-        f->h.cached_ns = colbuf_now();
+        f->h.cached_ns = sc_now_ns();
         pthread_mutex_lock(&colbuf_mu);
         bool keep = colbuf_bytes + (int64_t)h->cap <= SC_COLBUF_CACHE_MAX;
         if (keep) {
@@ -122,7 +115,7 @@ void *sc_colbuf_realloc(void *p, size_t bytes) {
 }
 
 int64_t sc_colbuf_trim(uint64_t age_ns) {
-    uint64_t now = colbuf_now();
+    uint64_t now = sc_now_ns();
     colbuf_free *out = NULL;
     int64_t freed = 0;
     pthread_mutex_lock(&colbuf_mu);

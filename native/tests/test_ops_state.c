@@ -840,20 +840,29 @@ static const sc_agg_spec RAGGS[] = {
 #define NRAGGS 12
 #define RAGG_TYPES "iiifffsfsiii"
 
+/* The next 1-9 rows (at most `left`) of a ';'-separated row text, as a string of their own
+ * (freed by the caller); *p moves past them and *k gets their number. */
+static char *next_chunk(const char **p, int left, int *k) {
+    *k = 1 + rndn(9);
+    if (*k > left) *k = left;
+    const char *q = *p;
+    for (int i = 0; i < *k; i++) {
+        q += strcspn(q, ";");
+        if (i + 1 < *k) q++;
+    }
+    char *chunk = strndup(*p, (size_t)(q - *p));
+    CHECK(chunk);
+    *p = *q ? q + 1 : q;
+    return chunk;
+}
+
 /* Split n rows (text) into random batches; feed each (a quarter as keyed sub-batches);
  * collect the output; fill the model rows from the batches. */
 static void feed_random(text *got, run_fn f, void *st, const sc_schema *in, const char *rows, int n, mrow *model) {
     const char *p = rows;
     for (int done = 0; done < n;) {
-        int k = 1 + rndn(9);
-        if (k > n - done) k = n - done;
-        const char *q = p;
-        for (int i = 0; i < k; i++) {
-            q += strcspn(q, ";");
-            if (i + 1 < k) q++;
-        }
-        char *chunk = strndup(p, (size_t)(q - p));
-        CHECK(chunk);
+        int k;
+        char *chunk = next_chunk(&p, n - done, &k);
         sc_batch *b = mk_batch(in, chunk);
         CHECK(b->nrows == k);
         parse_rows(b, model + done);
@@ -863,7 +872,6 @@ static void feed_random(text *got, run_fn f, void *st, const sc_schema *in, cons
         }
         run_into(got, f, st, b);
         free(chunk);
-        p = *q ? q + 1 : q;
         done += k;
     }
 }
@@ -957,15 +965,8 @@ static void test_random_publish_dense(void) {
         for (int k = 0; k < 5; k++) first[k] = -1;
         const char *p = rows.s;
         for (int done = 0; done < n;) {
-            int k = 1 + rndn(9);
-            if (k > n - done) k = n - done;
-            const char *q = p;
-            for (int i = 0; i < k; i++) {
-                q += strcspn(q, ";");
-                if (i + 1 < k) q++;
-            }
-            char *chunk = strndup(p, (size_t)(q - p));
-            CHECK(chunk);
+            int k;
+            char *chunk = next_chunk(&p, n - done, &k);
             uint64_t seq0 = next_seq;
             char *cells = run_text(sc_op_aggregate_run, cl, mk_batch(&in, chunk));
             next_seq = seq0;
@@ -995,7 +996,6 @@ static void test_random_publish_dense(void) {
                 nchanged = 0;
             }
             free(chunk);
-            p = *q ? q + 1 : q;
             done += k;
         }
         if (complete) /* every key, by first serial */
