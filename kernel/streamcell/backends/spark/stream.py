@@ -409,8 +409,9 @@ class StreamDriver:
             raise _Stopped()
         InheritableThread(action, name="streamcell-spark-action", daemon=True).start()
         while not done.is_set():
-            if self.stopping or self.env.should_stop():  # the stop cancels the jobs (_cancel_jobs)
+            if self.stopping or self.env.should_stop():
                 self.stopping = True
+                ctx.cancelJobsWithTag(tag)
                 raise _Stopped()
             wake.wait(0.1)
         if "err" in out:
