@@ -14,6 +14,7 @@ the session runs on that cluster instead of ``local[2]``.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -138,3 +139,33 @@ def _stop_runs():
     from streamcell.run import stop_all
 
     stop_all()
+
+
+@pytest.fixture(scope="session")
+def s3() -> Iterator[tuple[str, object]]:
+    """moto's S3 server on a free port; yields the URI query that points pyarrow at it and a
+    pyarrow filesystem to write through."""
+    pytest.importorskip("moto")
+    import pyarrow.fs as pafs
+    from moto.server import ThreadedMotoServer
+
+    keys = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
+    keys["AWS_DEFAULT_REGION"] = "us-east-1"
+    saved = {k: os.environ.get(k) for k in keys}
+    os.environ.update(keys)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    fs = pafs.S3FileSystem(
+        endpoint_override=f"{host}:{port}", scheme="http", allow_bucket_creation=True
+    )
+    fs.create_dir("streamcell-test")
+    try:
+        yield f"endpoint_override={host}:{port}&scheme=http", fs
+    finally:
+        server.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -79,3 +80,11 @@ def ipython_shell() -> Any:
     shell = start_ipython() or get_ipython()
     shell.run_line_magic("load_ext", "streamcell")
     return shell
+
+
+def upload(fs: Any, local: Path, prefix: str) -> None:
+    """Copy a local folder's files to ``streamcell-test/<prefix>/`` of a pyarrow filesystem
+    (the ``s3`` fixture's)."""
+    for f in sorted(local.iterdir()):
+        with fs.open_output_stream(f"streamcell-test/{prefix}/{f.name}") as out:
+            out.write(f.read_bytes())

@@ -84,6 +84,10 @@ class UnsupportedTypeError(StreamcellError, ValueError):
         )
 
 
+class SourceError(StreamcellError):
+    """A source that cannot be opened at all (missing file, unsupported type)."""
+
+
 class NotSupportedError(StreamcellError):
     """A step that a backend cannot run. The message names the step and the backend."""
 

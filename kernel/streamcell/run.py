@@ -17,7 +17,8 @@ import polars as pl
 
 from . import plan as P
 from .compiler import Compiled, compile_plan
-from .errors import ArgumentError, RunFailed, StopTimeout
+from .errors import ArgumentError, RunFailed, StopTimeout, StreamcellError
+from .files import local_path
 from .options import RunOptions
 from .sketching import KeyedSketch, SketchSlot, SketchValue, live
 from .stores import (
@@ -238,10 +239,9 @@ class Run:
                 gate = _SinkGate(self._stop, lambda rows: None)
             elif sink.target == "parquet":
                 assert sink.name is not None
-                uri = _is_uri(sink.name)
-                if uri and self.options.engine != "spark":
-                    raise _sink_error(sink, OSError(0, "only engine='spark' writes URIs"))
                 try:
+                    # Spark's executors write a URI themselves when Spark has its filesystem
+                    uri = local_path(sink.name) is None and self.options.engine == "spark"
                     w = ParquetWriter(
                         sink.name,
                         schema,
@@ -250,7 +250,7 @@ class Run:
                         epoch_s=1.0 if _unbounded(c) else None,
                         create=not uri,
                     )
-                except OSError as e:  # refused at start(), at the sink's text
+                except (OSError, StreamcellError) as e:  # refused at start(), at its text
                     raise _sink_error(sink, e) from None
                 self._parquet.append(w)
                 gate = _FrameGate(self._stop, w)
@@ -666,13 +666,6 @@ def start(
     return run
 
 
-def _is_uri(path: str) -> bool:
-    """``s3a://bucket/x``, ``hdfs://...``: a location only Spark writes (``file://`` too)."""
-    import re
-
-    return re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", path) is not None
-
-
 def _unbounded(c: Compiled) -> bool:
     """Whether a source may run without end (an unbounded generator, a watched folder, an
     iterator) or is throttled (``rate=``): complete / update Parquet sinks then write once per
@@ -694,11 +687,9 @@ def _unbounded(c: Compiled) -> bool:
     return False
 
 
-def _sink_error(sink: P.Sink, e: OSError) -> ArgumentError:
-    msg = (
-        f"parquet sink: cannot create the directory {sink.name!r}: "
-        f"{e.strerror or e} ({e.filename or sink.name})"
-    )
+def _sink_error(sink: P.Sink, e: OSError | StreamcellError) -> ArgumentError:
+    why = f"{e.strerror or e} ({e.filename or sink.name})" if isinstance(e, OSError) else str(e)
+    msg = f"parquet sink: cannot create the directory {sink.name!r}: {why}"
     p = sink.pos
     if p is not None and p.line:
         return ArgumentError(

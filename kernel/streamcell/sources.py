@@ -15,14 +15,13 @@ import json
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from .errors import StreamcellError
+from .errors import SourceError
+from .files import DataFile, data_file, is_folder, source_files
 from .plan import SourceSpec, check_generator_args
 from .types import (
     BOOL,
@@ -49,10 +48,6 @@ class BadRow:
     position: str
     reason: str
     raw: str
-
-
-class SourceError(StreamcellError):
-    """A source that cannot be opened at all (missing file, unsupported type)."""
 
 
 class Reader:
@@ -199,30 +194,20 @@ class GeneratorReader(Reader):
 # -------------------------------------------------------------------------------- files
 
 
-def _files(path: str, exts: tuple[str, ...]) -> list[Path]:
-    p = Path(path)
-    if p.is_dir():
-        files = sorted(f for f in p.iterdir() if f.is_file() and f.suffix.lower() in exts)
-        return files
-    if p.is_file():
-        return [p]
-    raise SourceError(f"no such file or directory: {path}")
-
-
 class ParquetReader(Reader):
     never_waits = True
 
     def __init__(self, spec: SourceSpec):
         self.label = f"parquet({spec.arg('path')!r})"
-        self.files = _files(spec.arg("path"), (".parquet", ".pq"))
+        self.files = source_files(spec.arg("path"), (".parquet", ".pq"))
         if not self.files:
             raise SourceError(f"{self.label}: no .parquet files")
-        self.schema = schema_from_arrow(pq.ParquetFile(self.files[0]).schema_arrow)
+        self.schema = schema_from_arrow(self.files[0].parquet().schema_arrow)
 
     def arrow_batches(self) -> Iterator[pa.RecordBatch | BadRow]:  # type: ignore[override]
         """Record batches; a file whose schema differs from the first file's is one BadRow."""
         for f in self.files:
-            pf = pq.ParquetFile(f)
+            pf = f.parquet()
             fs = schema_from_arrow(pf.schema_arrow)
             if fs != self.schema:
                 yield BadRow(
@@ -289,11 +274,11 @@ class CsvReader(Reader):
 
     def __init__(self, spec: SourceSpec):
         self.label = f"csv({spec.arg('path')!r})"
-        self.files = _files(spec.arg("path"), (".csv", ".tsv", ".txt"))
+        self.files = source_files(spec.arg("path"), (".csv", ".tsv", ".txt"))
         if not self.files:
             raise SourceError(f"{self.label}: no .csv files")
         self.header = spec.arg("header", True) is not False
-        with open(self.files[0], newline="") as fh:
+        with self.files[0].open_text(newline="") as fh:
             sample = list(itertools.islice(_csv.reader(fh), 1001))
         if not sample:
             raise SourceError(f"{self.label}: {self.files[0]} is empty")
@@ -313,7 +298,7 @@ class CsvReader(Reader):
 
     def rows(self) -> Iterator[dict[str, Any] | BadRow]:
         for f in self.files:
-            with open(f, newline="") as fh:
+            with f.open_text(newline="") as fh:
                 reader = _csv.reader(fh)
                 if self.header:
                     next(reader, None)
@@ -327,7 +312,7 @@ class NdjsonReader(Reader):
 
     def __init__(self, spec: SourceSpec):
         self.label = f"ndjson({spec.arg('path')!r})"
-        self.files = _files(spec.arg("path"), (".json", ".ndjson", ".jsonl"))
+        self.files = source_files(spec.arg("path"), (".json", ".ndjson", ".jsonl"))
         if not self.files:
             raise SourceError(f"{self.label}: no .ndjson/.jsonl/.json files")
         given = _user_schema(spec)
@@ -335,7 +320,7 @@ class NdjsonReader(Reader):
             self.schema = given
             return
         types: dict[str, DType] = {}
-        with open(self.files[0]) as fh:
+        with self.files[0].open_text() as fh:
             for line in itertools.islice(fh, 1000):
                 try:
                     obj = json.loads(line)
@@ -356,7 +341,7 @@ class NdjsonReader(Reader):
 
     def rows(self) -> Iterator[dict[str, Any] | BadRow]:
         for f in self.files:
-            with open(f) as fh:
+            with f.open_text() as fh:
                 for lineno, line in enumerate(fh, start=1):
                     if line.strip():
                         yield ndjson_line(line.rstrip("\n"), self.schema, f"{f.name}:{lineno}")
@@ -436,7 +421,7 @@ def watch(
 
     if format not in FILE_KINDS:
         raise SourceError(f"watch({path!r}): format must be one of {', '.join(FILE_KINDS)}")
-    if not Path(path).is_dir():
+    if not is_folder(str(path)):
         raise SourceError(f"watch({path!r}): not a directory")
     if idle_timeout is not None and idle_timeout <= 0:
         raise SourceError(f"watch({path!r}): idle_timeout must be > 0 seconds or None")
@@ -464,7 +449,9 @@ def file_spec(spec: SourceSpec, path: str) -> SourceSpec:
     return SourceSpec(spec.kind, (("path", path), *args))
 
 
-def read_file(spec: SourceSpec, schema: Schema, path: str) -> Iterator[pa.RecordBatch | BadRow]:
+def read_file(
+    spec: SourceSpec, schema: Schema, file: DataFile | str
+) -> Iterator[pa.RecordBatch | BadRow]:
     """One file of a watched folder as Arrow batches (or BadRows), typed by ``schema``.
 
     A Parquet file whose schema differs from the folder's is one BadRow; CSV/NDJSON files
@@ -472,8 +459,10 @@ def read_file(spec: SourceSpec, schema: Schema, path: str) -> Iterator[pa.Record
     from .backends.spark.ops import arrow_schema
 
     target = arrow_schema(schema)
+    f = file if isinstance(file, DataFile) else data_file(file)
+    path = f.uri
     if spec.kind == "parquet":
-        pf = pq.ParquetFile(path)
+        pf = f.parquet()
         fs = schema_from_arrow(pf.schema_arrow)
         if fs != schema:
             yield BadRow(path, f"file schema differs from the first file's: {fs} vs {schema}", "")
@@ -543,15 +532,10 @@ class WatchReader(Reader):
             static = SourceSpec(spec.kind, (("path", str(first[0])),))
             self.schema = open_source(static).schema
 
-    def pending(self, seen: set[str]) -> list[Path]:
-        p = Path(self.path)
-        if not p.is_dir():
+    def pending(self, seen: set[str]) -> list[DataFile]:
+        if not is_folder(self.path):
             raise SourceError(f"{self.label}: the folder is gone")
-        return sorted(
-            f
-            for f in p.iterdir()
-            if f.is_file() and f.suffix.lower() in self.exts and f.name not in seen
-        )
+        return [f for f in source_files(self.path, self.exts) if f.name not in seen]
 
     def arrow_batches(self) -> Iterator[pa.RecordBatch | BadRow]:  # type: ignore[override]
         import time
@@ -562,7 +546,7 @@ class WatchReader(Reader):
             new = self.pending(seen)
             for f in new:
                 seen.add(f.name)
-                yield from read_file(self.spec, self.schema, str(f))
+                yield from read_file(self.spec, self.schema, f)
             if new:
                 last_new = time.monotonic()
                 continue
@@ -795,7 +779,7 @@ def open_source(spec: SourceSpec) -> Reader:
         if isinstance(obj, SourceSpec):
             return open_source(obj)
         if isinstance(obj, (str, os.PathLike)):
-            ext = Path(obj).suffix.lower()
+            ext = data_file(str(obj)).suffix
             kinds = {
                 ".parquet": "parquet",
                 ".csv": "csv",

@@ -172,20 +172,30 @@ class ParquetWriter:
         epoch_s: float | None = None,
         create: bool = True,
     ):
-        self.dir = Path(path)
-        if create:  # not a URI that only Spark's executors write
-            self.dir.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._where: tuple[Any, str] | None = None
+        if create:  # not a URI that Spark's executors may write themselves
+            fs, folder = self.where
+            fs.create_dir(folder, recursive=True)
         self.schema = schema
         self.mode = mode
         self.key = key
         self.epoch_s = epoch_s
         self._buf: list[dict[str, Any]] = []
         self._part = 0
-        self.files: list[Path] = []
+        self.files: list[str] = []
         self.delegated = False  # an engine wrote the directory itself (Spark's executors)
         self._table = TableStore("", schema, key) if mode != "append" else None
         self._changed = False
         self._epoch_at = time.monotonic() + (epoch_s or 0.0)
+
+    @property
+    def where(self) -> tuple[Any, str]:
+        """The pyarrow filesystem and the folder in it (a local folder for a path or a
+        ``file://`` URI), resolved when first written."""
+        if self._where is None:
+            self._where = sink_folder(self.path)
+        return self._where
 
     def write(self, rows: list[dict[str, Any]]) -> None:
         if self._table is not None:
@@ -230,7 +240,10 @@ class ParquetWriter:
         for off in range(0, max(frame.height, 1), self.PART_ROWS):
             self._write_part(frame.slice(off, self.PART_ROWS).to_arrow())
         for f in old[len(self.files) :]:
-            f.unlink(missing_ok=True)
+            try:
+                self.where[0].delete_file(f)
+            except FileNotFoundError:
+                pass
 
     def close(self) -> None:
         if self.delegated:
@@ -247,12 +260,25 @@ class ParquetWriter:
         self._write_part(_pl_frame(rows, self.schema).to_arrow())
 
     def _write_part(self, table: pa.Table) -> None:
-        f = self.dir / f"part-{self._part:05d}.parquet"
-        tmp = f.with_name(f".{f.name}.tmp")
-        pq.write_table(table, tmp)
-        tmp.replace(f)
+        fs, folder = self.where
+        name = f"part-{self._part:05d}.parquet"
+        f, tmp = f"{folder}/{name}", f"{folder}/.{name}.tmp"
+        pq.write_table(table, tmp, filesystem=fs)
+        fs.move(tmp, f)  # a rename where the filesystem has one: never half-written
         self.files.append(f)
         self._part += 1
+
+
+def sink_folder(path: str) -> tuple[Any, str]:
+    """The pyarrow filesystem and the folder in it that a Parquet sink's ``path`` names."""
+    import pyarrow.fs as pafs
+
+    from .files import local_path, remote
+
+    local = local_path(path)
+    if local is not None:
+        return pafs.LocalFileSystem(), str(Path(local).absolute())
+    return remote(path)
 
 
 class RowLog:

@@ -15,9 +15,10 @@ from polars.testing import assert_frame_equal
 
 import streamcell as sc
 from streamcell.compiler import compile_plan
+from streamcell.errors import NotSupportedError
 from streamcell.options import RunOptions
 from streamcell.sources import GeneratorReader
-from tests.helpers import check_against_reference, run_plan
+from tests.helpers import check_against_reference, run_plan, upload
 
 pytest.importorskip("pyspark")
 pytestmark = pytest.mark.spark
@@ -72,6 +73,36 @@ def test_parquet_files_are_read_by_the_executors_in_name_order(tmp_path):
     ).with_columns(w=pl.col("v") * 2)
     assert_frame_equal(next(iter(out["tables"].values())), want)
     assert out["dead"]["position"].to_list() == [f"source#1 {tmp_path / 'in' / 'bb.parquet'}"]
+
+
+def test_a_file_uri_is_read_by_the_executors(tmp_path):
+    write_files(tmp_path / "in")
+    plan = sc.source(sc.parquet((tmp_path / "in").as_uri())).plan()
+    got = spark_source_of(plan)
+    assert got is not None and "FileScan parquet" in physical_plan(got.df)
+    out = check_against_reference(plan, SPARK)
+    assert next(iter(out["tables"].values())).height == 23
+
+
+def test_a_uri_spark_has_no_filesystem_for_is_read_by_the_driver_with_a_warning(tmp_path, s3):
+    query, fs = s3
+    write_files(tmp_path / "in")
+    upload(fs, tmp_path / "in", "spark-io")
+    plan = sc.source(sc.parquet(f"s3://streamcell-test/spark-io?{query}")).plan()
+    with pytest.warns(UserWarning, match="Spark has no filesystem for s3://"):
+        assert spark_source_of(plan) is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = check_against_reference(plan, SPARK)
+    assert next(iter(out["tables"].values())).height == 23
+
+
+def test_watching_a_folder_spark_cannot_list_is_refused(tmp_path, s3):
+    query, _ = s3
+    opts = SPARK.with_(display=False, checkpoint_dir=str(tmp_path / "ck"))
+    stream = sc.source(sc.watch(f"s3://streamcell-test/?{query}", schema={"v": "int"}))
+    with pytest.raises(NotSupportedError, match="has no filesystem for this URI's scheme"):
+        stream.start("watch_s3_spark", options=opts)
 
 
 def test_row_positions_of_downstream_dead_letters_follow_the_files(tmp_path):

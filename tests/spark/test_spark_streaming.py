@@ -57,11 +57,15 @@ def pipeline(src: sc.plan.SourceSpec) -> sc.Stream:
     )
 
 
-def test_watched_folder_picks_up_new_files_and_equals_reference(tmp_path: Path) -> None:
+@pytest.mark.parametrize("as_uri", [False, True], ids=["path", "file-uri"])
+def test_watched_folder_picks_up_new_files_and_equals_reference(
+    tmp_path: Path, as_uri: bool
+) -> None:
     d = tmp_path / "in"
     d.mkdir()
     put(d, "f0.csv", "x,s\n" + "".join(f"{i},{i}\n" for i in range(40)))
-    run = pipeline(sc.watch(str(d), format="csv", schema=SCHEMA)).start(
+    where = d.as_uri() if as_uri else str(d)
+    run = pipeline(sc.watch(where, format="csv", schema=SCHEMA)).start(
         "watch_spark", options=spark(tmp_path)
     )
     until(lambda: run.table().height > 0 or run.done())

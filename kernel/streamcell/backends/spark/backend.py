@@ -245,6 +245,21 @@ class SparkBackend:
         problem = environment_problem()
         if problem:
             raise StreamcellError(problem)
+        spec = source_spec(src)
+        if streaming and spec.kind in P.FILE_KINDS:
+            from ...files import scheme
+            from .io import spark_reads
+            from .session import get_session
+
+            path = str(spec.arg("path"))
+            if scheme(path) not in (None, "file") and not spark_reads(get_session(), path):
+                raise NotSupportedError(
+                    src.step_id,
+                    NAME,
+                    f"watch({path!r}): Spark lists a watched folder, and has no filesystem "
+                    "for this URI's scheme (for S3: hadoop-aws in spark.jars.packages and "
+                    "spark.hadoop.fs.s3a.*)",
+                )
 
     def execute(self, c: Compiled, env: Any, options: RunOptions) -> bool:
         if any(is_streaming(s) for s in c.plan.sources):
@@ -1077,7 +1092,9 @@ class BatchDriver:
                 d = low.checkpoint(d)
             return in_order(d, parts)
 
-        if sink.target == "callback" or (sink.target == "parquet" and not spark_writes(schema)):
+        if sink.target == "callback" or (
+            sink.target == "parquet" and not spark_writes(schema, sink.name or "", low.spark)
+        ):
             out = self._action(ordered(df).toArrow)
             return lambda: self._write(
                 to_polars(out, schema), sink, self.changelog.get(sink.inputs[0].step_id)

@@ -29,7 +29,6 @@ import itertools
 import threading
 import warnings
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -37,6 +36,7 @@ import pyarrow as pa
 
 from ... import plan as P
 from ...errors import StreamcellError
+from ...files import DataFile, local_path, scheme
 from ...sources import CHUNK, GENERATORS, BadRow, ParquetReader, csv_record, ndjson_line
 from ...types import Schema, schema_from_arrow
 from .expr import qcol, spark_type
@@ -93,6 +93,15 @@ def spark_source(
         return None
     if spec.kind in GENERATORS and spec.arg("rows") is not None:
         return _generator(spark, c.schemas[src.step_id], spec)
+    path = str(spec.arg("path"))
+    if spec.kind in P.FILE_KINDS and not spec.arg("watch", False) and not spark_reads(spark, path):
+        warnings.warn(
+            f"{spec.kind}({path!r}): Spark has no filesystem for {scheme(path)}:// (for S3: "
+            "hadoop-aws in spark.jars.packages and spark.hadoop.fs.s3a.*); the notebook "
+            "process reads these rows (through pyarrow) and hands them to Spark",
+            stacklevel=2,
+        )
+        return None
     if spec.kind == "parquet" and not spec.arg("watch", False):
         reader = c.readers[src.step_id]
         assert isinstance(reader, ParquetReader)
@@ -101,6 +110,26 @@ def spark_source(
         reader = c.readers[src.step_id]
         return _text(spark, c.schemas[src.step_id], reader, spec.kind)
     return None
+
+
+_readable: dict[str, bool] = {}
+
+
+def spark_reads(spark: Any, path: str) -> bool:
+    """Whether Spark has a filesystem for ``path``'s scheme (a plain path: always)."""
+    s = scheme(path)
+    if s is None or s == "file":
+        return True
+    if s not in _readable:
+        jvm = spark.sparkContext._jvm
+        try:
+            jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(
+                s, spark.sparkContext._jsc.hadoopConfiguration()
+            )
+            _readable[s] = True
+        except Exception:  # py4j's error: "No FileSystem for scheme"
+            _readable[s] = False
+    return _readable[s]
 
 
 def _decoded_name() -> Any:
@@ -138,7 +167,7 @@ def _text(spark: Any, schema: Schema, reader: Any, kind: str) -> SparkSource | N
         return None
     header = kind == "csv" and bool(reader.header)
     rank = {f.name: r for r, f in enumerate(files)}
-    lines = spark.read.text([str(f) for f in files]).select(
+    lines = spark.read.text([f.spark_uri for f in files]).select(
         "value", _decoded_name().alias("_f"), F.col("_metadata.file_block_start").alias("_bs")
     )
     blank = (
@@ -256,17 +285,16 @@ def _parquet(
     """Files in name order; a file's rows get serials ``base + _metadata.row_index``. With
     ``ordered`` (and at least as many files as Spark has cores), each file is one partition,
     the partitions in file order (``SparkSource.by_file``)."""
-    import pyarrow.parquet as pq
     from pyspark.sql import functions as F
 
-    groups: dict[pa.Schema, list[Path]] = {}  # files of one physical schema, read together
-    good: set[Path] = set()
+    groups: dict[pa.Schema, list[DataFile]] = {}  # files of one physical schema, read together
+    good: set[DataFile] = set()
     bases: dict[str, int] = {}
     bad: list[tuple[int, BadRow]] = []
     seq = 0
     last_good: int | None = None
     for f in reader.files:
-        meta = pq.ParquetFile(f)
+        meta = f.parquet()
         arrow = meta.schema_arrow
         if not all(_spark_readable(x.type) for x in arrow):
             return None
@@ -302,9 +330,9 @@ def _parquet(
             o = F.array((F.lit(bases[f.name]) + F.col("_metadata.row_index")).cast("bigint"))
             known = inferred.get(arrow_of[f])
             read = (
-                spark.read.parquet(str(f))
+                spark.read.parquet(f.spark_uri)
                 if known is None
-                else spark.read.schema(known).parquet(str(f))
+                else spark.read.schema(known).parquet(f.spark_uri)
             )
             inferred.setdefault(arrow_of[f], read.schema)
             part = read.select(*cols, o.alias("_o"))
@@ -321,7 +349,7 @@ def _parquet(
     order = F.array((checked + F.col("_metadata.row_index")).cast("bigint")).alias("_o")
     df = None
     for files in groups.values():
-        part = spark.read.parquet(*[str(f) for f in files]).select(*cols, order)
+        part = spark.read.parquet(*[f.spark_uri for f in files]).select(*cols, order)
         df = part if df is None else df.unionByName(part)
     return SparkSource(df, seq, bad, last_good)
 
@@ -388,16 +416,29 @@ def sorted_by_file(df: Any) -> Any:
     return df.sortWithinPartitions(F.col("_o")[0])
 
 
-def spark_writes(schema: Schema) -> bool:
-    """Whether Spark can write the sink's columns to Parquet as streamcell would (Spark has
-    no Parquet form of a column of nulls)."""
-    return all(t.name != "null" for _, t in schema)
+def spark_writes(schema: Schema, path: str, spark: Any) -> bool:
+    """Whether Spark writes a Parquet sink at ``path`` as streamcell would: Spark has no
+    Parquet form of a column of nulls, and may have no filesystem for the URI's scheme (then
+    a warning says that the notebook process writes it, through pyarrow)."""
+    if any(t.name == "null" for _, t in schema):
+        return False
+    if spark_reads(spark, path):
+        return True
+    warnings.warn(
+        f"parquet sink {path!r}: Spark has no filesystem for {scheme(path)}:// (for S3: "
+        "hadoop-aws in spark.jars.packages and spark.hadoop.fs.s3a.*); the notebook process "
+        "writes it (through pyarrow)",
+        stacklevel=2,
+    )
+    return False
 
 
 def write_parquet(df: Any, path: str, names: list[str]) -> None:
     """Write ``df`` (sorted as :func:`in_order` leaves it) as the directory's part files,
     replacing what a previous write put there."""
-    df.select(*[qcol(n) for n in names]).write.mode("overwrite").parquet(path)
+    # a file:// URI as its decoded local path: Hadoop would keep its %-escapes in the name
+    local = local_path(path)
+    df.select(*[qcol(n) for n in names]).write.mode("overwrite").parquet(local or path)
 
 
 class SparkTable:

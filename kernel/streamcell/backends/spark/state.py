@@ -32,7 +32,6 @@ from its checkpoint continues with the state of the last committed micro-batch.
 from __future__ import annotations
 
 import dataclasses
-import os
 import pickle
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -40,6 +39,7 @@ from typing import Any
 import pyarrow as pa
 
 from ... import plan as P
+from ...files import data_file
 from ...sources import CHUNK, BadRow, read_file
 from ...types import Schema
 from .ops import DEAD, LIVE, SKETCH, STATS, MiniCompiled, PartitionEnv, detach, run_op
@@ -61,13 +61,6 @@ KEYED = (P.Aggregate, P.Running, P.TopK, P.Dedup, P.Transfer)
 
 def dumps(x: Any) -> bytes:
     return pickle.dumps(x, protocol=pickle.HIGHEST_PROTOCOL)
-
-
-def local_path(uri: str) -> str:
-    from urllib.parse import unquote, urlparse
-
-    u = urlparse(uri)
-    return unquote(u.path) if u.scheme in ("file", "") else uri
 
 
 # --------------------------------------------------------------------------- group keys
@@ -269,9 +262,10 @@ def file_source_fn(
         out = Out()
         for b in batches:
             for path in b.column(0).to_pylist():
-                name = os.path.basename(local_path(path))
+                f = data_file(path)
+                name = f.name
                 n = bad = 0
-                for item in read_file(spec, schema, local_path(path)):
+                for item in read_file(spec, schema, f):
                     if isinstance(item, BadRow):
                         out.side(name, [n], DEAD, sid, item)
                         n += 1

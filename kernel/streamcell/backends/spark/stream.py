@@ -38,7 +38,9 @@ import polars as pl
 
 from ... import plan as P
 from ...compiler import Compiled
+from ...files import data_file
 from ...options import RunOptions
+from ...stores import sink_folder
 from .backend import source_spec
 from .ops import DEAD, LATE, LIVE, SKETCH, STATS
 from .state import (
@@ -50,13 +52,12 @@ from .state import (
     group_keys,
     keyed_processor,
     keyed_state_fn,
-    local_path,
     sketch_stage_fn,
     stateless_fn,
     streaming_refusal,
 )
 
-__all__ = ["StreamDriver", "local_path", "streaming_refusal"]
+__all__ = ["StreamDriver", "streaming_refusal"]
 
 
 class _Stopped(Exception):
@@ -118,6 +119,7 @@ class StreamDriver:
 
             from ...sources import EXTENSIONS
 
+            path = str(self.spec.arg("path"))
             exts = EXTENSIONS[self.spec.kind]
             binary = T.StructType(  # exactly the binaryFile source's schema
                 [
@@ -131,7 +133,7 @@ class StreamDriver:
                 spark.readStream.format("binaryFile")
                 .schema(binary)
                 .option("pathGlobFilter", "*{" + ",".join(exts) + "}")
-                .load(str(self.spec.arg("path")))
+                .load(data_file(path).spark_uri)
                 .select("path")
             )
         rate = self.src.rate or 10_000.0
@@ -430,11 +432,13 @@ class StreamDriver:
         if frame.height == 0:
             return
         assert sink.name is not None
-        os.makedirs(sink.name, exist_ok=True)
-        final = os.path.join(sink.name, f"part-b{batch_id:09d}.parquet")
-        tmp = os.path.join(sink.name, f".part-b{batch_id:09d}.{uuid.uuid4().hex[:8]}.tmp")
-        frame.write_parquet(tmp)
-        os.replace(tmp, final)
+        fs, folder = sink_folder(sink.name)  # a local folder or a pyarrow filesystem's
+        fs.create_dir(folder, recursive=True)
+        final = f"{folder}/part-b{batch_id:09d}.parquet"
+        tmp = f"{folder}/.part-b{batch_id:09d}.{uuid.uuid4().hex[:8]}.tmp"
+        with fs.open_output_stream(tmp) as out:
+            frame.write_parquet(out)
+        fs.move(tmp, final)
 
     # ----------------------------------------------------------------- metrics
     def _poll_progress(self, q: Any) -> None:
