@@ -12,6 +12,12 @@
  * per window instead of a heap's O(log open). Tumbling / sliding windows are found by
  * (key, start) in a map; sessions by key, in a list per key.
  *
+ * Tumbling / sliding windows keyed by one int64 column (or by nothing) use a map of
+ * (key value, null?, start) pairs instead (wpmap): a probe is one 24-byte slot read and two
+ * compares, with no key encoding and no byte hash, and the batch's slots are prefetched a few
+ * rows ahead, since a window's slot is rarely in cache (it was touched when the window opened,
+ * a window's length of rows ago). Keys are equal exactly when sc_key_encode's bytes are.
+ *
  * Time arithmetic is exact (128-bit) for the late test, window starts and session hits;
  * stored bounds (start, end) are int64 and saturate where the exact value does not fit, which
  * the reference could not write to its int64 / datetime column anyway. */
@@ -25,12 +31,12 @@
 typedef __int128 i128;
 
 typedef struct win {
-    int64_t start, last, end;
+    int64_t start, last, end; /* last: sessions; the key value for a pair-map window (kin) */
     uint64_t seq;   /* creation order */
     uint64_t mhash; /* tumbling / sliding: map hash of (key, start) */
     uint32_t hpos;  /* session: position in the heap */
     uint32_t next;  /* tumbling / sliding: the next window of its bucket (NO_WIN: none) */
-    uint32_t owner; /* session: its key's list */
+    uint32_t owner; /* session: its key's list; a pair-map window (kin): 1 if its key is null */
     sc_sbuf row;    /* SC_OUT_INPUT columns of the row that opened the window */
 } win;
 
@@ -47,6 +53,22 @@ typedef struct sess_list {
     uint32_t n, cap;
     uint32_t *w; /* open sessions of the key, in creation order */
 } sess_list;
+
+/* Tumbling / sliding windows of one int64 key column: (key, null?, start) -> window id. */
+typedef struct wpslot {
+    int64_t k, start;
+    uint32_t id1; /* window id + 1 (0: empty), the top bit set when the key is null */
+    uint32_t h;   /* the hash's low bits: its home slot, without reading the window */
+} wpslot;
+
+#define WP_NULL UINT32_C(0x80000000)
+
+typedef struct wpmap {
+    wpslot *s;
+    size_t cap, n; /* cap: a power of two, load <= 1/2 */
+} wpmap;
+
+#define WP_AHEAD 8 /* rows between a slot's prefetch and its probe */
 
 typedef struct window_op {
     sc_op_base base;
@@ -66,6 +88,14 @@ typedef struct window_op {
     uint32_t blo, bhi, bcap;
     /* lookup */
     sc_kmap map;
+    bool ipair;     /* tumbling / sliding by one int64 key column or none: wp, not map */
+    int32_t kcol;   /* that column (-1: no key) */
+    bool kin;       /* ipair, and the key is the only input column kept: no row blob */
+    wpmap wp;
+    /* tumbling / sliding: the last row's time range [slo, shi) and its first_start */
+    bool scached;
+    int64_t slo, shi;
+    i128 sfirst;
     sess_list *sl;
     uint32_t slcap, slhw, nslfree;
     uint32_t *slfree;
@@ -79,6 +109,82 @@ typedef struct window_op {
 } window_op;
 
 static inline int64_t sat64(i128 x) { return x > INT64_MAX ? INT64_MAX : x < INT64_MIN ? INT64_MIN : (int64_t)x; }
+
+/* ------------------------------------------------------------------------- pair map */
+
+static inline uint64_t wp_hash(int64_t k, uint32_t knull, int64_t start) {
+    return sc_mum((uint64_t)k ^ UINT64_C(0x9e3779b97f4a7c15),
+                  (uint64_t)start ^ UINT64_C(0xd6e8feb86659fd93) ^ (uint64_t)knull);
+}
+
+static int wp_init(wpmap *m) {
+    m->cap = 256;
+    m->n = 0;
+    m->s = calloc(m->cap, sizeof *m->s);
+    return m->s ? SC_OK : SC_ENOMEM;
+}
+
+static inline void wp_prefetch(const wpmap *m, uint64_t h) { __builtin_prefetch(&m->s[h & (m->cap - 1)]); }
+
+/* The window of (k, knull, start) with hash h: *id, true; or false. */
+static inline bool wp_find(const wpmap *m, uint64_t h, int64_t k, uint32_t knull, int64_t start, uint32_t *id) {
+    size_t mask = m->cap - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+        const wpslot *s = &m->s[i];
+        if (!s->id1) return false;
+        if (s->k == k && s->start == start && (s->id1 & WP_NULL) == (knull ? WP_NULL : 0)) {
+            *id = (s->id1 & ~WP_NULL) - 1;
+            return true;
+        }
+    }
+}
+
+static void wp_put(wpslot *slots, size_t mask, const wpslot *x) {
+    size_t i = x->h & mask;
+    while (slots[i].id1) i = (i + 1) & mask;
+    slots[i] = *x;
+}
+
+/* Insert (k, knull, start) -> id, absent; h is its hash. The map stays below 2^32 slots. */
+static int wp_insert(wpmap *m, uint64_t h, int64_t k, uint32_t knull, int64_t start, uint32_t id) {
+    if (id + 1 >= WP_NULL) return SC_ENOMEM;
+    if ((m->n + 1) * 2 > m->cap) {
+        size_t cap = m->cap * 2;
+        if (cap > (size_t)UINT32_MAX) return SC_ENOMEM;
+        wpslot *s = calloc(cap, sizeof *s);
+        if (!s) return SC_ENOMEM;
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->s[i].id1) wp_put(s, cap - 1, &m->s[i]);
+        free(m->s);
+        m->s = s;
+        m->cap = cap;
+    }
+    wpslot x = { k, start, (id + 1) | (knull ? WP_NULL : 0), (uint32_t)h };
+    wp_put(m->s, m->cap - 1, &x);
+    m->n++;
+    return SC_OK;
+}
+
+/* Remove window id (hash h): backward-shift deletion, so probes never see tombstones. */
+static int wp_remove(wpmap *m, uint64_t h, uint32_t id) {
+    size_t mask = m->cap - 1, i = h & mask;
+    for (;; i = (i + 1) & mask) {
+        if (!m->s[i].id1) return SC_EINTERNAL;
+        if ((m->s[i].id1 & ~WP_NULL) == id + 1) break;
+    }
+    m->n--;
+    for (size_t j = (i + 1) & mask;; j = (j + 1) & mask) {
+        wpslot *x = &m->s[j];
+        if (!x->id1) break;
+        size_t home = x->h & mask;
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            m->s[i] = *x;
+            i = j;
+        }
+    }
+    m->s[i].id1 = 0;
+    return SC_OK;
+}
 
 /* ------------------------------------------------------------------------- heap */
 
@@ -198,7 +304,7 @@ static int win_new(window_op *op, const sc_batch *in, int64_t row, int64_t start
     }
     uint32_t id = op->nfree ? op->wfree[--op->nfree] : op->whw++;
     win *w = &op->w[id];
-    int rc = sc_row_encode(&w->row, in, row, op->icols, op->nicols);
+    int rc = op->kin ? SC_OK : sc_row_encode(&w->row, in, row, op->icols, op->nicols);
     if (rc) {
         op->wfree[op->nfree++] = id;
         return rc;
@@ -250,6 +356,7 @@ static void list_remove(sess_list *L, uint32_t id) {
 
 /* Take a closed or merged window out of the lookup. */
 static int win_unlink(window_op *op, uint32_t id) {
+    if (op->ipair) return wp_remove(&op->wp, op->w[id].mhash, id);
     if (op->kind != SC_WIN_SESSION) return sc_kmap_remove(&op->map, op->w[id].mhash, id);
     uint32_t lid = op->w[id].owner;
     sess_list *L = &op->sl[lid];
@@ -263,12 +370,79 @@ static int win_unlink(window_op *op, uint32_t id) {
 
 /* Tumbling / sliding: every window [start, start + size) with start a multiple of `every`
  * that holds t, as `range(first, t + 1, every)` in the reference. */
-static int fixed_row(window_op *op, const sc_batch *in, int64_t row, int64_t t) {
+/* The first window start of `range(first, t + 1, every)`: every * floor((t - size) / every)
+ * + every, in int64 where nothing can overflow (|t|, size < 2^62). */
+static inline i128 first_start(const window_op *op, int64_t t) {
+    const int64_t lim = INT64_C(1) << 62;
+    if (t > -lim && t < lim && op->size < lim) {
+        int64_t d = t - op->size, q = d / op->every;
+        if (d % op->every != 0 && d < 0) q--;
+        return (i128)q * op->every + op->every;
+    }
     i128 d = (i128)t - op->size, q = d / op->every;
     if (d % op->every != 0 && d < 0) q--; /* floor division */
+    return q * op->every + op->every;
+}
+
+/* first_start(t), remembered for the range of times that share it: event times mostly
+ * arrive in order, so consecutive rows fall in one range and skip the division. The range
+ * of t with first_start(t) = f is [f - every + size, f + size) (|t| < 2^62 there). */
+static inline i128 cached_first_start(window_op *op, int64_t t) {
+    if (op->scached && t >= op->slo && t < op->shi) return op->sfirst;
+    i128 f = first_start(op, t);
+    i128 lo = f - op->every + op->size, hi = f + op->size;
+    op->scached = lo > INT64_MIN && hi < INT64_MAX;
+    if (op->scached) {
+        op->slo = (int64_t)lo;
+        op->shi = (int64_t)hi;
+        op->sfirst = f;
+    }
+    return f;
+}
+
+/* The row's key in the pair map: the int64 value and whether it is null (no key: 0). */
+static inline void pair_key(const window_op *op, const sc_batch *in, int64_t row, int64_t *k, uint32_t *knull) {
+    if (op->kcol < 0) {
+        *k = 0;
+        *knull = 0;
+    } else if (!sc_batch_is_valid(in, op->kcol, row)) {
+        *k = 0;
+        *knull = 1;
+    } else {
+        *k = sc_batch_get_i64(in, op->kcol, row);
+        *knull = 0;
+    }
+}
+
+/* fixed_row of a window keyed by one int64 column (or none): the pair map. */
+static int fixed_row_pair(window_op *op, const sc_batch *in, int64_t row, int64_t t) {
+    int64_t k;
+    uint32_t knull;
+    pair_key(op, in, row, &k, &knull);
+    int rc = SC_OK;
+    for (i128 start = cached_first_start(op, t); !rc && start <= t; start += op->every) {
+        if (!((i128)t < start + op->size)) continue;
+        int64_t s = sat64(start);
+        uint64_t h = wp_hash(k, knull, s);
+        uint32_t id;
+        if (!wp_find(&op->wp, h, k, knull, s, &id)) {
+            rc = win_new(op, in, row, s, sat64(start + op->size), &id);
+            if (rc) break;
+            op->w[id].mhash = h;
+            op->w[id].last = k;
+            op->w[id].owner = knull;
+            rc = wp_insert(&op->wp, h, k, knull, s, id);
+            if (rc) break;
+        }
+        rc = win_update(op, id, in, row);
+    }
+    return rc;
+}
+
+static int fixed_row(window_op *op, const sc_batch *in, int64_t row, int64_t t) {
     size_t klen = op->kbuf.len;
     int rc = SC_OK;
-    for (i128 start = q * op->every + op->every; !rc && start <= t; start += op->every) {
+    for (i128 start = first_start(op, t); !rc && start <= t; start += op->every) {
         if (!((i128)t < start + op->size)) continue;
         int64_t s = sat64(start);
         op->kbuf.len = klen;
@@ -409,7 +583,14 @@ static int emit_window(window_op *op, uint32_t id, const sc_batch *trig, int64_t
     for (int32_t k = 0; !rc && k < op->kp.nouts; k++) {
         int32_t c = SC_NHIDDEN + k, arg = op->kp.outs[k].arg;
         switch (op->kp.outs[k].kind) {
-        case SC_OUT_INPUT: rc = sc_row_put(ob, c, orow, blob, op->nicols, op->oidx[k]); break;
+        case SC_OUT_INPUT:
+            if (!op->kin) rc = sc_row_put(ob, c, orow, blob, op->nicols, op->oidx[k]);
+            else if (w->owner) sc_batch_set_null(ob, c, orow);
+            else {
+                sc_batch_set_i64(ob, c, orow, w->last);
+                sc_batch_set_valid(ob, c, orow);
+            }
+            break;
         case SC_OUT_WSTART: sc_batch_set_i64(ob, c, orow, w->start); break;
         case SC_OUT_WEND: sc_batch_set_i64(ob, c, orow, w->end); break;
         default: rc = sc_acc_write(&op->kp.aggs[arg], &op->accs[id * na + (size_t)arg], ob, c, orow);
@@ -426,8 +607,13 @@ static int close_windows(window_op *op, i128 wm, const sc_batch *trig, int64_t t
         if (trig && (i128)op->w[b->head].end > wm) break;
         while (b->head != NO_WIN) {
             uint32_t id = b->head;
+            if (op->ipair) wp_prefetch(&op->wp, op->w[id].mhash); /* for win_unlink */
             b->head = op->w[id].next;
             if (b->head == NO_WIN) b->tail = NO_WIN;
+            else { /* the next window: a different line of w and of accs, a cache miss each */
+                __builtin_prefetch(&op->w[b->head]);
+                if (op->kp.naggs) __builtin_prefetch(&op->accs[(size_t)b->head * (size_t)op->kp.naggs]);
+            }
             int rc = emit_window(op, id, trig, trow, e);
             if (!rc) rc = win_unlink(op, id);
             win_free(op, id);
@@ -453,9 +639,14 @@ static int window_row(window_op *op, const sc_batch *in, int64_t r, sc_emitter *
     if (op->days) t = sat64((i128)t * SC_US_PER_DAY);
     if (op->has_max && (i128)t < (i128)op->max_t - op->lateness) return sc_op_late(&op->base, in, r);
     op->seq++;
-    op->kbuf.len = 0;
-    int rc = sc_key_encode(&op->kbuf, in, r, op->kp.keys, op->kp.nkeys, NULL);
-    if (!rc) rc = op->kind == SC_WIN_SESSION ? session_row(op, in, r, t) : fixed_row(op, in, r, t);
+    int rc;
+    if (op->ipair) {
+        rc = fixed_row_pair(op, in, r, t);
+    } else {
+        op->kbuf.len = 0;
+        rc = sc_key_encode(&op->kbuf, in, r, op->kp.keys, op->kp.nkeys, NULL);
+        if (!rc) rc = op->kind == SC_WIN_SESSION ? session_row(op, in, r, t) : fixed_row(op, in, r, t);
+    }
     if (rc) return rc;
     if (!op->has_max || t > op->max_t) op->max_t = t;
     op->has_max = true;
@@ -479,7 +670,7 @@ static void check_state(const window_op *op) {
             }
         }
         SC_INVARIANT(n == op->open && op->hn == 0, "window buckets != open windows");
-        SC_INVARIANT(op->map.n == (size_t)n, "window map size != open windows");
+        SC_INVARIANT((op->ipair ? op->wp.n : op->map.n) == (size_t)n, "window map size != open windows");
         return;
     }
     SC_INVARIANT((int64_t)op->hn == op->open, "window heap size != open windows");
@@ -492,6 +683,19 @@ static void check_state(const window_op *op) {
 #endif
 }
 
+/* Prefetch the pair-map slot of in[r]'s first window (the map may grow before the probe:
+ * a prefetch is only a hint). */
+static inline void prefetch_row(window_op *op, const sc_batch *in, int64_t r) {
+    if (!sc_batch_is_valid(in, op->time_col, r)) return;
+    int64_t t = sc_batch_get_i64(in, op->time_col, r), k;
+    if (op->days) t = sat64((i128)t * SC_US_PER_DAY);
+    uint32_t knull;
+    pair_key(op, in, r, &k, &knull);
+    i128 start = cached_first_start(op, t);
+    while (start <= t && !((i128)t < start + op->size)) start += op->every;
+    wp_prefetch(&op->wp, wp_hash(k, knull, sat64(start)));
+}
+
 int sc_op_window_run(void *vst, sc_batch *in, sc_batch **out) {
     window_op *op = vst;
     sc_emitter e = { &op->base, in, NULL, NULL, 0 };
@@ -500,7 +704,10 @@ int sc_op_window_run(void *vst, sc_batch *in, sc_batch **out) {
         rc = in->nrows ? SC_EINVAL : close_windows(op, 0, NULL, 0, &e);
     } else {
         sc_count_in(&op->base, in->nrows);
-        for (int64_t r = 0; !rc && r < in->nrows; r++) rc = window_row(op, in, r, &e);
+        for (int64_t r = 0; !rc && r < in->nrows; r++) {
+            if (op->ipair && r + WP_AHEAD < in->nrows) prefetch_row(op, in, r + WP_AHEAD);
+            rc = window_row(op, in, r, &e);
+        }
     }
     if (!rc) check_state(op);
     sc_i64_store_relaxed(&op->base.state_size, op->open);
@@ -525,6 +732,7 @@ void sc_op_window_destroy(void *vst) {
     free(op->icols);
     free(op->oidx);
     sc_kmap_free(&op->map);
+    free(op->wp.s);
     sc_buf_free(&op->kbuf);
     sc_buf_free(&op->scratch);
     sc_keyed_plan_free(&op->kp);
@@ -561,6 +769,13 @@ int sc_op_window_create(void **st, const sc_op_base *base, const sc_window_spec 
         op->oidx = malloc(((size_t)op->kp.nouts + 1) * sizeof *op->oidx);
         rc = op->icols && op->oidx ? sc_kmap_init(&op->map, 64) : SC_ENOMEM;
     }
+    if (!rc && op->kind != SC_WIN_SESSION &&
+        (op->kp.nkeys == 0 ||
+         (op->kp.nkeys == 1 && sc_ltype_physical((sc_ltype)in->lt[op->kp.keys[0]]) == SC_COL_INT64))) {
+        op->ipair = true;
+        op->kcol = op->kp.nkeys ? op->kp.keys[0] : -1;
+        rc = wp_init(&op->wp);
+    }
     for (int32_t k = 0; !rc && k < op->kp.nouts; k++) {
         op->oidx[k] = -1;
         if (op->kp.outs[k].kind != SC_OUT_INPUT) continue;
@@ -569,6 +784,7 @@ int sc_op_window_create(void **st, const sc_op_base *base, const sc_window_spec 
         if (i == op->nicols) op->icols[op->nicols++] = op->kp.outs[k].arg;
         op->oidx[k] = i;
     }
+    op->kin = op->ipair && op->nicols == 1 && op->icols[0] == op->kcol;
     if (rc) {
         sc_op_window_destroy(op);
         return rc;

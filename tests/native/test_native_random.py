@@ -363,3 +363,45 @@ def test_native_equals_reference_on_random_pipelines(plan, options):
     want = outputs(run_plan(plan, RunOptions(engine="reference")))
     got = outputs(run_plan(plan, options))
     assert_same_outputs(got, want)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    kind=st.sampled_from(["tumbling", "sliding"]),
+    keyed=st.sampled_from(["int", "int-and-str", "none"]),
+    late=st.sampled_from([0, 50, 3000]),  # 3000: thousands of windows open at once
+    options=CONFIGS,
+)
+def test_windows_over_many_int_keys_equal_the_reference(seed, kind, keyed, late, options):
+    """Thousands of windows open at once (the window map grows, and closing removes from
+    long probe runs), int keys with nulls, times mostly in order with stragglers (late rows,
+    windows closing out of creation order), extreme times near the int64 limits."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    n = 6_000
+    t = np.cumsum(rng.integers(0, 3, n)) + rng.integers(-40, 5, n)
+    t[-3:] = 2**62 + rng.integers(0, 100, 3)  # far ahead at the end: every window closes
+    keys = rng.integers(-(2**40), 2**40, 900)[rng.integers(0, 900, n)]
+    df = pl.DataFrame(
+        {
+            "k": pl.Series(keys, dtype=pl.Int64).scatter(
+                np.flatnonzero(rng.random(n) < 0.05), None
+            ),
+            "s": rng.choice(["x", "y"], n),
+            "t": t,
+            "v": rng.normal(size=n),
+        }
+    )
+    s = sc.source(df)
+    s = s.key_by("k") if keyed == "int" else s.key_by("k", "s") if keyed != "none" else s
+    w = (
+        s.tumbling(20, time="t", lateness=late)
+        if kind == "tumbling"
+        else s.sliding(30, every=10, time="t", lateness=late)
+    )
+    plan = w.agg(n=sc.count(), x=sc.sum("v"), lo=sc.min("v")).plan()
+    want = outputs(run_plan(plan, RunOptions(engine="reference")))
+    assert_same_outputs(outputs(run_plan(plan, options)), want)
+    assert next(iter(want["tables"].values())).height > (500 if keyed != "none" else 100)
