@@ -18,10 +18,22 @@
  * rows ahead, since a window's slot is rarely in cache (it was touched when the window opened,
  * a window's length of rows ago). Keys are equal exactly when sc_key_encode's bytes are.
  *
+ * Tumbling windows whose aggregates all have a dense form (aggstate.h: count, sum, mean,
+ * min, max of numbers) keep one record of a few words per window instead of an sc_acc per
+ * aggregate, and process a batch in three passes: the rows in order (late test, the row's
+ * window, the watermark, the windows it closes: taken out of the lookup and recorded with
+ * their trigger row), then the records updated column by column (sc_dense_update), then the
+ * recorded windows emitted in order and freed. This equals the row-at-a-time order: a
+ * window closes only after every row that updates it (a row after its close is late: its time
+ * is below the window's end, which is at most the watermark), and no window id is reused
+ * within a batch, since closed windows are freed only in the third pass. Each row of a
+ * tumbling window updates exactly one window, so each record sees its rows in arrival order.
+ *
  * Time arithmetic is exact (128-bit) for the late test, window starts and session hits;
  * stored bounds (start, end) are int64 and saturate where the exact value does not fit, which
  * the reference could not write to its int64 / datetime column anyway. */
 #include "ops_state.h"
+#include "aggstate.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -100,6 +112,15 @@ typedef struct window_op {
     uint32_t slcap, slhw, nslfree;
     uint32_t *slfree;
     uint32_t *hit, hitcap;
+    /* dense tumbling: window i's record is drec[(i + 1) * dn.words ..]; record 0 takes the
+     * batch's late and dead rows (gid 0) and is never read */
+    bool dense;
+    sc_dense dn;
+    uint64_t *drec;
+    int64_t *gid;
+    int64_t gidcap;
+    int64_t *closed; /* the batch's closed windows: (trigger row, window id) pairs */
+    int64_t nclosed, closedcap;
     /* event time */
     bool has_max;
     int64_t max_t;
@@ -120,7 +141,7 @@ static inline uint64_t wp_hash(int64_t k, uint32_t knull, int64_t start) {
 static int wp_init(wpmap *m) {
     m->cap = 256;
     m->n = 0;
-    m->s = calloc(m->cap, sizeof *m->s);
+    m->s = sc_colbuf_calloc(m->cap, sizeof *m->s);
     return m->s ? SC_OK : SC_ENOMEM;
 }
 
@@ -151,11 +172,11 @@ static int wp_insert(wpmap *m, uint64_t h, int64_t k, uint32_t knull, int64_t st
     if ((m->n + 1) * 2 > m->cap) {
         size_t cap = m->cap * 2;
         if (cap > (size_t)UINT32_MAX) return SC_ENOMEM;
-        wpslot *s = calloc(cap, sizeof *s);
+        wpslot *s = sc_colbuf_calloc(cap, sizeof *s);
         if (!s) return SC_ENOMEM;
         for (size_t i = 0; i < m->cap; i++)
             if (m->s[i].id1) wp_put(s, cap - 1, &m->s[i]);
-        free(m->s);
+        sc_colbuf_free(m->s);
         m->s = s;
         m->cap = cap;
     }
@@ -234,21 +255,30 @@ static void heap_remove(window_op *op, uint32_t i) {
 
 /* ------------------------------------------------------------------------- windows */
 
+/* The window slab, its accumulators, the free list and the pair map come from the column
+ * buffer cache (runtime/batch.h): they grow to megabytes in every run, and a fresh run's
+ * copies would otherwise be faulted in page by page again. */
 static int win_grow(window_op *op) {
     uint32_t cap = op->wcap ? op->wcap * 2 : 64;
     size_t na = (size_t)op->kp.naggs;
-    win *w = realloc(op->w, cap * sizeof *w);
+    win *w = sc_colbuf_realloc(op->w, cap * sizeof *w);
     if (!w) return SC_ENOMEM;
     op->w = w;
     memset(w + op->wcap, 0, (cap - op->wcap) * sizeof *w);
-    uint32_t *f = realloc(op->wfree, cap * sizeof *f);
+    uint32_t *f = sc_colbuf_realloc(op->wfree, cap * sizeof *f);
     if (!f) return SC_ENOMEM;
     op->wfree = f;
-    uint32_t *h = realloc(op->heap, cap * sizeof *h);
-    if (!h) return SC_ENOMEM;
-    op->heap = h;
-    if (na) {
-        sc_acc *a = realloc(op->accs, cap * na * sizeof *a);
+    if (op->kind == SC_WIN_SESSION) {
+        uint32_t *h = sc_colbuf_realloc(op->heap, cap * sizeof *h);
+        if (!h) return SC_ENOMEM;
+        op->heap = h;
+    }
+    if (op->dense) {
+        uint64_t *d = sc_colbuf_realloc(op->drec, ((size_t)cap + 1) * (size_t)op->dn.words * sizeof *d);
+        if (!d) return SC_ENOMEM;
+        op->drec = d;
+    } else if (na) {
+        sc_acc *a = sc_colbuf_realloc(op->accs, cap * na * sizeof *a);
         if (!a) return SC_ENOMEM;
         memset(a + op->wcap * na, 0, (cap - op->wcap) * na * sizeof *a);
         op->accs = a;
@@ -312,6 +342,7 @@ static int win_new(window_op *op, const sc_batch *in, int64_t row, int64_t start
     w->start = w->last = start;
     w->end = end;
     w->seq = ++op->nwin;
+    if (op->dense) sc_dense_init(&op->dn, op->drec + ((size_t)id + 1) * (size_t)op->dn.words);
     if (op->kind == SC_WIN_SESSION) {
         op->heap[op->hn] = id;
         w->hpos = op->hn++;
@@ -330,13 +361,17 @@ static int win_new(window_op *op, const sc_batch *in, int64_t row, int64_t start
 
 /* Free a window that is off the heap and out of the lookup (its row buffer is kept). */
 static void win_free(window_op *op, uint32_t id) {
-    size_t na = (size_t)op->kp.naggs;
+    size_t na = op->dense ? 0 : (size_t)op->kp.naggs;
     for (size_t j = 0; j < na; j++) sc_acc_free(&op->kp.aggs[j], &op->accs[id * na + j]);
     op->wfree[op->nfree++] = id;
     op->open--;
 }
 
 static int win_update(window_op *op, uint32_t id, const sc_batch *in, int64_t row) {
+    if (op->dense) { /* the record is updated with the whole batch (sc_dense_update) */
+        op->gid[row] = (int64_t)id + 1;
+        return SC_OK;
+    }
     size_t na = (size_t)op->kp.naggs;
     for (size_t j = 0; j < na; j++) {
         int rc = sc_acc_update(&op->kp.aggs[j], &op->accs[id * na + j], in, row, op->seq, &op->scratch);
@@ -593,10 +628,30 @@ static int emit_window(window_op *op, uint32_t id, const sc_batch *trig, int64_t
             break;
         case SC_OUT_WSTART: sc_batch_set_i64(ob, c, orow, w->start); break;
         case SC_OUT_WEND: sc_batch_set_i64(ob, c, orow, w->end); break;
-        default: rc = sc_acc_write(&op->kp.aggs[arg], &op->accs[id * na + (size_t)arg], ob, c, orow);
+        default:
+            if (op->dense) {
+                sc_acc view;
+                sc_dense_acc(&op->dn, arg, op->drec + ((size_t)id + 1) * (size_t)op->dn.words, &view);
+                rc = sc_acc_write(&op->kp.aggs[arg], &view, ob, c, orow);
+            } else {
+                rc = sc_acc_write(&op->kp.aggs[arg], &op->accs[id * na + (size_t)arg], ob, c, orow);
+            }
         }
     }
     return rc;
+}
+
+static int closed_push(window_op *op, int64_t trow, uint32_t id) {
+    if (op->nclosed + 2 > op->closedcap) {
+        int64_t cap = op->closedcap ? op->closedcap * 2 : 1024;
+        int64_t *c = realloc(op->closed, (size_t)cap * sizeof *c);
+        if (!c) return SC_ENOMEM;
+        op->closed = c;
+        op->closedcap = cap;
+    }
+    op->closed[op->nclosed++] = trow;
+    op->closed[op->nclosed++] = id;
+    return SC_OK;
 }
 
 /* Close (emit, forget) every window with end <= wm in (end, start, creation) order; all of
@@ -612,7 +667,14 @@ static int close_windows(window_op *op, i128 wm, const sc_batch *trig, int64_t t
             if (b->head == NO_WIN) b->tail = NO_WIN;
             else { /* the next window: a different line of w and of accs, a cache miss each */
                 __builtin_prefetch(&op->w[b->head]);
-                if (op->kp.naggs) __builtin_prefetch(&op->accs[(size_t)b->head * (size_t)op->kp.naggs]);
+                if (op->kp.naggs && !op->dense)
+                    __builtin_prefetch(&op->accs[(size_t)b->head * (size_t)op->kp.naggs]);
+            }
+            if (op->dense && trig) { /* emitted after the batch's records are updated */
+                int rc = win_unlink(op, id);
+                if (!rc) rc = closed_push(op, trow, id);
+                if (rc) return rc;
+                continue;
             }
             int rc = emit_window(op, id, trig, trow, e);
             if (!rc) rc = win_unlink(op, id);
@@ -634,6 +696,7 @@ static int close_windows(window_op *op, i128 wm, const sc_batch *trig, int64_t t
 }
 
 static int window_row(window_op *op, const sc_batch *in, int64_t r, sc_emitter *e) {
+    if (op->dense) op->gid[r] = 0; /* late or dead: record 0 */
     if (!sc_batch_is_valid(in, op->time_col, r)) return sc_op_dead(&op->base, in, r, "null event time");
     int64_t t = sc_batch_get_i64(in, op->time_col, r);
     if (op->days) t = sat64((i128)t * SC_US_PER_DAY);
@@ -704,9 +767,27 @@ int sc_op_window_run(void *vst, sc_batch *in, sc_batch **out) {
         rc = in->nrows ? SC_EINVAL : close_windows(op, 0, NULL, 0, &e);
     } else {
         sc_count_in(&op->base, in->nrows);
+        if (op->dense && in->nrows > op->gidcap) {
+            int64_t *g = realloc(op->gid, (size_t)in->nrows * sizeof *g);
+            if (!g) rc = SC_ENOMEM;
+            else {
+                op->gid = g;
+                op->gidcap = in->nrows;
+            }
+        }
+        op->nclosed = 0;
         for (int64_t r = 0; !rc && r < in->nrows; r++) {
             if (op->ipair && r + WP_AHEAD < in->nrows) prefetch_row(op, in, r + WP_AHEAD);
             rc = window_row(op, in, r, &e);
+        }
+        if (!rc && op->dense) { /* the records, then the windows the rows closed, in order */
+            sc_dense_update(&op->dn, op->drec, op->gid, in);
+            for (int64_t i = 0; i < op->nclosed; i += 2) {
+                uint32_t id = (uint32_t)op->closed[i + 1];
+                if (!rc) rc = emit_window(op, id, in, op->closed[i], &e);
+                win_free(op, id);
+            }
+            op->nclosed = 0;
         }
     }
     if (!rc) check_state(op);
@@ -719,12 +800,16 @@ void sc_op_window_destroy(void *vst) {
     if (!op) return;
     size_t na = (size_t)op->kp.naggs;
     for (size_t i = 0; op->accs && i < (size_t)op->whw * na; i++) sc_acc_free(&op->kp.aggs[i % na], &op->accs[i]);
+    sc_colbuf_free(op->drec);
+    sc_dense_free(&op->dn);
+    free(op->gid);
+    free(op->closed);
     for (uint32_t i = 0; i < op->whw; i++) sc_sbuf_free(&op->w[i].row);
     for (uint32_t i = 0; i < op->slhw; i++) free(op->sl[i].w);
-    free(op->w);
-    free(op->accs);
-    free(op->wfree);
-    free(op->heap);
+    sc_colbuf_free(op->w);
+    sc_colbuf_free(op->accs);
+    sc_colbuf_free(op->wfree);
+    sc_colbuf_free(op->heap);
     free(op->bk);
     free(op->sl);
     free(op->slfree);
@@ -732,7 +817,7 @@ void sc_op_window_destroy(void *vst) {
     free(op->icols);
     free(op->oidx);
     sc_kmap_free(&op->map);
-    free(op->wp.s);
+    sc_colbuf_free(op->wp.s);
     sc_buf_free(&op->kbuf);
     sc_buf_free(&op->scratch);
     sc_keyed_plan_free(&op->kp);
@@ -785,6 +870,11 @@ int sc_op_window_create(void **st, const sc_op_base *base, const sc_window_spec 
         op->oidx[k] = i;
     }
     op->kin = op->ipair && op->nicols == 1 && op->icols[0] == op->kcol;
+    if (!rc && op->kind == SC_WIN_TUMBLING && op->kp.naggs) rc = sc_dense_plan(&op->dn, &op->kp, &op->dense);
+    if (!rc && op->dense) { /* record 0, for late and dead rows, before any window exists */
+        op->drec = sc_colbuf_calloc((size_t)op->dn.words, sizeof *op->drec);
+        if (!op->drec) rc = SC_ENOMEM;
+    }
     if (rc) {
         sc_op_window_destroy(op);
         return rc;
