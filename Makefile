@@ -10,7 +10,7 @@ EXT_OUT := kernel/streamcell/labextension
 EXT_SRC := package.json tsconfig.json $(wildcard ext/src/*.ts ext/style/*.css ext/schema/*.json)
 EXT_LINK := $(VENV)/share/jupyter/labextensions/streamcell
 
-.PHONY: venv build node_modules ext dist test test-quick test-long test-spark-cluster demo lab lint format clean sanitize bench bench-expr bench-memory bench-structures bench-sketch bench-scaling bench-dashboard bench-entities bench-speculate bench-spark bench-dag
+.PHONY: venv build node_modules ext dist test test-quick test-long test-spark-cluster demo lab lint format clean sanitize bench bench-expr bench-memory bench-structures bench-sketch bench-scaling bench-dashboard bench-entities bench-speculate bench-spark bench-spark-memory bench-dag
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -145,6 +145,11 @@ bench-dashboard: build
 ## Q1-Q4, Q15; ratio and driver RSS growth against the targets (BENCH_ARGS="--rows 10000000")
 bench-spark: build
 	$(BIN)/python bench/bench_spark.py $(BENCH_ARGS)
+
+## bench-spark-memory: the notebook process's peak RSS growth during finite Spark runs at 10M and
+## 50M rows with spark.driver.memory=1g, against hand-written PySpark (issue 19; takes minutes)
+bench-spark-memory: build
+	$(BIN)/python bench/bench_spark_driver_memory.py --rows 10000000,50000000 --agg $(BENCH_ARGS)
 
 ## bench-expr: the expression kernel (filter + with_columns) in C, CPU ns per row vs a plain C loop
 bench-expr:

@@ -1,6 +1,6 @@
 """The notebook (driver) process's peak memory growth during a finite Spark run (issue 19).
 
-``make bench-spark-memory``. Writes N generated clickstream rows as 8 Parquet files, then, in
+``make bench-spark-memory`` (10M and 50M rows, ``spark.driver.memory=1g``). Writes N generated clickstream rows as 8 Parquet files, then, in
 a fresh Python process per measurement (so peaks do not mix), runs:
 
 - ``streamcell``: a ``%%stream``-style plan with ``engine="spark"`` over the files (filter,
@@ -16,7 +16,8 @@ with ``/proc/self/clear_refs`` after the session is warm) minus its resident set
 run, in MB. The Spark JVM is a separate process and not counted (it is Spark's, sized by
 ``spark.driver.memory``).
 
-    python bench/bench_spark_driver_memory.py [--rows 2000000,8000000] [--before PATH]
+    python bench/bench_spark_driver_memory.py [--rows 10000000,50000000] [--driver-memory 1g]
+        [--before PATH]
 """
 
 from __future__ import annotations
@@ -49,8 +50,11 @@ def reset_peak():
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")
 
-kind, data, out = sys.argv[1], sys.argv[2], sys.argv[3]
+kind, data, out, driver_memory = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+if driver_memory:  # the JVM's heap: a run must complete within it
+    sc.configure_spark(conf={"spark.driver.memory": driver_memory})
 spark = get_session()
+assert not driver_memory or spark.conf.get("spark.driver.memory") == driver_memory
 warm = sc.source(sc.clickstream(rows=10)).plan()
 sc.start(warm, name="warm", engine="spark", display=False).wait()
 import gc; gc.collect()
@@ -105,10 +109,10 @@ def write_data(d: str, rows: int, files: int = 8) -> None:
     pq.write_table(pa.Table.from_batches(batches), os.path.join(d, f"part-{k:02d}.parquet"))
 
 
-def measure(kernel: str, kind: str, data: str, out: str) -> dict[str, Any]:
+def measure(kernel: str, kind: str, data: str, out: str, driver_memory: str = "") -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=kernel)
     p = subprocess.run(
-        [sys.executable, "-c", CHILD, kind, data, out],
+        [sys.executable, "-c", CHILD, kind, data, out, driver_memory],
         env=env,
         capture_output=True,
         text=True,
@@ -131,11 +135,20 @@ def main() -> None:
         default="table,parquet",
         help="workloads run on --before (its Parquet sink holds every row in the notebook)",
     )
+    ap.add_argument(
+        "--driver-memory",
+        default="1g",
+        help="spark.driver.memory of every run (the issue's bar: a 50M-row run within 1g)",
+    )
     args = ap.parse_args()
+    dm = args.driver_memory
     sizes = [int(x) for x in args.rows.split(",")]
     codes = [("after", os.path.join(HERE, "kernel"))]
     if args.before:
         codes.insert(0, ("before", args.before))
+    print(
+        f"# spark.driver.memory={dm or 'default'}; growth: the notebook process's peak RSS - RSS before"
+    )
     print(
         f"{'rows':>10} {'code':>7} {'workload':>22} {'growth MB':>10} {'secs':>7} {'vs pyspark (MB)':>16}"
     )
@@ -146,7 +159,7 @@ def main() -> None:
             t0 = time.perf_counter()
             write_data(data, rows)
             print(f"# {rows:,} rows in 8 Parquet files written in {time.perf_counter() - t0:.1f} s")
-            base = measure(codes[-1][1], "pyspark", data, os.path.join(tmp, "base"))
+            base = measure(codes[-1][1], "pyspark", data, os.path.join(tmp, "base"), dm)
             print(
                 f"{rows:>10,} {'-':>7} {'hand-written pyspark':>22} "
                 f"{base['growth_mb']:>10.1f} {base['secs']:>7.1f} {'+0.0':>16}"
@@ -156,7 +169,7 @@ def main() -> None:
                 for kind in kinds:
                     if code == "before" and kind not in args.before_kinds.split(","):
                         continue
-                    r = measure(kernel, kind, data, os.path.join(tmp, f"{code}-{kind}"))
+                    r = measure(kernel, kind, data, os.path.join(tmp, f"{code}-{kind}"), dm)
                     if "error" in r:
                         print(f"{rows:>10,} {code:>7} {kind:>22} failed: {r['error']}")
                         continue

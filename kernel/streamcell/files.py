@@ -35,6 +35,16 @@ def scheme(path: str) -> str | None:
     return m.group(1).lower() if m else None
 
 
+def shown(path: str) -> str:
+    """``path`` as messages and dead-letter positions show it: a URI without its query and
+    user info, where credentials may be written (``?secret_key=...``, ``s3://key:secret@``)."""
+    if scheme(path) is None:
+        return path
+    u = urlsplit(path)
+    host = u.netloc.rsplit("@", 1)[-1]
+    return u._replace(netloc=host, query="", fragment="").geturl()
+
+
 def local_path(path: str) -> str | None:
     """``path`` as a local path when it is one (a plain path or a ``file://`` URI), else None."""
     s = scheme(path)
@@ -45,7 +55,7 @@ def local_path(path: str) -> str | None:
     if s == "file":
         u = urlsplit(path)
         if u.netloc not in ("", "localhost"):
-            raise SourceError(f"{path!r}: a file:// URI names a host; use file:///path")
+            raise SourceError(f"{shown(path)!r}: a file:// URI names a host; use file:///path")
         return unquote(u.path)
     return None
 
@@ -60,8 +70,8 @@ class DataFile:
     fs: Any = field(default=None, compare=False)  # pyarrow FileSystem; None: local
     path: str = ""  # the path within ``fs`` (the local path when ``fs`` is None)
 
-    def __str__(self) -> str:
-        return self.uri
+    def __str__(self) -> str:  # as shown (no query): reopen it by ``uri``
+        return shown(self.uri)
 
     @property
     def spark_uri(self) -> str:
@@ -107,7 +117,7 @@ def remote(uri: str) -> tuple[Any, str]:
     try:
         fs, path = pafs.FileSystem.from_uri(target)
     except Exception as e:  # pyarrow raises ArrowInvalid / OSError in its own words
-        raise SourceError(f"{uri!r}: cannot open this filesystem: {e}") from None
+        raise SourceError(f"{shown(uri)!r}: cannot open this filesystem: {e}") from None
     with _lock:  # one filesystem (one S3 client, one connection pool) per bucket and options
         return _filesystems.setdefault(key, fs), path
 
@@ -137,12 +147,12 @@ def source_files(path: str, exts: tuple[str, ...]) -> list[DataFile]:
         if info.type == pafs.FileType.File:
             return [DataFile(path, info.base_name, fs, inner)]
         if info.type != pafs.FileType.Directory:
-            raise SourceError(f"no such file or directory: {path}")
+            raise SourceError(f"no such file or directory: {shown(path)}")
         found = fs.get_file_info(pafs.FileSelector(inner, recursive=False))
     except SourceError:
         raise
     except Exception as e:
-        raise SourceError(f"{path!r}: cannot list: {e}") from None
+        raise SourceError(f"{shown(path)!r}: cannot list: {e}") from None
     u = urlsplit(path)
     base = u._replace(query="", fragment="").geturl().rstrip("/")
     query = f"?{u.query}" if u.query else ""

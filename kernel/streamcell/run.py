@@ -18,7 +18,7 @@ import polars as pl
 from . import plan as P
 from .compiler import Compiled, compile_plan
 from .errors import ArgumentError, RunFailed, StopTimeout, StreamcellError
-from .files import local_path
+from .files import local_path, shown
 from .options import RunOptions
 from .sketching import KeyedSketch, SketchSlot, SketchValue, live
 from .stores import (
@@ -688,8 +688,9 @@ def _unbounded(c: Compiled) -> bool:
 
 
 def _sink_error(sink: P.Sink, e: OSError | StreamcellError) -> ArgumentError:
-    why = f"{e.strerror or e} ({e.filename or sink.name})" if isinstance(e, OSError) else str(e)
-    msg = f"parquet sink: cannot create the directory {sink.name!r}: {why}"
+    where = shown(sink.name or "")
+    why = f"{e.strerror or e} ({e.filename or where})" if isinstance(e, OSError) else str(e)
+    msg = f"parquet sink: cannot create the directory {where!r}: {why}"
     p = sink.pos
     if p is not None and p.line:
         return ArgumentError(

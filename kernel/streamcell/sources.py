@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from .errors import SourceError
-from .files import DataFile, data_file, is_folder, source_files
+from .files import DataFile, data_file, is_folder, shown, source_files
 from .plan import SourceSpec, check_generator_args
 from .types import (
     BOOL,
@@ -198,7 +198,7 @@ class ParquetReader(Reader):
     never_waits = True
 
     def __init__(self, spec: SourceSpec):
-        self.label = f"parquet({spec.arg('path')!r})"
+        self.label = f"parquet({shown(spec.arg('path'))!r})"
         self.files = source_files(spec.arg("path"), (".parquet", ".pq"))
         if not self.files:
             raise SourceError(f"{self.label}: no .parquet files")
@@ -273,7 +273,7 @@ class CsvReader(Reader):
     never_waits = True
 
     def __init__(self, spec: SourceSpec):
-        self.label = f"csv({spec.arg('path')!r})"
+        self.label = f"csv({shown(spec.arg('path'))!r})"
         self.files = source_files(spec.arg("path"), (".csv", ".tsv", ".txt"))
         if not self.files:
             raise SourceError(f"{self.label}: no .csv files")
@@ -311,7 +311,7 @@ class NdjsonReader(Reader):
     never_waits = True
 
     def __init__(self, spec: SourceSpec):
-        self.label = f"ndjson({spec.arg('path')!r})"
+        self.label = f"ndjson({shown(spec.arg('path'))!r})"
         self.files = source_files(spec.arg("path"), (".json", ".ndjson", ".jsonl"))
         if not self.files:
             raise SourceError(f"{self.label}: no .ndjson/.jsonl/.json files")
@@ -465,7 +465,7 @@ def read_file(
         pf = f.parquet()
         fs = schema_from_arrow(pf.schema_arrow)
         if fs != schema:
-            yield BadRow(path, f"file schema differs from the first file's: {fs} vs {schema}", "")
+            yield BadRow(str(f), f"file schema differs from the first file's: {fs} vs {schema}", "")
             return
         yield from pf.iter_batches(batch_size=8192)
         return
@@ -518,7 +518,7 @@ class WatchReader(Reader):
     def __init__(self, spec: SourceSpec):
         self.spec = spec
         self.path = str(spec.arg("path"))
-        self.label = f"watch({self.path!r}, format={spec.kind!r})"
+        self.label = f"watch({shown(self.path)!r}, format={spec.kind!r})"
         self.exts = EXTENSIONS[spec.kind]
         self.idle_timeout: float | None = spec.arg("idle_timeout")
         self.poll = float(spec.arg("poll", 0.2))
@@ -529,7 +529,7 @@ class WatchReader(Reader):
             first = self.pending(set())
             if not first:
                 raise SourceError(f"{self.label}: the folder has no files yet; pass schema=")
-            static = SourceSpec(spec.kind, (("path", str(first[0])),))
+            static = SourceSpec(spec.kind, (("path", first[0].uri),))
             self.schema = open_source(static).schema
 
     def pending(self, seen: set[str]) -> list[DataFile]:

@@ -782,8 +782,14 @@ int sc_op_window_run(void *vst, sc_batch *in, sc_batch **out) {
         }
         if (!rc && op->dense) { /* the records, then the windows the rows closed, in order */
             sc_dense_update(&op->dn, op->drec, op->gid, in);
+            const size_t W = (size_t)op->dn.words;
             for (int64_t i = 0; i < op->nclosed; i += 2) {
                 uint32_t id = (uint32_t)op->closed[i + 1];
+                if (i + 2 * WP_AHEAD < op->nclosed) { /* a window and its record, a few ahead */
+                    uint32_t ahead = (uint32_t)op->closed[i + 2 * WP_AHEAD + 1];
+                    __builtin_prefetch(&op->w[ahead]);
+                    __builtin_prefetch(op->drec + ((size_t)ahead + 1) * W);
+                }
                 if (!rc) rc = emit_window(op, id, in, op->closed[i], &e);
                 win_free(op, id);
             }

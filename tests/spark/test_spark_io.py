@@ -15,7 +15,6 @@ from polars.testing import assert_frame_equal
 
 import streamcell as sc
 from streamcell.compiler import compile_plan
-from streamcell.errors import NotSupportedError
 from streamcell.options import RunOptions
 from streamcell.sources import GeneratorReader
 from tests.helpers import check_against_reference, run_plan, upload
@@ -95,14 +94,6 @@ def test_a_uri_spark_has_no_filesystem_for_is_read_by_the_driver_with_a_warning(
         warnings.simplefilter("ignore")
         out = check_against_reference(plan, SPARK)
     assert next(iter(out["tables"].values())).height == 23
-
-
-def test_watching_a_folder_spark_cannot_list_is_refused(tmp_path, s3):
-    query, _ = s3
-    opts = SPARK.with_(display=False, checkpoint_dir=str(tmp_path / "ck"))
-    stream = sc.source(sc.watch(f"s3://streamcell-test/?{query}", schema={"v": "int"}))
-    with pytest.raises(NotSupportedError, match="has no filesystem for this URI's scheme"):
-        stream.start("watch_s3_spark", options=opts)
 
 
 def test_row_positions_of_downstream_dead_letters_follow_the_files(tmp_path):

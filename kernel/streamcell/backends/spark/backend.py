@@ -43,8 +43,9 @@ import pyarrow as pa
 
 from ... import plan as P
 from ...compiler import Compiled
-from ...errors import NotSupportedError, StreamcellError
+from ...errors import ArgumentError, NotSupportedError, StreamcellError
 from ...expr import FUNCTIONS, IR, Binary, Call, Col, Lit, Unary, When
+from ...files import local_path, remote, scheme, shown
 from ...options import RunOptions
 from ...sources import BadRow, locate_serial, row_batches
 from ...types import BOOL, Schema, polars_schema
@@ -68,6 +69,7 @@ from .io import (
     merged_order,
     merged_serial,
     sorted_by_file,
+    spark_reads,
     spark_source,
     spark_writes,
     write_parquet,
@@ -247,8 +249,6 @@ class SparkBackend:
             raise StreamcellError(problem)
         spec = source_spec(src)
         if streaming and spec.kind in P.FILE_KINDS:
-            from ...files import scheme
-            from .io import spark_reads
             from .session import get_session
 
             path = str(spec.arg("path"))
@@ -256,10 +256,25 @@ class SparkBackend:
                 raise NotSupportedError(
                     src.step_id,
                     NAME,
-                    f"watch({path!r}): Spark lists a watched folder, and has no filesystem "
+                    f"watch({shown(path)!r}): Spark lists a watched folder, and has no filesystem "
                     "for this URI's scheme (for S3: hadoop-aws in spark.jars.packages and "
                     "spark.hadoop.fs.s3a.*)",
                 )
+        for sink in c.plan.sinks:  # a URI Spark cannot write must open through pyarrow
+            name = sink.name or ""
+            if sink.target != "parquet" or local_path(name) is not None:
+                continue
+            from .session import get_session
+
+            if not spark_reads(get_session(), name):
+                try:
+                    remote(name)
+                except StreamcellError as e:
+                    raise ArgumentError(
+                        f"parquet sink: cannot create the directory {shown(name)!r}: {e}",
+                        "path",
+                        step=sink.step_id,
+                    ) from None
 
     def execute(self, c: Compiled, env: Any, options: RunOptions) -> bool:
         if any(is_streaming(s) for s in c.plan.sources):

@@ -36,7 +36,7 @@ import pyarrow as pa
 
 from ... import plan as P
 from ...errors import StreamcellError
-from ...files import DataFile, local_path, scheme
+from ...files import DataFile, local_path, scheme, shown
 from ...sources import CHUNK, GENERATORS, BadRow, ParquetReader, csv_record, ndjson_line
 from ...types import Schema, schema_from_arrow
 from .expr import qcol, spark_type
@@ -96,7 +96,7 @@ def spark_source(
     path = str(spec.arg("path"))
     if spec.kind in P.FILE_KINDS and not spec.arg("watch", False) and not spark_reads(spark, path):
         warnings.warn(
-            f"{spec.kind}({path!r}): Spark has no filesystem for {scheme(path)}:// (for S3: "
+            f"{spec.kind}({shown(path)!r}): Spark has no filesystem for {scheme(path)}:// (for S3: "
             "hadoop-aws in spark.jars.packages and spark.hadoop.fs.s3a.*); the notebook "
             "process reads these rows (through pyarrow) and hands them to Spark",
             stacklevel=2,
@@ -425,7 +425,7 @@ def spark_writes(schema: Schema, path: str, spark: Any) -> bool:
     if spark_reads(spark, path):
         return True
     warnings.warn(
-        f"parquet sink {path!r}: Spark has no filesystem for {scheme(path)}:// (for S3: "
+        f"parquet sink {shown(path)!r}: Spark has no filesystem for {scheme(path)}:// (for S3: "
         "hadoop-aws in spark.jars.packages and spark.hadoop.fs.s3a.*); the notebook process "
         "writes it (through pyarrow)",
         stacklevel=2,

@@ -92,6 +92,7 @@ class StreamDriver:
         self.progress: list[dict[str, Any]] = []
         self.fed = 0
         self.rows_by_batch: dict[int, int] = {}
+        self.progress_lock = threading.Lock()
         self.out_by_batch: dict[int, int] = {}
         self.prev_ts: float | None = None
         self.last_rows_at: float | None = None  # set by the first micro-batch
@@ -371,9 +372,10 @@ class StreamDriver:
             b._attach_sketches(compact=True)  # run.sketch() is current as of this micro-batch
         self._write(sink, frame, batch_id)
         self.serial += delivered
-        env.on_source_row(self.serial)
+        # known before anything samples the metrics (on_source_row may)
         self.rows_by_batch[batch_id] = delivered
         self.out_by_batch[batch_id] = frame.height
+        env.on_source_row(self.serial)
         if delivered or self.last_rows_at is None:
             self.last_rows_at = time.monotonic()
         env.record_latency(time.perf_counter_ns() - t0)
@@ -446,18 +448,20 @@ class StreamDriver:
             recent = q.recentProgress
         except Exception:  # the query is gone (stopped while polling)
             return
-        seen = {p["batchId"] for p in self.progress}
-        for p in recent:
-            d = _progress_dict(p)
-            if d.get("batchId") not in seen:
-                self.progress.append(d)
-                seen.add(d.get("batchId"))
+        with self.progress_lock:  # metrics_rows reads it from other threads
+            seen = {p["batchId"] for p in self.progress}
+            for p in recent:
+                d = _progress_dict(p)
+                if d.get("batchId") not in seen:
+                    self.progress.append(d)
+                    seen.add(d.get("batchId"))
 
     def metrics_rows(self) -> list[dict[str, Any]]:
         """New rows for ``run.metrics()``: one per StreamingQueryProgress since the last call."""
         run = self.env.run
         rows = []
-        new, self.fed = self.progress[self.fed :], len(self.progress)
+        with self.progress_lock:
+            new, self.fed = self.progress[self.fed :], len(self.progress)
         p = run.progress()
         for d in new:
             bid = int(d.get("batchId", 0))
