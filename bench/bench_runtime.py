@@ -233,15 +233,23 @@ def measure(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
 
 def measure_each(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, tuple[float, float]]:
     """Median wall and CPU seconds of each function, measured interleaved: after one warm-up
-    call each, ``repeat`` rounds run every function once, the order rotating per round, so a
-    spell of background load on this shared machine falls on all of them alike."""
+    call each, ``repeat`` rounds run every function once, in a fresh random order per round
+    (seeded), so a spell of background load on this shared machine falls on all of them alike
+    and no function always follows the same one; each call starts after a garbage collection
+    and a short pause, so what the previous one left running is not charged to it."""
+    import gc
+    import random
+
     names = list(fns)
     for n in names:
         fns[n]()
     walls: dict[str, list[float]] = {n: [] for n in names}
     cpus: dict[str, list[float]] = {n: [] for n in names}
-    for k in range(repeat):
-        for n in names[k % len(names) :] + names[: k % len(names)]:
+    order = random.Random(17)
+    for _ in range(repeat):
+        for n in order.sample(names, len(names)):
+            gc.collect()
+            time.sleep(0.05)
             c0, t0 = cpu_s(), time.perf_counter()
             fns[n]()
             walls[n].append(time.perf_counter() - t0)

@@ -21,7 +21,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from .errors import SourceError
 
@@ -69,6 +69,7 @@ class DataFile:
     name: str
     fs: Any = field(default=None, compare=False)  # pyarrow FileSystem; None: local
     path: str = ""  # the path within ``fs`` (the local path when ``fs`` is None)
+    raw: str = ""  # a listed file: its URI with the name as is (Spark's form), without query
 
     def __str__(self) -> str:  # as shown (no query): reopen it by ``uri``
         return shown(self.uri)
@@ -77,7 +78,9 @@ class DataFile:
     def spark_uri(self) -> str:
         """What Spark's executors read: the URI without the query (Spark takes filesystem
         options from its own configuration)."""
-        return _strip_query(self.uri) if self.fs is not None else self.uri
+        if self.fs is None:
+            return self.uri
+        return self.raw or _strip_query(self.uri)
 
     @property
     def suffix(self) -> str:
@@ -106,7 +109,8 @@ _lock = threading.Lock()
 
 
 def remote(uri: str) -> tuple[Any, str]:
-    """pyarrow's filesystem for ``uri`` (one per scheme, host and query) and the path in it."""
+    """pyarrow's filesystem for ``uri`` (one per scheme, host and query, kept for the process:
+    an S3 client resolves its bucket's region over the network once) and the path in it."""
     import pyarrow.fs as pafs
 
     s = scheme(uri)
@@ -114,17 +118,38 @@ def remote(uri: str) -> tuple[Any, str]:
     target = _ALIASES.get(s, s) + uri[len(s) :]
     u = urlsplit(target)
     key = f"{u.scheme}://{u.netloc}?{u.query}"
+    with _lock:
+        fs = _filesystems.get(key)
+    if fs is not None and u.scheme in _BUCKETS:  # bucket/key: no need to parse it again
+        return fs, (u.netloc + unquote(u.path)).rstrip("/")
     try:
-        fs, path = pafs.FileSystem.from_uri(target)
-    except Exception as e:  # pyarrow raises ArrowInvalid / OSError in its own words
-        raise SourceError(f"{shown(uri)!r}: cannot open this filesystem: {e}") from None
-    with _lock:  # one filesystem (one S3 client, one connection pool) per bucket and options
-        return _filesystems.setdefault(key, fs), path
+        new, path = pafs.FileSystem.from_uri(target)
+    except Exception as e:  # pyarrow's words quote the whole URI: show it without secrets
+        why = str(e).replace(target, shown(uri)).replace(uri, shown(uri))
+        raise SourceError(f"{shown(uri)!r}: cannot open this filesystem: {why}") from None
+    with _lock:  # one filesystem (one client, one connection pool) per bucket and options
+        return _filesystems.setdefault(key, new), path
+
+
+_BUCKETS = ("s3", "gs", "gcs")  # pyarrow's path in these: bucket + key, percent-decoded
 
 
 def _strip_query(uri: str) -> str:
     u = urlsplit(uri)
     return u._replace(query="", fragment="").geturl()
+
+
+def spark_path(path: str) -> str:
+    """``path`` as Spark reads or writes it: a local path decoded (Hadoop keeps a file:// URI's
+    %-escapes in the name), a URI without its query (Spark's own configuration applies)."""
+    local = local_path(path)
+    return local if local is not None else _strip_query(path)
+
+
+def with_query(path: str, of: str) -> str:
+    """``path`` (a URI Spark names) with the query of ``of`` (the URI the user wrote)."""
+    q = urlsplit(of).query
+    return f"{path}?{q}" if q and scheme(path) not in (None, "file") else path
 
 
 def source_files(path: str, exts: tuple[str, ...]) -> list[DataFile]:
@@ -156,8 +181,12 @@ def source_files(path: str, exts: tuple[str, ...]) -> list[DataFile]:
     u = urlsplit(path)
     base = u._replace(query="", fragment="").geturl().rstrip("/")
     query = f"?{u.query}" if u.query else ""
+    # the URI reopens the file through pyarrow, which decodes %-escapes: the name is quoted;
+    # Spark (Hadoop's Path) takes the name as it is
     return [
-        DataFile(f"{base}/{i.base_name}{query}", i.base_name, fs, i.path)
+        DataFile(
+            f"{base}/{quote(i.base_name)}{query}", i.base_name, fs, i.path, f"{base}/{i.base_name}"
+        )
         for i in sorted(found, key=lambda i: i.base_name)
         if i.type == pafs.FileType.File and Path(i.base_name).suffix.lower() in exts
     ]

@@ -92,7 +92,9 @@ class SourceSpec:
         parts: list[str] = []
         for k, v in self.args:
             if k == "path" and self.kind in FILE_KINDS:
-                parts.insert(0, repr(v))
+                from .files import shown  # a URI's query and user info may hold credentials
+
+                parts.insert(0, repr(shown(str(v))))
             else:
                 parts.append(f"{k}={_value_text(v)}")
         return f"{self.kind}({', '.join(parts)})"

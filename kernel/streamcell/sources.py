@@ -420,13 +420,15 @@ def watch(
     from .plan import FILE_KINDS
 
     if format not in FILE_KINDS:
-        raise SourceError(f"watch({path!r}): format must be one of {', '.join(FILE_KINDS)}")
+        raise SourceError(
+            f"watch({shown(str(path))!r}): format must be one of {', '.join(FILE_KINDS)}"
+        )
     if not is_folder(str(path)):
-        raise SourceError(f"watch({path!r}): not a directory")
+        raise SourceError(f"watch({shown(str(path))!r}): not a directory")
     if idle_timeout is not None and idle_timeout <= 0:
-        raise SourceError(f"watch({path!r}): idle_timeout must be > 0 seconds or None")
+        raise SourceError(f"watch({shown(str(path))!r}): idle_timeout must be > 0 seconds or None")
     if poll <= 0:
-        raise SourceError(f"watch({path!r}): poll must be > 0 seconds")
+        raise SourceError(f"watch({shown(str(path))!r}): poll must be > 0 seconds")
     args: list[tuple[str, Any]] = [("path", str(path)), ("watch", True)]
     if schema is not None:
         args.append(("schema", tuple(schema.items())))

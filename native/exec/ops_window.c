@@ -133,9 +133,10 @@ static inline int64_t sat64(i128 x) { return x > INT64_MAX ? INT64_MAX : x < INT
 
 /* ------------------------------------------------------------------------- pair map */
 
+/* Bijective mixes (sc_imap_hash) of the key and of the start and null flag: no key value
+ * collapses to one hash whatever the start (a multiply-fold of two words can). */
 static inline uint64_t wp_hash(int64_t k, uint32_t knull, int64_t start) {
-    return sc_mum((uint64_t)k ^ UINT64_C(0x9e3779b97f4a7c15),
-                  (uint64_t)start ^ UINT64_C(0xd6e8feb86659fd93) ^ (uint64_t)knull);
+    return sc_imap_hash((int64_t)((uint64_t)k ^ sc_imap_hash(start ^ (int64_t)knull)));
 }
 
 static int wp_init(wpmap *m) {

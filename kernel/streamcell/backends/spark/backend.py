@@ -266,7 +266,8 @@ class SparkBackend:
                 continue
             from .session import get_session
 
-            if not spark_reads(get_session(), name):
+            # a streaming run's Parquet sink is written by the driver, through pyarrow
+            if streaming or not spark_reads(get_session(), name):
                 try:
                     remote(name)
                 except StreamcellError as e:

@@ -36,7 +36,7 @@ import pyarrow as pa
 
 from ... import plan as P
 from ...errors import StreamcellError
-from ...files import DataFile, local_path, scheme, shown
+from ...files import DataFile, scheme, shown, spark_path
 from ...sources import CHUNK, GENERATORS, BadRow, ParquetReader, csv_record, ndjson_line
 from ...types import Schema, schema_from_arrow
 from .expr import qcol, spark_type
@@ -120,16 +120,17 @@ def spark_reads(spark: Any, path: str) -> bool:
     s = scheme(path)
     if s is None or s == "file":
         return True
-    if s not in _readable:
+    key = f"{id(spark.sparkContext)}:{s}"  # a reconfigured session may have other jars
+    if key not in _readable:
         jvm = spark.sparkContext._jvm
         try:
             jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(
                 s, spark.sparkContext._jsc.hadoopConfiguration()
             )
-            _readable[s] = True
+            _readable[key] = True
         except Exception:  # py4j's error: "No FileSystem for scheme"
-            _readable[s] = False
-    return _readable[s]
+            _readable[key] = False
+    return _readable[key]
 
 
 def _decoded_name() -> Any:
@@ -436,9 +437,7 @@ def spark_writes(schema: Schema, path: str, spark: Any) -> bool:
 def write_parquet(df: Any, path: str, names: list[str]) -> None:
     """Write ``df`` (sorted as :func:`in_order` leaves it) as the directory's part files,
     replacing what a previous write put there."""
-    # a file:// URI as its decoded local path: Hadoop would keep its %-escapes in the name
-    local = local_path(path)
-    df.select(*[qcol(n) for n in names]).write.mode("overwrite").parquet(local or path)
+    df.select(*[qcol(n) for n in names]).write.mode("overwrite").parquet(spark_path(path))
 
 
 class SparkTable:

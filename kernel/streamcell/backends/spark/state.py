@@ -39,7 +39,7 @@ from typing import Any
 import pyarrow as pa
 
 from ... import plan as P
-from ...files import data_file
+from ...files import data_file, with_query
 from ...sources import CHUNK, BadRow, read_file
 from ...types import Schema
 from .ops import DEAD, LIVE, SKETCH, STATS, MiniCompiled, PartitionEnv, detach, run_op
@@ -262,7 +262,7 @@ def file_source_fn(
         out = Out()
         for b in batches:
             for path in b.column(0).to_pylist():
-                f = data_file(path)
+                f = data_file(with_query(path, str(spec.arg("path"))))
                 name = f.name
                 n = bad = 0
                 for item in read_file(spec, schema, f):

@@ -38,7 +38,7 @@ import polars as pl
 
 from ... import plan as P
 from ...compiler import Compiled
-from ...files import data_file
+from ...files import spark_path
 from ...options import RunOptions
 from ...stores import sink_folder
 from .backend import source_spec
@@ -134,7 +134,7 @@ class StreamDriver:
                 spark.readStream.format("binaryFile")
                 .schema(binary)
                 .option("pathGlobFilter", "*{" + ",".join(exts) + "}")
-                .load(data_file(path).spark_uri)
+                .load(spark_path(path))
                 .select("path")
             )
         rate = self.src.rate or 10_000.0
