@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "atomic_ext.h"
 #include "ring.h"
@@ -36,6 +37,21 @@ static colbuf_free *colbuf_lists[COLBUF_CLASSES];
 static int64_t colbuf_bytes;
 
 /* The class of a request of `bytes` (>= SC_COLBUF_MIN) and that class's size; -1 when too big. */
+static int64_t colbuf_limit;
+static pthread_once_t colbuf_once = PTHREAD_ONCE_INIT;
+
+static void colbuf_limit_init(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    int64_t lim = pages > 0 && size > 0 ? (int64_t)pages * size / 16 : SC_COLBUF_CACHE_MAX;
+    const int64_t lo = (int64_t)64 << 20;
+    colbuf_limit = lim < lo ? lo : lim > SC_COLBUF_CACHE_MAX ? SC_COLBUF_CACHE_MAX : lim;
+}
+
+int64_t sc_colbuf_limit(void) {
+    pthread_once(&colbuf_once, colbuf_limit_init);
+    return colbuf_limit;
+}
+
 static int colbuf_class(size_t bytes, size_t *cap) {
     int lg = 63 - __builtin_clzll((unsigned long long)bytes); /* 2^lg <= bytes < 2^(lg+1) */
     size_t step = (size_t)1 << (lg - 2);
@@ -84,8 +100,9 @@ void sc_colbuf_free(void *p) {
     if (k >= 0 && cap == h->cap) {
         colbuf_free *f = (colbuf_free *)h;
         f->h.cached_ns = sc_now_ns();
+        int64_t limit = sc_colbuf_limit();
         pthread_mutex_lock(&colbuf_mu);
-        bool keep = colbuf_bytes + (int64_t)h->cap <= SC_COLBUF_CACHE_MAX;
+        bool keep = colbuf_bytes + (int64_t)h->cap <= limit;
         if (keep) {
             f->next = colbuf_lists[k];
             colbuf_lists[k] = f;

@@ -36,12 +36,15 @@
  * asked. glibc gives each thread an arena whose 64 MB heaps are unmapped as soon as they are
  * empty, so every run's output (freed later, when Polars drops it) was faulted in afresh:
  * 136K page faults and a quarter of the CPU of a 4M-row stateless run. The cache keeps at most
- * SC_COLBUF_CACHE_MAX bytes; sc_colbuf_trim releases buffers cached longer than a given age.
+ * sc_colbuf_limit() bytes; sc_colbuf_trim releases buffers cached longer than a given age.
  * Every buffer from these functions is freed by sc_colbuf_free (and never by free(): its size
  * header would make libc abort). Sanitizer builds cache nothing, so ASan still sees every
  * use after free. */
 #define SC_COLBUF_MIN (16 << 10)
-#define SC_COLBUF_CACHE_MAX ((int64_t)256 << 20)
+#define SC_COLBUF_CACHE_MAX ((int64_t)1024 << 20)
+/* The cache's limit in this process: a sixteenth of the machine's memory, from 64 MB to
+ * SC_COLBUF_CACHE_MAX (a run's whole output is reused by the next run up to ~10M rows). */
+int64_t sc_colbuf_limit(void);
 void *sc_colbuf_alloc(size_t bytes);
 void *sc_colbuf_calloc(size_t n, size_t size);
 void *sc_colbuf_realloc(void *p, size_t bytes);
