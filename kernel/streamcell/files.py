@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -178,9 +179,8 @@ def source_files(path: str, exts: tuple[str, ...]) -> list[DataFile]:
         raise
     except Exception as e:
         raise SourceError(f"{shown(path)!r}: cannot list: {e}") from None
-    u = urlsplit(path)
-    base = u._replace(query="", fragment="").geturl().rstrip("/")
-    query = f"?{u.query}" if u.query else ""
+    base, q = _strip_query(path).rstrip("/"), urlsplit(path).query
+    query = f"?{q}" if q else ""
     # the URI reopens the file through pyarrow, which decodes %-escapes: the name is quoted;
     # Spark (Hadoop's Path) takes the name as it is
     return [
@@ -204,6 +204,29 @@ def is_folder(path: str) -> bool:
         return bool(fs.get_file_info(inner).type == pafs.FileType.Directory)
     except Exception:
         return False
+
+
+def suffix(path: str) -> str:
+    """The extension of a path or URI, lower case, without opening its filesystem."""
+    return Path(urlsplit(path).path if scheme(path) else path).suffix.lower()
+
+
+def folder(path: str) -> tuple[Any, str]:
+    """The pyarrow filesystem and the folder in it that a path or URI names (a sink's)."""
+    import pyarrow.fs as pafs
+
+    local = local_path(path)
+    if local is not None:
+        return pafs.LocalFileSystem(), str(Path(local).absolute())
+    return remote(path)
+
+
+def write_file(fs: Any, path: str, tmp: str, write: Callable[[Any], None]) -> None:
+    """``write(stream)`` into ``tmp``, then moved to ``path`` (a rename where the filesystem
+    has one), so a reader never sees a half-written file."""
+    with fs.open_output_stream(tmp) as out:
+        write(out)
+    fs.move(tmp, path)
 
 
 def data_file(path: str) -> DataFile:

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from .errors import SourceError
-from .files import DataFile, data_file, is_folder, shown, source_files
+from .files import DataFile, data_file, is_folder, shown, source_files, suffix
 from .plan import SourceSpec, check_generator_args
 from .types import (
     BOOL,
@@ -781,7 +781,7 @@ def open_source(spec: SourceSpec) -> Reader:
         if isinstance(obj, SourceSpec):
             return open_source(obj)
         if isinstance(obj, (str, os.PathLike)):
-            ext = data_file(str(obj)).suffix
+            ext = suffix(str(obj))
             kinds = {
                 ".parquet": "parquet",
                 ".csv": "csv",

@@ -11,13 +11,13 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .files import folder, write_file
 from .types import Schema, polars_schema, to_polars
 
 
@@ -175,8 +175,8 @@ class ParquetWriter:
         self.path = path
         self._where: tuple[Any, str] | None = None
         if create:  # not a URI that Spark's executors may write themselves
-            fs, folder = self.where
-            fs.create_dir(folder, recursive=True)
+            fs, where = self.where
+            fs.create_dir(where, recursive=True)
         self.schema = schema
         self.mode = mode
         self.key = key
@@ -194,7 +194,7 @@ class ParquetWriter:
         """The pyarrow filesystem and the folder in it (a local folder for a path or a
         ``file://`` URI), resolved when first written."""
         if self._where is None:
-            self._where = sink_folder(self.path)
+            self._where = folder(self.path)
         return self._where
 
     def write(self, rows: list[dict[str, Any]]) -> None:
@@ -260,25 +260,12 @@ class ParquetWriter:
         self._write_part(_pl_frame(rows, self.schema).to_arrow())
 
     def _write_part(self, table: pa.Table) -> None:
-        fs, folder = self.where
+        fs, where = self.where
         name = f"part-{self._part:05d}.parquet"
-        f, tmp = f"{folder}/{name}", f"{folder}/.{name}.tmp"
-        pq.write_table(table, tmp, filesystem=fs)
-        fs.move(tmp, f)  # a rename where the filesystem has one: never half-written
+        f = f"{where}/{name}"
+        write_file(fs, f, f"{where}/.{name}.tmp", lambda out: pq.write_table(table, out))
         self.files.append(f)
         self._part += 1
-
-
-def sink_folder(path: str) -> tuple[Any, str]:
-    """The pyarrow filesystem and the folder in it that a Parquet sink's ``path`` names."""
-    import pyarrow.fs as pafs
-
-    from .files import local_path, remote
-
-    local = local_path(path)
-    if local is not None:
-        return pafs.LocalFileSystem(), str(Path(local).absolute())
-    return remote(path)
 
 
 class RowLog:

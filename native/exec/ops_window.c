@@ -748,16 +748,14 @@ static void check_state(const window_op *op) {
 }
 
 /* Prefetch the pair-map slot of in[r]'s first window (the map may grow before the probe:
- * a prefetch is only a hint). */
+ * a prefetch is only a hint). The first start always holds t: it is above t - size. */
 static inline void prefetch_row(window_op *op, const sc_batch *in, int64_t r) {
     if (!sc_batch_is_valid(in, op->time_col, r)) return;
     int64_t t = sc_batch_get_i64(in, op->time_col, r), k;
     if (op->days) t = sat64((i128)t * SC_US_PER_DAY);
     uint32_t knull;
     pair_key(op, in, r, &k, &knull);
-    i128 start = cached_first_start(op, t);
-    while (start <= t && !((i128)t < start + op->size)) start += op->every;
-    wp_prefetch(&op->wp, wp_hash(k, knull, sat64(start)));
+    wp_prefetch(&op->wp, wp_hash(k, knull, sat64(cached_first_start(op, t))));
 }
 
 int sc_op_window_run(void *vst, sc_batch *in, sc_batch **out) {

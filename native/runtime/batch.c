@@ -36,7 +36,6 @@ static pthread_mutex_t colbuf_mu = PTHREAD_MUTEX_INITIALIZER;
 static colbuf_free *colbuf_lists[COLBUF_CLASSES];
 static int64_t colbuf_bytes;
 
-/* The class of a request of `bytes` (>= SC_COLBUF_MIN) and that class's size; -1 when too big. */
 static int64_t colbuf_limit;
 static pthread_once_t colbuf_once = PTHREAD_ONCE_INIT;
 
@@ -52,6 +51,7 @@ int64_t sc_colbuf_limit(void) {
     return colbuf_limit;
 }
 
+/* The class of a request of `bytes` (>= SC_COLBUF_MIN) and that class's size; -1 when too big. */
 static int colbuf_class(size_t bytes, size_t *cap) {
     int lg = 63 - __builtin_clzll((unsigned long long)bytes); /* 2^lg <= bytes < 2^(lg+1) */
     size_t step = (size_t)1 << (lg - 2);

@@ -63,6 +63,7 @@ from .groupby import (
     tumbling_fits,
 )
 from .io import (
+    NO_FS_HINT,
     SparkTable,
     in_order,
     latest_per_key,
@@ -247,25 +248,22 @@ class SparkBackend:
         problem = environment_problem()
         if problem:
             raise StreamcellError(problem)
+        from .session import get_session
+
         spec = source_spec(src)
         if streaming and spec.kind in P.FILE_KINDS:
-            from .session import get_session
-
             path = str(spec.arg("path"))
             if scheme(path) not in (None, "file") and not spark_reads(get_session(), path):
                 raise NotSupportedError(
                     src.step_id,
                     NAME,
                     f"watch({shown(path)!r}): Spark lists a watched folder, and has no filesystem "
-                    "for this URI's scheme (for S3: hadoop-aws in spark.jars.packages and "
-                    "spark.hadoop.fs.s3a.*)",
+                    f"for this URI's scheme ({NO_FS_HINT})",
                 )
         for sink in c.plan.sinks:  # a URI Spark cannot write must open through pyarrow
             name = sink.name or ""
             if sink.target != "parquet" or local_path(name) is not None:
                 continue
-            from .session import get_session
-
             # a streaming run's Parquet sink is written by the driver, through pyarrow
             if streaming or not spark_reads(get_session(), name):
                 try:

@@ -96,9 +96,9 @@ def spark_source(
     path = str(spec.arg("path"))
     if spec.kind in P.FILE_KINDS and not spec.arg("watch", False) and not spark_reads(spark, path):
         warnings.warn(
-            f"{spec.kind}({shown(path)!r}): Spark has no filesystem for {scheme(path)}:// (for S3: "
-            "hadoop-aws in spark.jars.packages and spark.hadoop.fs.s3a.*); the notebook "
-            "process reads these rows (through pyarrow) and hands them to Spark",
+            f"{spec.kind}({shown(path)!r}): Spark has no filesystem for {scheme(path)}:// "
+            f"({NO_FS_HINT}); the notebook process reads these rows (through pyarrow) and "
+            "hands them to Spark",
             stacklevel=2,
         )
         return None
@@ -113,6 +113,9 @@ def spark_source(
 
 
 _readable: dict[str, bool] = {}
+
+NO_FS_HINT = "for S3: hadoop-aws in spark.jars.packages and spark.hadoop.fs.s3a.*"
+"""What a Spark session needs to read and write a URI scheme it has no filesystem for."""
 
 
 def spark_reads(spark: Any, path: str) -> bool:
@@ -426,9 +429,8 @@ def spark_writes(schema: Schema, path: str, spark: Any) -> bool:
     if spark_reads(spark, path):
         return True
     warnings.warn(
-        f"parquet sink {shown(path)!r}: Spark has no filesystem for {scheme(path)}:// (for S3: "
-        "hadoop-aws in spark.jars.packages and spark.hadoop.fs.s3a.*); the notebook process "
-        "writes it (through pyarrow)",
+        f"parquet sink {shown(path)!r}: Spark has no filesystem for {scheme(path)}:// "
+        f"({NO_FS_HINT}); the notebook process writes it (through pyarrow)",
         stacklevel=2,
     )
     return False

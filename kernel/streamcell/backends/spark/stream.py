@@ -38,9 +38,8 @@ import polars as pl
 
 from ... import plan as P
 from ...compiler import Compiled
-from ...files import spark_path
+from ...files import folder, spark_path, write_file
 from ...options import RunOptions
-from ...stores import sink_folder
 from .backend import source_spec
 from .ops import DEAD, LATE, LIVE, SKETCH, STATS
 from .state import (
@@ -434,13 +433,11 @@ class StreamDriver:
         if frame.height == 0:
             return
         assert sink.name is not None
-        fs, folder = sink_folder(sink.name)  # a local folder or a pyarrow filesystem's
-        fs.create_dir(folder, recursive=True)
-        final = f"{folder}/part-b{batch_id:09d}.parquet"
-        tmp = f"{folder}/.part-b{batch_id:09d}.{uuid.uuid4().hex[:8]}.tmp"
-        with fs.open_output_stream(tmp) as out:
-            frame.write_parquet(out)
-        fs.move(tmp, final)
+        fs, where = folder(sink.name)  # a local folder or a pyarrow filesystem's
+        fs.create_dir(where, recursive=True)
+        final = f"{where}/part-b{batch_id:09d}.parquet"
+        tmp = f"{where}/.part-b{batch_id:09d}.{uuid.uuid4().hex[:8]}.tmp"
+        write_file(fs, final, tmp, frame.write_parquet)
 
     # ----------------------------------------------------------------- metrics
     def _poll_progress(self, q: Any) -> None:
