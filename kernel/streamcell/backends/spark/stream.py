@@ -91,6 +91,7 @@ class StreamDriver:
         self.progress: list[dict[str, Any]] = []
         self.fed = 0
         self.rows_by_batch: dict[int, int] = {}
+        self.delivered_id: int | None = None  # the last micro-batch whose rows were delivered
         self.progress_lock = threading.Lock()
         self.out_by_batch: dict[int, int] = {}
         self.prev_ts: float | None = None
@@ -261,9 +262,31 @@ class StreamDriver:
         is inside the Python ``foreachBatch`` function waiting for its action, which Spark
         cancels only after the wait: 0.4-3.7 s here. Cancelled first, the action fails at
         once and the micro-batch raises, uncommitted (a restart from the checkpoint re-runs
-        it); its rows are counted as ``unprocessed``."""
+        it); its rows are counted as ``unprocessed``.
+
+        A micro-batch that already delivered its rows is let finish: Spark writes its commit
+        and posts its progress right after ``foreachBatch`` returns (milliseconds), and a
+        ``stop()`` in between would leave delivered rows with no progress entry in
+        ``run.metrics()`` (and a checkpoint that would run them again)."""
         self._cancel_jobs()
+        self._await_commit(q)
         q.stop()
+
+    def _await_commit(self, q: Any, timeout: float = 2.0) -> None:
+        want = self.delivered_id
+        if want is None:
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if not q.isActive:
+                    return
+                last = q.lastProgress
+            except Exception:  # the query is gone
+                return
+            if last is not None and int(_progress_dict(last).get("batchId", -1)) >= want:
+                return
+            time.sleep(0.01)
 
     def _cancel_jobs(self) -> None:
         """Cancel the Spark jobs of the running micro-batch (also a stop hook of the run,
@@ -348,6 +371,7 @@ class StreamDriver:
         if self.stopping or env.should_stop():  # the last point where the batch is discarded
             self.stopping = True
             raise _Stopped()
+        self.delivered_id = batch_id  # a stop from here on lets Spark commit the batch
         # delivered: the counters, side outputs and sketches of the batch, then its rows
         counters = env.counters
         for _, sid, p in stats:
