@@ -430,26 +430,49 @@ def fig4(clicks: pl.DataFrame, repeat: int) -> None:
     )
 
 
-def fig5(clicks: pl.DataFrame, peak: float) -> None:
-    rate = 0.7 * peak
-    seconds = 3.0
-    rows = int(rate * seconds)
-    src = clicks.head(min(rows, clicks.height))
-    stream = stateless(src)
-    plan = stream.plan()
-    src_step = plan.steps[0]
-    object.__setattr__(src_step, "rate", rate)
+def paced_latency(clicks: pl.DataFrame, rate: float, seconds: float) -> tuple[float, float, int, float]:
+    """One run of figure 1's stateless pipeline with its source paced at ``rate`` rows/s:
+    (p50 us, p99 us, latency samples, rows/s achieved). A paced source marks every batch."""
+    src = clicks.head(min(int(rate * seconds), clicks.height))
+    plan = stateless(src).plan()
+    object.__setattr__(plan.steps[0], "rate", rate)
+    t = time.perf_counter()
     run = sc.start(plan, name="lat", options=native(2))
     run.wait()
+    took = time.perf_counter() - t
     lat = (run.native_metrics or {}).get("latency") or {}
-    p50, p99 = lat.get("p50_ns", 0) / 1e3, lat.get("p99_ns", 0) / 1e3
-    report(
-        f"5 latency at 70% of peak ({rate / 1e6:.2f} M rows/s): p50",
-        f"{p50:.0f} us",
-        "<= 100 us",
-        p50 <= 100,
+    return (
+        lat.get("p50_ns", 0) / 1e3,
+        lat.get("p99_ns", 0) / 1e3,
+        int(lat.get("count", 0)),
+        src.height / took,
     )
-    report("5 latency at 70% of peak: p99", f"{p99:.0f} us", "<= 2000 us", p99 <= 2000)
+
+
+def fig5(clicks: pl.DataFrame, peak: float, repeat: int) -> None:
+    """End-to-end latency (a batch's push to its arrival at the sink) with the source paced
+    at 70% and at 10% of figure 1's peak. One unmeasured run first (a process's first run
+    faults in the buffers the later ones reuse), then the median of ``repeat`` runs."""
+    for share in (0.7, 0.1):
+        rate = share * peak
+        seconds = 3.0 if share < 0.5 else 1.0
+        paced_latency(clicks, rate, 0.2)
+        runs = [paced_latency(clicks, rate, seconds) for _ in range(max(repeat, 3))]
+        p50 = statistics.median(r[0] for r in runs)
+        p99 = statistics.median(r[1] for r in runs)
+        each = ", ".join(f"{a:.0f}/{b:.0f}" for a, b, _, _ in runs)
+        print(
+            f"    {share:.0%} of peak: {rate / 1e6:.2f} M rows/s asked, "
+            f"{statistics.median(r[3] for r in runs) / 1e6:.2f} M rows/s run; p50/p99 us per run "
+            f"{each}; {runs[0][2]} samples per run",
+            flush=True,
+        )
+        label = f"5 latency at {share:.0%} of peak ({rate / 1e6:.2f} M rows/s)"
+        if share == 0.7:
+            report(f"{label}: p50", f"{p50:.0f} us", "<= 100 us", p50 <= 100)
+            report(f"{label}: p99", f"{p99:.0f} us", "<= 2000 us", p99 <= 2000)
+        else:
+            report(f"{label}: p50 / p99", f"{p50:.0f} / {p99:.0f} us", "(context)", None)
 
 
 def fig6(clicks: pl.DataFrame, repeat: int) -> None:
@@ -592,7 +615,7 @@ def main() -> int:
     if "4" in figs:
         fig4(clicks.head(a.rows // 4), a.repeat)
     if "5" in figs:
-        fig5(clicks, peak)
+        fig5(clicks, peak, a.repeat)
     if "6" in figs:
         fig6(clicks, a.repeat)
     if "7" in figs:

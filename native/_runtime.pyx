@@ -15,6 +15,10 @@ from libc.string cimport memcpy, memset
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from posix.time cimport nanosleep, timespec
 
+cdef extern from "<sys/prctl.h>" nogil:
+    int prctl(int option, unsigned long arg2, unsigned long arg3, unsigned long arg4, unsigned long arg5)
+    int PR_SET_TIMERSLACK
+
 include "common/status.pxi"
 
 # the C components' declarations: one .pxd beside each header (native/runtime, native/exec)
@@ -80,8 +84,8 @@ from exec.ops_correlate cimport (
     sc_corr_agg, sc_corr_spec, sc_op_correlate_create, sc_op_correlate_destroy, sc_op_correlate_run,
 )
 from exec.arrow_bridge cimport (
-    ArrowArray, ArrowSchema, sc_arrow_export, sc_arrow_hold_array, sc_arrow_hold_create, sc_arrow_import,
-    sc_arrow_import_ref, sc_arrow_reclaim, sc_extbuf, sc_extbuf_unref,
+    ArrowArray, ArrowSchema, sc_arrow_defer, sc_arrow_export, sc_arrow_hold_array, sc_arrow_hold_create,
+    sc_arrow_hold_defer, sc_arrow_import, sc_arrow_import_ref, sc_arrow_reclaim, sc_extbuf, sc_extbuf_unref,
 )
 
 
@@ -829,8 +833,8 @@ cdef class Program:
 
     def push_many(self, batch, int64_t offset, int64_t n, int64_t seq0, int64_t batch_size,
                   int64_t timeout_ns=-1, double rate=0.0, uint64_t t0_ns=0):
-        """Copy rows [offset, offset+n) in as runtime batches of up to ``batch_size`` rows,
-        in one call without the GIL. Returns (status, rows taken): OK with ``n``, or FULL /
+        """Hand rows [offset, offset+n) to the runtime as batches of up to ``batch_size`` rows,
+        in one call without the GIL (each batch is imported by the worker that runs it). Returns (status, rows taken): OK with ``n``, or FULL /
         CLOSED with fewer when the pipeline stayed full for ``timeout_ns`` or was closed
         (the rest is not taken).
 
@@ -852,7 +856,13 @@ cdef class Program:
             raise ValueError("batch_size must be positive")
         sc_arrow_reclaim()  # release the arrays earlier batches no longer use (here, with the GIL)
         check_status(sc_arrow_hold_create(&hold, arr), "push")
+        rc = sc_arrow_hold_defer(hold, sch, &self.in_schema.s)  # type checks here, on this thread
+        if rc != SC_OK:
+            sc_extbuf_unref(hold)
+            check_status(rc, "push")
         with nogil:
+            if rate > 0:  # paced: each sleep ends when the batch is due, not 50 us later
+                prctl(PR_SET_TIMERSLACK, 1000, 0, 0, 0)
             while done < n:
                 m = n - done if n - done < batch_size else batch_size
                 if rate > 0:
@@ -863,10 +873,11 @@ cdef class Program:
                         ts.tv_nsec = <long>((due - now) % 1000000000)
                         nanosleep(&ts, NULL)
                 b = NULL
-                rc = sc_batch_new(&b, &self.in_schema.s, m)
+                # a batch that names its rows: the worker that runs it imports them (and
+                # allocates its buffers), so this thread only paces and hands out slices
+                rc = sc_batch_new(&b, &self.in_schema.s, 1)
                 if rc == 0:
-                    rc = sc_arrow_import_ref(sch, sc_arrow_hold_array(hold), offset + done, m, &self.in_schema.s,
-                                             b, seq0 + done, hold)
+                    rc = sc_arrow_defer(b, hold, offset + done, m, seq0 + done)
                 if rc == 0:
                     rc = sc_prog_push(self.p, b, timeout_ns)
                     if rc == SC_OK:

@@ -226,6 +226,10 @@ int sc_arrow_import_ref(const struct ArrowSchema *schema, const struct ArrowArra
 typedef struct arrow_hold {
     sc_extbuf e; /* first: the sc_extbuf * is the hold */
     struct ArrowArray array;
+    /* for deferred batches (sc_arrow_hold_defer): the array's schema, moved in, and the
+     * batches' schema (a copy); schema.release NULL when there is none */
+    struct ArrowSchema schema;
+    sc_schema target;
     struct arrow_hold *next;
 } arrow_hold;
 
@@ -254,6 +258,50 @@ int sc_arrow_hold_create(sc_extbuf **out, struct ArrowArray *array) {
 
 const struct ArrowArray *sc_arrow_hold_array(const sc_extbuf *e) { return &((const arrow_hold *)e)->array; }
 
+int sc_arrow_hold_defer(sc_extbuf *e, struct ArrowSchema *schema, const sc_schema *target) {
+    arrow_hold *h = (arrow_hold *)e;
+    if (!schema || !schema->release || h->schema.release || !target) return SC_EINVAL;
+    /* every check an import makes before its first row, made once here: a deferred batch's
+     * fill then fails only for want of memory */
+    sc_batch *probe = NULL;
+    int rc = sc_batch_new(&probe, target, 1);
+    if (rc) return rc;
+    rc = sc_arrow_import_ref(schema, &h->array, 0, 0, target, probe, 0, NULL);
+    sc_batch_free_standalone(probe);
+    if (!rc) rc = sc_schema_copy(&h->target, target);
+    if (rc) return rc;
+    h->schema = *schema;
+    schema->release = NULL; /* moved, as the array */
+    return SC_OK;
+}
+
+/* The worker's half of a deferred batch: the import itself (its buffers referenced, as by
+ * sc_arrow_import_ref), then the batch's reference to the hold for the fill is dropped. */
+static int hold_fill(sc_batch *b) {
+    arrow_hold *h = (arrow_hold *)b->fill_src;
+    int64_t n = b->nrows;
+    b->fill = NULL;
+    b->fill_src = NULL;
+    b->nrows = 0;
+    int rc = sc_arrow_import_ref(&h->schema, &h->array, b->fill_off, n, &h->target, b, b->fill_seq, &h->e);
+    sc_extbuf_unref(&h->e);
+    return rc;
+}
+
+int sc_arrow_defer(sc_batch *b, sc_extbuf *e, int64_t offset, int64_t n, int64_t seq0) {
+    arrow_hold *h = (arrow_hold *)e;
+    if (!b || !e || b->pool || b->ext || b->fill || !h->schema.release || offset < 0 || n < 0 ||
+        offset + n > h->array.length)
+        return SC_EINVAL;
+    sc_extbuf_ref(e);
+    b->fill = hold_fill;
+    b->fill_src = e;
+    b->fill_off = offset;
+    b->fill_seq = seq0;
+    b->nrows = n;
+    return SC_OK;
+}
+
 int64_t sc_arrow_reclaim(void) {
     pthread_mutex_lock(&reclaim_mu);
     arrow_hold *h = reclaim_list;
@@ -263,6 +311,8 @@ int64_t sc_arrow_reclaim(void) {
     while (h) {
         arrow_hold *next = h->next;
         if (h->array.release) h->array.release(&h->array);
+        if (h->schema.release) h->schema.release(&h->schema);
+        sc_schema_free(&h->target);
         free(h);
         h = next;
         n++;

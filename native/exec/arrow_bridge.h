@@ -39,6 +39,17 @@ int sc_arrow_import_ref(const struct ArrowSchema *schema, const struct ArrowArra
  * may need the interpreter). */
 int sc_arrow_hold_create(sc_extbuf **out, struct ArrowArray *array);
 const struct ArrowArray *sc_arrow_hold_array(const sc_extbuf *e);
+/* Deferred import ("workers slice their own batches"): the driver hands the pool batches
+ * that only name their rows, and the worker that first needs a batch imports it
+ * (sc_batch_ready), so the per-row work of an import runs on the workers, in parallel.
+ * sc_arrow_hold_defer moves the array's schema into the hold (schema->release is set to
+ * NULL) with the batches' schema `target`, after making every check an import makes (an
+ * SC_ETYPE / SC_EINVAL comes here, on the driver). Once per hold. */
+int sc_arrow_hold_defer(sc_extbuf *hold, struct ArrowSchema *schema, const sc_schema *target);
+/* Batch b (standalone, empty, without an ext) stands for rows [offset, offset + n) of the
+ * hold's array, their sequence numbers from seq0: b->nrows = n, and a reference to the hold
+ * until the rows are put in or b is freed. */
+int sc_arrow_defer(sc_batch *b, sc_extbuf *hold, int64_t offset, int64_t n, int64_t seq0);
 /* Release every hold whose last reference went; returns how many. Thread-safe. */
 int64_t sc_arrow_reclaim(void);
 

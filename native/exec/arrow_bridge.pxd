@@ -20,4 +20,6 @@ cdef extern from "exec/arrow_bridge.h":
                             const sc_schema *target, sc_batch *out, int64_t seq0, sc_extbuf *ext) nogil
     int sc_arrow_hold_create(sc_extbuf **out, ArrowArray *array) nogil
     const ArrowArray *sc_arrow_hold_array(const sc_extbuf *e) nogil
+    int sc_arrow_hold_defer(sc_extbuf *hold, ArrowSchema *schema, const sc_schema *target) nogil
+    int sc_arrow_defer(sc_batch *b, sc_extbuf *hold, int64_t offset, int64_t n, int64_t seq0) nogil
     int64_t sc_arrow_reclaim() nogil

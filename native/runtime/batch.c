@@ -314,6 +314,7 @@ int sc_batch_acquire(sc_batch_pool *p, sc_batch **out) {
 void sc_batch_free_standalone(sc_batch *b) {
     for (int32_t c = 0; c < b->ncols; c++) free_column(&b->cols[c]);
     sc_extbuf_unref(b->ext);
+    if (b->fill) sc_extbuf_unref(b->fill_src); /* released before its rows were put in */
     free(b->cols);
     free(b);
 }

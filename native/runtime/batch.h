@@ -104,7 +104,19 @@ typedef struct sc_batch {
     sc_extbuf *ext;        /* standalone: the buffers its borrowed columns point into (a
                             * reference, dropped when the batch is freed), or NULL */
     uint32_t index;        /* position in the pool */
+    /* A batch pushed before its rows are in (exec/arrow_bridge: sc_arrow_defer): `fill` puts
+     * them in on the worker that first needs them (the pool calls sc_batch_ready before an
+     * operator sees the batch), reading rows [fill_off, fill_off + nrows) of `fill_src`, the
+     * first of them sequence number fill_seq. Not NULL until then; a batch released unfilled
+     * drops its reference to fill_src. */
+    int (*fill)(struct sc_batch *b);
+    sc_extbuf *fill_src;
+    int64_t fill_off;
+    int64_t fill_seq;
 } sc_batch;
+
+/* Put a deferred batch's rows in (see sc_batch.fill); SC_OK at once for any other batch. */
+static inline int sc_batch_ready(sc_batch *b) { return b->fill ? b->fill(b) : 0; }
 
 /* Create a pool of max_batches batches, each with `ncols` columns of `types`, room for
  * row_capacity rows, and utf8_bytes bytes per UTF8 column. */

@@ -14,6 +14,7 @@
 #include "pool.h"
 
 #include <pthread.h>
+#include <sys/prctl.h>
 #include <stdlib.h>
 
 #include "atomic_ext.h"
@@ -93,6 +94,13 @@ static int deliver(sc_pool *p, uint32_t j, sc_batch *b) {
     uint64_t t = sc_u64_load_relaxed(&op->in_serial);
     if (t - sc_reorder_next(op->ro) > op->mask) return SC_EFULL; /* no credit */
     b->serial = t;
+    if (op->hq) { /* the partition function reads the rows */
+        int rc = sc_batch_ready(b);
+        if (rc != SC_OK) {
+            record_error(p, j, rc);
+            return rc;
+        }
+    }
     int rc = op->hq ? sc_hq_add(op->hq, op->d.partition(op->d.state, b), b) : sc_ring_try_push(op->ring, b);
     if (rc != SC_OK) {
         if (rc != SC_EFULL) record_error(p, j, rc);
@@ -169,7 +177,13 @@ static int process_one(sc_pool *p, sc_pool_op *op, sc_batch *b, sc_counts *c) {
     int64_t rows_in = b->nrows;
     bool eos = b->eos;
     sc_batch *out = NULL;
-    int rc = op->d.run(op->d.state, b, &out);
+    int rc = sc_batch_ready(b); /* a deferred batch is imported here, on this worker */
+    if (rc != SC_OK) {
+        sc_batch_release(b);
+        record_error(p, op->index, rc);
+        return rc;
+    }
+    rc = op->d.run(op->d.state, b, &out);
     if (rc < 0) {
         record_error(p, op->index, rc);
         return rc;
@@ -226,6 +240,10 @@ static int run_grant(sc_pool *p, uint32_t worker, const sc_sched_grant *g, sc_co
 static void *worker_main(void *arg) {
     sc_worker_arg *w = arg;
     sc_pool *p = w->p;
+    /* an idle worker's backoff sleeps a few microseconds at a time: without this the kernel
+     * may stretch each sleep by its default 50 us timer slack, which a batch then waits for */
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    prctl(PR_SET_NAME, (unsigned long)"sc-worker", 0, 0, 0); /* as top, perf and py-spy show it */
     sc_backoff bo;
     sc_backoff_reset(&bo);
     while (!stopping(p)) {

@@ -9,10 +9,16 @@
  * a project passing columns through and the fused stage copy them into their outputs, which
  * stay readable after the array is released (ASan reports any use after free), and
  * sc_batch_reserve gives a borrowed column a copy of its own.
+ *
+ * Deferred batches (sc_arrow_defer): the schema is checked and moved into the hold once; each
+ * batch only names its slice until sc_batch_ready imports it (here also on another thread,
+ * as a worker does); a batch freed unfilled gives its reference back; the array and the
+ * schema are released once, after the last batch.
  */
 #include "exec/arrow_bridge.h"
 #include "exec/expr.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +108,59 @@ static void check_rows(const sc_batch *b, int64_t from) {
     }
 }
 
+static int schema_released;
+static void release_schema(struct ArrowSchema *x) {
+    schema_released++;
+    x->release = NULL;
+}
+
+static void *ready_on_thread(void *b) { return (void *)(intptr_t)sc_batch_ready(b); }
+
+static void deferred(const sc_schema *s) {
+    released = 0;
+    struct ArrowArray arr;
+    make_array(&arr);
+    sc_extbuf *hold = NULL;
+    CHECK_RC(sc_arrow_hold_create(&hold, &arr));
+    struct ArrowSchema sch = top;
+    sch.release = release_schema;
+    /* a target the array does not match: refused here, the schema stays the caller's */
+    static const uint8_t BAD[5] = { SC_LT_INT, SC_LT_INT, SC_LT_STR, SC_LT_FLOAT, SC_LT_STR };
+    sc_schema bad;
+    sc_schema_init(&bad, 5, BAD);
+    CHECK(sc_arrow_hold_defer(hold, &sch, &bad) == SC_ETYPE && sch.release == release_schema);
+    sc_schema_free(&bad);
+    CHECK_RC(sc_arrow_hold_defer(hold, &sch, s));
+    CHECK(sch.release == NULL); /* moved */
+    sc_batch *b[3];
+    int64_t from[3] = { 0, 40, 70 }, len[3] = { 40, 30, 30 };
+    for (int k = 0; k < 3; k++) {
+        CHECK_RC(sc_batch_new(&b[k], s, 1));
+        CHECK_RC(sc_arrow_defer(b[k], hold, from[k], len[k], from[k]));
+        CHECK(b[k]->nrows == len[k] && b[k]->fill && !b[k]->ext);
+    }
+    sc_batch *extra = NULL;
+    CHECK_RC(sc_batch_new(&extra, s, 1));
+    CHECK(sc_arrow_defer(extra, hold, 90, 11, 90) == SC_EINVAL); /* past the array's end */
+    sc_batch_release(extra);
+    sc_extbuf_unref(hold); /* the driver's reference: the batches keep the hold */
+    CHECK(sc_arrow_reclaim() == 0 && released == 0);
+    CHECK_RC(sc_batch_ready(b[0]));
+    CHECK(!b[0]->fill && b[0]->ext == hold && b[0]->cols[2].borrowed && b[0]->nrows == 40);
+    check_rows(b[0], 0);
+    CHECK_RC(sc_batch_ready(b[0])); /* ready once: a second call does nothing */
+    pthread_t t;
+    void *rc = NULL;
+    CHECK(pthread_create(&t, NULL, ready_on_thread, b[1]) == 0);
+    CHECK(pthread_join(t, &rc) == 0 && rc == NULL);
+    check_rows(b[1], 40);
+    sc_batch_release(b[2]); /* never filled: its reference goes with it */
+    sc_batch_release(b[1]);
+    CHECK(sc_arrow_reclaim() == 0 && released == 0 && schema_released == 0);
+    sc_batch_release(b[0]);
+    CHECK(sc_arrow_reclaim() == 1 && released == 1 && schema_released == 1);
+}
+
 int main(void) {
     sc_schema s;
     sc_schema_init(&s, 5, LT);
@@ -173,6 +232,7 @@ int main(void) {
     sc_op_project_destroy(proj);
     sc_op_fused_destroy(fused);
     sc_schema_free(&so);
+    deferred(&s);
     sc_schema_free(&s);
     printf("test_arrow_hold: ok\n");
     return 0;

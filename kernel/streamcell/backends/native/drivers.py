@@ -141,6 +141,8 @@ class Driver:
                 scheduler=o.scheduler,
                 reorder=o.reorder,
                 keyed=o.keyed_queue,
+                # a paced source's latency is what its user watches: every batch a sample
+                marker_every=1 if self.source.rate else 16,
             )
             ok = self._feed(prog)
             if ok and self.source_error is not None:
