@@ -267,6 +267,7 @@ cdef class Program:
     cdef public int vertex  # DAG mode: the vertex add_* methods append to
     cdef list source_schemas
     cdef list sink_schemas
+    cdef bytes keep_views   # per input column (hidden first): its strings may stay views
 
     def __cinit__(self, int nsteps, int max_out=64, tuple dag=None):
         if dag is None:
@@ -467,8 +468,14 @@ cdef class Program:
         return check_status(sc_op_base_init(b, step, cin, cout, self._ctr(step), &i.s, &o.s,
                                             capacity, side), "operator")
 
-    def set_input(self, bytes lts):
+    def set_input(self, bytes lts, bytes keep_views=None):
+        """The input schema (type codes, hidden columns first); ``keep_views``: one byte per
+        column, nonzero where a string column is read by no operator (only carried to the
+        sink), so Polars' inline string views pass through as they are (arrow_bridge.h)."""
         self.in_schema = _Schema(lts)
+        if keep_views is not None and len(keep_views) != len(lts):
+            raise ValueError("keep_views needs one flag per input column")
+        self.keep_views = keep_views
 
     cdef void *_filter(self, int step, bint cin, bint cout, bytes lts, list pred, int64_t capacity) except NULL:
         cdef _Schema s = _Schema(lts)
@@ -852,11 +859,14 @@ cdef class Program:
         cdef uint64_t due, now
         cdef timespec ts
         cdef sc_extbuf *hold = NULL  # the array, moved in: batches point into its buffers
+        cdef const uint8_t *keep = NULL
         if batch_size <= 0:
             raise ValueError("batch_size must be positive")
         sc_arrow_reclaim()  # release the arrays earlier batches no longer use (here, with the GIL)
         check_status(sc_arrow_hold_create(&hold, arr), "push")
-        rc = sc_arrow_hold_defer(hold, sch, &self.in_schema.s)  # type checks here, on this thread
+        if self.keep_views is not None:
+            keep = <const uint8_t *>self.keep_views
+        rc = sc_arrow_hold_defer(hold, sch, &self.in_schema.s, keep)  # type checks here, on this thread
         if rc != SC_OK:
             sc_extbuf_unref(hold)
             check_status(rc, "push")

@@ -137,8 +137,24 @@ static void values64(sc_column *c, const void *buf, int64_t start, int64_t n, sc
     }
 }
 
+/* A "vu" column's rows [start, start + n) taken as they are (views column, borrowed) when every
+ * string is inline: the views then need none of the array's data buffers. */
+static bool borrow_views(sc_column *c, const struct ArrowArray *a, int64_t start, int64_t n) {
+    const uint8_t *v = (const uint8_t *)a->buffers[1] + 16 * start;
+    if (!a->buffers[1] || n <= 0) return false;
+    for (int64_t r = 0; r < n; r++) {
+        int32_t len;
+        memcpy(&len, v + 16 * r, 4);
+        if (len < 0 || len > 12) return false;
+    }
+    c->values = (void *)(uintptr_t)v; /* read-only, as any borrowed column */
+    c->borrowed = 1;
+    c->views = 1;
+    return true;
+}
+
 static int import_column(sc_batch *out, int32_t col, sc_ltype lt, const struct ArrowSchema *sch,
-                         const struct ArrowArray *a, int64_t off, int64_t n, sc_extbuf *ext) {
+                         const struct ArrowArray *a, int64_t off, int64_t n, sc_extbuf *ext, bool keep_views) {
     const char *fmt = sch->format;
     sc_column *c = &out->cols[col];
     const uint8_t *valid = a->n_buffers > 0 ? a->buffers[0] : NULL;
@@ -176,7 +192,8 @@ static int import_column(sc_batch *out, int32_t col, sc_ltype lt, const struct A
     case SC_LT_STR:
         if (strcmp(fmt, "u") && strcmp(fmt, "U") && strcmp(fmt, "vu")) return SC_ETYPE;
         import_validity(c, valid, start, n);
-        if (strcmp(fmt, "vu") == 0) return import_views(out, c, a, start, n);
+        if (strcmp(fmt, "vu") == 0)
+            return keep_views && ext && borrow_views(c, a, start, n) ? SC_OK : import_views(out, c, a, start, n);
         return import_strings(out, c, a, start, n, fmt[0] == 'u' ? 4 : 8);
     case SC_LT_NULL:
         for (int64_t r = 0; r < n; r++) sc_batch_set_null(out, col, r);
@@ -192,8 +209,8 @@ int sc_arrow_import(const struct ArrowSchema *schema, const struct ArrowArray *a
     return sc_arrow_import_ref(schema, array, offset, n, target, out, seq0, NULL);
 }
 
-int sc_arrow_import_ref(const struct ArrowSchema *schema, const struct ArrowArray *array, int64_t offset,
-                        int64_t n, const sc_schema *target, sc_batch *out, int64_t seq0, sc_extbuf *ext) {
+static int import_ref(const struct ArrowSchema *schema, const struct ArrowArray *array, int64_t offset, int64_t n,
+                      const sc_schema *target, sc_batch *out, int64_t seq0, sc_extbuf *ext, const uint8_t *keep) {
     if (ext && (out->pool || out->ext)) return SC_EINVAL;
     if (!schema || !array || strcmp(schema->format, "+s") || schema->n_children != target->ncols - SC_NHIDDEN ||
         array->n_children != schema->n_children || offset < 0 || n < 0 || offset + n > array->length)
@@ -209,8 +226,8 @@ int sc_arrow_import_ref(const struct ArrowSchema *schema, const struct ArrowArra
     }
     for (int64_t k = 0; k < schema->n_children; k++) {
         int32_t col = (int32_t)(SC_NHIDDEN + k);
-        int rc = import_column(out, col, (sc_ltype)target->lt[col], schema->children[k],
-                               array->children[k], array->offset + offset, n, ext);
+        int rc = import_column(out, col, (sc_ltype)target->lt[col], schema->children[k], array->children[k],
+                               array->offset + offset, n, ext, keep && keep[col]);
         if (!out->ext && out->cols[col].borrowed) {
             out->ext = ext;
             sc_extbuf_ref(ext);
@@ -219,6 +236,11 @@ int sc_arrow_import_ref(const struct ArrowSchema *schema, const struct ArrowArra
     }
     out->nrows = n;
     return SC_OK;
+}
+
+int sc_arrow_import_ref(const struct ArrowSchema *schema, const struct ArrowArray *array, int64_t offset,
+                        int64_t n, const sc_schema *target, sc_batch *out, int64_t seq0, sc_extbuf *ext) {
+    return import_ref(schema, array, offset, n, target, out, seq0, ext, NULL);
 }
 
 /* ------------------------------------------------------------------ imported arrays held */
@@ -230,6 +252,7 @@ typedef struct arrow_hold {
      * batches' schema (a copy); schema.release NULL when there is none */
     struct ArrowSchema schema;
     sc_schema target;
+    uint8_t *keep; /* per target column: its strings may stay views (NULL: none) */
     struct arrow_hold *next;
 } arrow_hold;
 
@@ -258,7 +281,7 @@ int sc_arrow_hold_create(sc_extbuf **out, struct ArrowArray *array) {
 
 const struct ArrowArray *sc_arrow_hold_array(const sc_extbuf *e) { return &((const arrow_hold *)e)->array; }
 
-int sc_arrow_hold_defer(sc_extbuf *e, struct ArrowSchema *schema, const sc_schema *target) {
+int sc_arrow_hold_defer(sc_extbuf *e, struct ArrowSchema *schema, const sc_schema *target, const uint8_t *keep) {
     arrow_hold *h = (arrow_hold *)e;
     if (!schema || !schema->release || h->schema.release || !target) return SC_EINVAL;
     /* every check an import makes before its first row, made once here: a deferred batch's
@@ -269,6 +292,11 @@ int sc_arrow_hold_defer(sc_extbuf *e, struct ArrowSchema *schema, const sc_schem
     rc = sc_arrow_import_ref(schema, &h->array, 0, 0, target, probe, 0, NULL);
     sc_batch_free_standalone(probe);
     if (!rc) rc = sc_schema_copy(&h->target, target);
+    if (!rc && keep) {
+        h->keep = malloc((size_t)(target->ncols ? target->ncols : 1));
+        if (h->keep) memcpy(h->keep, keep, (size_t)target->ncols);
+        else rc = SC_ENOMEM;
+    }
     if (rc) return rc;
     h->schema = *schema;
     schema->release = NULL; /* moved, as the array */
@@ -283,7 +311,7 @@ static int hold_fill(sc_batch *b) {
     b->fill = NULL;
     b->fill_src = NULL;
     b->nrows = 0;
-    int rc = sc_arrow_import_ref(&h->schema, &h->array, b->fill_off, n, &h->target, b, b->fill_seq, &h->e);
+    int rc = import_ref(&h->schema, &h->array, b->fill_off, n, &h->target, b, b->fill_seq, &h->e, h->keep);
     sc_extbuf_unref(&h->e);
     return rc;
 }
@@ -313,6 +341,7 @@ int64_t sc_arrow_reclaim(void) {
         if (h->array.release) h->array.release(&h->array);
         if (h->schema.release) h->schema.release(&h->schema);
         sc_schema_free(&h->target);
+        free(h->keep);
         free(h);
         h = next;
         n++;
@@ -340,6 +369,13 @@ typedef struct export_child {
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "export_views builds views as little-endian words");
 
 static int export_views(export_child *ec, const sc_column *c, int64_t n) {
+    if (c->views) { /* already views, every string inline: exported as they are, no data */
+        ec->sizes[0] = 0;
+        ec->buffers[1] = c->values;
+        ec->buffers[2] = c->data ? (const void *)c->data : (const void *)ec->sizes;
+        ec->buffers[3] = ec->sizes;
+        return SC_OK;
+    }
     ec->views = sc_colbuf_alloc((size_t)(n ? n : 1) * 16);
     if (!ec->views) return SC_ENOMEM;
     const int32_t *off = c->offsets;
@@ -485,7 +521,7 @@ int sc_arrow_export(sc_batch *b, const sc_schema *s, struct ArrowSchema *schema,
         int64_t nulls = count_nulls(c, b->nrows);
         ec->buffers[0] = nulls ? c->validity : NULL;
         int64_t nbuf = 2;
-        if (ec->views) {
+        if (ec->views || c->views) {
             nbuf = 4; /* validity, views, the data buffer, its size */
         } else if (c->type == SC_COL_UTF8) {
             ec->buffers[1] = c->offsets;

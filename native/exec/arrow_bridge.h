@@ -44,8 +44,11 @@ const struct ArrowArray *sc_arrow_hold_array(const sc_extbuf *e);
  * (sc_batch_ready), so the per-row work of an import runs on the workers, in parallel.
  * sc_arrow_hold_defer moves the array's schema into the hold (schema->release is set to
  * NULL) with the batches' schema `target`, after making every check an import makes (an
- * SC_ETYPE / SC_EINVAL comes here, on the driver). Once per hold. */
-int sc_arrow_hold_defer(sc_extbuf *hold, struct ArrowSchema *schema, const sc_schema *target);
+ * SC_ETYPE / SC_EINVAL comes here, on the driver). Once per hold. `keep` (NULL, or one flag
+ * per target column): a string column flagged, when it arrives as string views ("vu") that are
+ * all inline in a batch's slice, stays views (sc_column.views, pointing into the array) instead
+ * of being copied into offsets / data; only for columns no operator reads. */
+int sc_arrow_hold_defer(sc_extbuf *hold, struct ArrowSchema *schema, const sc_schema *target, const uint8_t *keep);
 /* Batch b (standalone, empty, without an ext) stands for rows [offset, offset + n) of the
  * hold's array, their sequence numbers from seq0: b->nrows = n, and a reference to the hold
  * until the rows are put in or b is freed. */

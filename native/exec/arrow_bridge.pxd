@@ -1,6 +1,6 @@
 # Cython declarations of exec/arrow_bridge.h (the contract is stated in the header).
 
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint8_t
 from runtime.batch cimport sc_batch
 from exec.exec cimport sc_schema
 
@@ -20,6 +20,7 @@ cdef extern from "exec/arrow_bridge.h":
                             const sc_schema *target, sc_batch *out, int64_t seq0, sc_extbuf *ext) nogil
     int sc_arrow_hold_create(sc_extbuf **out, ArrowArray *array) nogil
     const ArrowArray *sc_arrow_hold_array(const sc_extbuf *e) nogil
-    int sc_arrow_hold_defer(sc_extbuf *hold, ArrowSchema *schema, const sc_schema *target) nogil
+    int sc_arrow_hold_defer(sc_extbuf *hold, ArrowSchema *schema, const sc_schema *target,
+                            const uint8_t *keep) nogil
     int sc_arrow_defer(sc_batch *b, sc_extbuf *hold, int64_t offset, int64_t n, int64_t seq0) nogil
     int64_t sc_arrow_reclaim() nogil

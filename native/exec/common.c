@@ -48,6 +48,55 @@ static int col_alloc(sc_column *c, sc_col_type t, int64_t cap) {
     return c->values ? SC_OK : SC_ENOMEM;
 }
 
+/* ------------------------------------------------------------------ views columns */
+
+int sc_views_to_utf8(sc_column *d, int64_t d0, const sc_column *x, const int32_t *sel, const int64_t *idx,
+                     int64_t n) {
+    const uint8_t *v = x->values;
+    int64_t base = d->offsets[d0], bytes = base;
+    for (int64_t j = 0; j < n; j++) {
+        int64_t r = sel ? sel[j] : idx ? idx[j] : j;
+        int32_t len;
+        memcpy(&len, v + 16 * r, 4);
+        bytes += len;
+    }
+    if (bytes > INT32_MAX) return SC_EINVAL;
+    if (bytes > d->data_cap) {
+        int64_t cap = d->data_cap > 64 ? d->data_cap : 64;
+        while (cap < bytes) cap *= 2;
+        char *q = sc_colbuf_realloc(d->data, (size_t)cap);
+        if (!q) return SC_ENOMEM;
+        d->data = q;
+        d->data_cap = cap;
+    }
+    int32_t at = (int32_t)base;
+    for (int64_t j = 0; j < n; j++) {
+        int64_t r = sel ? sel[j] : idx ? idx[j] : j;
+        int32_t len;
+        memcpy(&len, v + 16 * r, 4);
+        memcpy(d->data + at, v + 16 * r + 4, (size_t)len);
+        at += len;
+        d->offsets[d0 + j + 1] = at;
+    }
+    return SC_OK;
+}
+
+int sc_column_unview(sc_column *c, int64_t nrows) {
+    if (!c->views) return SC_OK;
+    sc_column was = *c;
+    c->views = 0;
+    c->offsets[0] = 0;
+    int rc = sc_views_to_utf8(c, 0, &was, NULL, NULL, nrows);
+    if (rc) {
+        c->views = 1;
+        return rc;
+    }
+    if (!was.borrowed) sc_colbuf_free(was.values);
+    c->values = NULL;
+    c->borrowed = 0;
+    return SC_OK;
+}
+
 void sc_exec_tune_allocator(void) {
 #ifdef __GLIBC__
     mallopt(M_MMAP_THRESHOLD, 64 << 20);
@@ -93,6 +142,10 @@ int sc_batch_reserve(sc_batch *b, int64_t rows) {
     if (cap > INT32_MAX / 2) return SC_EINVAL;
     for (int32_t i = 0; i < b->ncols; i++) {
         sc_column *c = &b->cols[i];
+        if (c->views) { /* a batch that grows is written: strings go back to offsets / data */
+            int rc = sc_column_unview(c, b->nrows);
+            if (rc) return rc;
+        }
         int64_t old = bm_bytes(b->capacity), now = bm_bytes(cap);
         if (grow((void **)&c->validity, (size_t)now)) return SC_ENOMEM;
         memset(c->validity + old, 0xFF, (size_t)(now - old));
@@ -214,6 +267,14 @@ int sc_batch_take_col(sc_batch *dst, int32_t dcol, int64_t d0, const sc_batch *s
         for (int64_t i = 0; i < n; i++) sc_bit_set(d->values, d0 + i, sc_bit_get(x->values, idx[i]));
         break;
     case SC_COL_UTF8: {
+        if (d->views) {
+            int rc = sc_column_unview(d, d0);
+            if (rc) return rc;
+        }
+        if (x->views) {
+            if (dst->pool) return SC_EFULL;
+            return sc_views_to_utf8(d, d0, x, NULL, idx, n);
+        }
         int64_t bytes = d->offsets[d0];
         for (int64_t i = 0; i < n; i++) bytes += x->offsets[idx[i] + 1] - x->offsets[idx[i]];
         if (bytes > d->data_cap) {
@@ -264,6 +325,10 @@ int sc_batch_append(sc_batch *dst, const sc_batch *src) {
         case SC_COL_DOUBLE: memcpy((int64_t *)d->values + d0, x->values, (size_t)m * 8); break;
         case SC_COL_BOOL: bits_copy(d->values, d0, x->values, m); break;
         case SC_COL_UTF8: {
+            int rc = sc_column_unview(d, d0);
+            if (!rc && x->views) rc = sc_views_to_utf8(d, d0, x, NULL, NULL, m);
+            if (rc) return rc;
+            if (x->views) break;
             int32_t base = d->offsets[d0], first = x->offsets[0];
             int64_t bytes = (int64_t)x->offsets[m] - first;
             if (base + bytes > d->data_cap) {
@@ -344,7 +409,13 @@ int sc_batch_clone(sc_batch **out, const sc_batch *src) {
         const sc_column *s = &src->cols[i];
         sc_column *d = &b->cols[i];
         int rc = col_alloc(d, s->type, cap);
-        if (!rc && s->type == SC_COL_UTF8 && s->offsets[src->nrows] > d->data_cap) {
+        if (!rc && s->views) { /* the views, copied */
+            d->values = sc_colbuf_alloc((size_t)(cap ? cap : 1) * 16);
+            rc = d->values ? SC_OK : SC_ENOMEM;
+            if (!rc) memcpy(d->values, s->values, (size_t)src->nrows * 16);
+            d->views = 1;
+        }
+        if (!rc && s->type == SC_COL_UTF8 && !s->views && s->offsets[src->nrows] > d->data_cap) {
             d->data_cap = s->offsets[src->nrows];
             rc = grow((void **)&d->data, (size_t)d->data_cap);
         }
@@ -360,6 +431,7 @@ int sc_batch_clone(sc_batch **out, const sc_batch *src) {
         case SC_COL_DOUBLE: memcpy(d->values, s->values, (size_t)src->nrows * 8); break;
         case SC_COL_BOOL: memcpy(d->values, s->values, (size_t)bm_bytes(cap)); break;
         case SC_COL_UTF8:
+            if (s->views) break;
             memcpy(d->offsets, s->offsets, (size_t)(src->nrows + 1) * sizeof(int32_t));
             memcpy(d->data, s->data, (size_t)s->offsets[src->nrows]);
             break;

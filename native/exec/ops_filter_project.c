@@ -200,18 +200,29 @@ int sc_op_project_create(void **st, const sc_op_base *base, const int32_t *src, 
 static int copy_col(sc_batch *dst, int32_t dc, const sc_batch *src, int32_t scol, int64_t n) {
     const sc_column *s = &src->cols[scol];
     sc_column *d = &dst->cols[dc];
-    if (s->type == SC_COL_UTF8 && n > 0) {
-        int32_t first = s->offsets[0];
-        int64_t bytes = (int64_t)s->offsets[n] - first;
-        if (bytes > d->data_cap) {
-            if (dst->pool) return SC_EFULL;
-            char *p = sc_colbuf_realloc(d->data, (size_t)bytes);
-            if (!p) return SC_ENOMEM;
-            d->data = p;
-            d->data_cap = bytes;
+    if (s->views) { /* 16-byte views, copied as they are */
+        void *v = sc_colbuf_realloc(d->views ? d->values : NULL, (size_t)(n ? n : 1) * 16);
+        if (!v) return SC_ENOMEM;
+        if (!d->views && d->values) sc_colbuf_free(d->values);
+        d->values = v;
+        d->views = 1;
+        memcpy(v, s->values, (size_t)n * 16);
+    } else if (s->type == SC_COL_UTF8) {
+        int rc = sc_column_unview(d, 0); /* a fresh output column has no views: nothing to do */
+        if (rc) return rc;
+        if (n > 0) {
+            int32_t first = s->offsets[0];
+            int64_t bytes = (int64_t)s->offsets[n] - first;
+            if (bytes > d->data_cap) {
+                if (dst->pool) return SC_EFULL;
+                char *p = sc_colbuf_realloc(d->data, (size_t)bytes);
+                if (!p) return SC_ENOMEM;
+                d->data = p;
+                d->data_cap = bytes;
+            }
+            memcpy(d->data, s->data + first, (size_t)bytes);
+            for (int64_t r = 0; r <= n; r++) d->offsets[r] = s->offsets[r] - first;
         }
-        memcpy(d->data, s->data + first, (size_t)bytes);
-        for (int64_t r = 0; r <= n; r++) d->offsets[r] = s->offsets[r] - first;
     } else if (s->type == SC_COL_BOOL) {
         memcpy(d->values, s->values, (size_t)(n + 7) / 8);
     } else {

@@ -1,6 +1,8 @@
 /* select: see select.h for the contract. */
 #include "select.h"
 
+#include "exec.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -116,7 +118,30 @@ int sc_sel_gather(sc_column *dst, int64_t d0, const sc_column *src, const int32_
         return SC_OK;
     }
     case SC_COL_BOOL: bits_gather(dst->values, d0, src->values, sel, k); return SC_OK;
-    case SC_COL_UTF8: return gather_utf8(dst, d0, src, sel, k, grow);
+    case SC_COL_UTF8:
+        if (src->views && (d0 == 0 || dst->views)) { /* fixed 16-byte views: gathered as such */
+            uint8_t *dv = sc_colbuf_realloc(dst->views ? dst->values : NULL, (size_t)(d0 + k ? d0 + k : 1) * 16);
+            if (!dv) return SC_ENOMEM;
+            if (!dst->views && dst->values) sc_colbuf_free(dst->values);
+            dst->values = dv;
+            dst->views = 1;
+            const uint8_t *sv = src->values;
+            dv += 16 * d0;
+            for (int64_t j = 0; j < k; j++) memcpy(dv + 16 * j, sv + 16 * (int64_t)sel[j], 16);
+            return SC_OK;
+        }
+        if (dst->views) { /* strings into a views column: back to offsets / data first */
+            int rc = d0 ? sc_column_unview(dst, d0) : SC_OK;
+            if (rc) return rc;
+            if (!d0) {
+                sc_colbuf_free(dst->values);
+                dst->values = NULL;
+                dst->views = 0;
+                dst->offsets[0] = 0;
+            }
+        }
+        if (src->views) return sc_views_to_utf8(dst, d0, src, sel, NULL, k);
+        return gather_utf8(dst, d0, src, sel, k, grow);
     }
     return SC_EINVAL;
 }

@@ -69,8 +69,12 @@ typedef struct sc_column {
     int32_t *offsets;  /* UTF8 only: capacity + 1 entries */
     char *data;        /* UTF8 only */
     int64_t data_cap;  /* UTF8 only: bytes available in data */
-    uint8_t borrowed;  /* INT64 / DOUBLE: values point into buffers the batch's `ext` keeps
-                        * alive (an imported Arrow array); never freed, written or moved */
+    uint8_t borrowed;  /* INT64 / DOUBLE / views: values point into buffers the batch's `ext`
+                        * keeps alive (an imported Arrow array); never freed, written or moved */
+    uint8_t views;     /* UTF8 only: the rows are in `values` as 16-byte Arrow string views,
+                        * every string inline (at most 12 bytes), not in offsets / data. Only a
+                        * column no operator reads has them (imported from Polars' "vu" and
+                        * passed through to the sink); sc_batch_get_utf8 reads either form */
 } sc_column;
 
 /* Buffers owned elsewhere that batches point into (an imported Arrow array), reference
@@ -177,6 +181,11 @@ static inline bool sc_batch_get_bool(const sc_batch *b, int32_t col, int64_t row
 }
 static inline const char *sc_batch_get_utf8(const sc_batch *b, int32_t col, int64_t row, int32_t *len) {
     const sc_column *c = &b->cols[col];
+    if (c->views) { /* (length, then up to 12 bytes inline) */
+        const char *v = (const char *)c->values + 16 * row;
+        memcpy(len, v, 4);
+        return v + 4;
+    }
     *len = c->offsets[row + 1] - c->offsets[row];
     return c->data + c->offsets[row];
 }

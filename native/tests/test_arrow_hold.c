@@ -17,6 +17,7 @@
  */
 #include "exec/arrow_bridge.h"
 #include "exec/expr.h"
+#include "exec/select.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -128,9 +129,9 @@ static void deferred(const sc_schema *s) {
     static const uint8_t BAD[5] = { SC_LT_INT, SC_LT_INT, SC_LT_STR, SC_LT_FLOAT, SC_LT_STR };
     sc_schema bad;
     sc_schema_init(&bad, 5, BAD);
-    CHECK(sc_arrow_hold_defer(hold, &sch, &bad) == SC_ETYPE && sch.release == release_schema);
+    CHECK(sc_arrow_hold_defer(hold, &sch, &bad, NULL) == SC_ETYPE && sch.release == release_schema);
     sc_schema_free(&bad);
-    CHECK_RC(sc_arrow_hold_defer(hold, &sch, s));
+    CHECK_RC(sc_arrow_hold_defer(hold, &sch, s, NULL));
     CHECK(sch.release == NULL); /* moved */
     sc_batch *b[3];
     int64_t from[3] = { 0, 40, 70 }, len[3] = { 40, 30, 30 };
@@ -159,6 +160,165 @@ static void deferred(const sc_schema *s) {
     CHECK(sc_arrow_reclaim() == 0 && released == 0 && schema_released == 0);
     sc_batch_release(b[0]);
     CHECK(sc_arrow_reclaim() == 1 && released == 1 && schema_released == 1);
+}
+
+enum { V = 64 };
+typedef struct vfake {
+    int64_t ints[V];
+    uint8_t views[V * 16];
+    char data[64];
+    int64_t sizes[1];
+    const void *b0[2], *b1[4];
+    struct ArrowArray c0, c1, *kids[2];
+    const void *top_buffers[1];
+} vfake;
+
+static int vreleased;
+static void release_vfake(struct ArrowArray *a) {
+    free(a->private_data);
+    vreleased++;
+    a->release = NULL;
+}
+
+/* row r's string: "s<r>" repeated to r % 13 bytes, except row 50: 20 bytes (not inline) */
+static int vlen(int r) { return r == 50 ? 20 : r % 13; }
+static char vchar(int r, int i) { return (char)('a' + (r * 3 + i) % 26); }
+
+static void make_views(struct ArrowArray *a) {
+    vfake *f = calloc(1, sizeof *f);
+    for (int r = 0; r < V; r++) {
+        f->ints[r] = r;
+        int32_t len = vlen(r);
+        uint8_t *v = f->views + 16 * r;
+        memcpy(v, &len, 4);
+        if (len <= 12) {
+            for (int i = 0; i < len; i++) v[4 + i] = (uint8_t)vchar(r, i);
+        } else {
+            for (int i = 0; i < len; i++) f->data[i] = vchar(r, i);
+            memcpy(v + 4, f->data, 4); /* prefix, buffer 0, offset 0 */
+        }
+    }
+    f->sizes[0] = 20;
+    f->b0[0] = NULL, f->b0[1] = f->ints;
+    f->b1[0] = NULL, f->b1[1] = f->views, f->b1[2] = f->data, f->b1[3] = f->sizes;
+    memset(&f->c0, 0, sizeof f->c0);
+    f->c0.length = V, f->c0.n_buffers = 2, f->c0.buffers = f->b0;
+    memset(&f->c1, 0, sizeof f->c1);
+    f->c1.length = V, f->c1.n_buffers = 4, f->c1.buffers = f->b1;
+    f->kids[0] = &f->c0, f->kids[1] = &f->c1;
+    memset(a, 0, sizeof *a);
+    a->length = V, a->n_buffers = 1, a->buffers = f->top_buffers, a->n_children = 2, a->children = f->kids;
+    a->release = release_vfake;
+    a->private_data = f;
+}
+
+static void check_strings(const sc_batch *b, int32_t col, const int32_t *rows, int64_t n) {
+    for (int64_t j = 0; j < n; j++) {
+        int r = rows ? rows[j] : (int)j;
+        int32_t len;
+        const char *p = sc_batch_get_utf8(b, col, j, &len);
+        CHECK(len == vlen(r));
+        for (int i = 0; i < len; i++) CHECK(p[i] == vchar(r, i));
+    }
+}
+
+static void views_pass_through(void) {
+    static struct ArrowSchema vl = { "l", "i", NULL, 2, 0, NULL, NULL, NULL, NULL };
+    static struct ArrowSchema vu = { "vu", "s", NULL, 2, 0, NULL, NULL, NULL, NULL };
+    static struct ArrowSchema *vk[2] = { &vl, &vu };
+    struct ArrowSchema vt = { "+s", "", NULL, 0, 2, vk, NULL, NULL, NULL };
+    vt.release = release_schema;
+    static const uint8_t VLT[4] = { SC_LT_INT, SC_LT_INT, SC_LT_INT, SC_LT_STR };
+    static const uint8_t KEEP[4] = { 0, 0, 0, 1 };
+    sc_schema s;
+    sc_schema_init(&s, 4, VLT);
+    struct ArrowArray arr;
+    make_views(&arr);
+    sc_extbuf *hold = NULL;
+    CHECK_RC(sc_arrow_hold_create(&hold, &arr));
+    CHECK_RC(sc_arrow_hold_defer(hold, &vt, &s, KEEP));
+    sc_batch *in = NULL, *longer = NULL;
+    CHECK_RC(sc_batch_new(&in, &s, 1));
+    CHECK_RC(sc_arrow_defer(in, hold, 0, 40, 0));
+    CHECK_RC(sc_batch_new(&longer, &s, 1));
+    CHECK_RC(sc_arrow_defer(longer, hold, 40, 24, 40));
+    sc_extbuf_unref(hold);
+    CHECK_RC(sc_batch_ready(in));
+    CHECK_RC(sc_batch_ready(longer));
+    CHECK(in->cols[3].views && in->cols[3].borrowed); /* all inline: views, not copied */
+    CHECK(!longer->cols[3].views && !longer->cols[3].borrowed); /* row 50 is not inline */
+    check_strings(in, 3, NULL, 40);
+    int32_t rows40[24];
+    for (int j = 0; j < 24; j++) rows40[j] = 40 + j;
+    check_strings(longer, 3, rows40, 24);
+
+    /* gathered as views */
+    int32_t sel[20];
+    for (int j = 0; j < 20; j++) sel[j] = 2 * j + 1;
+    sc_batch *g = NULL;
+    CHECK_RC(sc_batch_new(&g, &s, 20));
+    CHECK_RC(sc_sel_gather_cols(g->cols, in->cols, 4, sel, 20, true));
+    g->nrows = 20;
+    CHECK(g->cols[3].views && !g->cols[3].borrowed);
+    check_strings(g, 3, sel, 20);
+    /* a string column gathered into it next: back to offsets / data */
+    sc_batch *g2 = NULL;
+    CHECK_RC(sc_batch_new(&g2, &s, 20));
+    CHECK_RC(sc_sel_gather_cols(g2->cols, in->cols, 4, sel, 20, true));
+    CHECK_RC(sc_sel_gather_cols(g2->cols, longer->cols, 4, sel, 10, true));
+    g2->nrows = 10;
+    CHECK(!g2->cols[3].views);
+    int32_t sel40[10];
+    for (int j = 0; j < 10; j++) sel40[j] = 40 + sel[j];
+    check_strings(g2, 3, sel40, 10);
+
+    /* appended to a string column: converted */
+    sc_batch *acc = NULL;
+    CHECK_RC(sc_batch_new(&acc, &s, 8));
+    CHECK_RC(sc_batch_append(acc, longer));
+    CHECK_RC(sc_batch_append(acc, g));
+    CHECK(acc->nrows == 44 && !acc->cols[3].views);
+    int32_t both[44];
+    for (int j = 0; j < 24; j++) both[j] = 40 + j;
+    for (int j = 0; j < 20; j++) both[24 + j] = sel[j];
+    check_strings(acc, 3, both, 44);
+
+    /* a side row copied from a views batch */
+    sc_batch *side = NULL;
+    CHECK_RC(sc_batch_new(&side, &s, 4));
+    CHECK_RC(sc_batch_copy_row(side, 0, in, 7));
+    side->nrows = 1;
+    int32_t seven = 7;
+    check_strings(side, 3, &seven, 1);
+
+    /* exported as it is: "vu", the views buffer itself, no data */
+    sc_batch *ex = NULL;
+    CHECK_RC(sc_batch_clone(&ex, g));
+    CHECK(ex->cols[3].views);
+    check_strings(ex, 3, sel, 20);
+    struct ArrowSchema es;
+    struct ArrowArray ea;
+    const void *gviews = ex->cols[3].values;
+    CHECK_RC(sc_arrow_export(ex, &s, &es, &ea));
+    CHECK(strcmp(es.children[3]->format, "vu") == 0 && ea.children[3]->n_buffers == 4);
+    CHECK(ea.children[3]->buffers[1] == gviews && ((const int64_t *)ea.children[3]->buffers[3])[0] == 0);
+    ea.release(&ea);
+    es.release(&es);
+
+    /* a views batch that grows: its strings go to offsets / data, still readable */
+    CHECK_RC(sc_batch_reserve(g, 100));
+    CHECK(!g->cols[3].views);
+    check_strings(g, 3, sel, 20);
+
+    sc_batch_release(g);
+    sc_batch_release(g2);
+    sc_batch_release(acc);
+    sc_batch_release(side);
+    sc_batch_release(longer);
+    CHECK(sc_arrow_reclaim() == 0 && vreleased == 0); /* `in` still points into the array */
+    sc_batch_release(in);
+    CHECK(sc_arrow_reclaim() == 1 && vreleased == 1);
+    sc_schema_free(&s);
 }
 
 int main(void) {
@@ -233,6 +393,7 @@ int main(void) {
     sc_op_fused_destroy(fused);
     sc_schema_free(&so);
     deferred(&s);
+    views_pass_through();
     sc_schema_free(&s);
     printf("test_arrow_hold: ok\n");
     return 0;

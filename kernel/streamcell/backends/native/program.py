@@ -87,13 +87,13 @@ def build(low: Lowered, c: Compiled) -> Any:
     from ... import _runtime as R
 
     dag = low.vertices is not None
+    ops: list[tuple[str, Any]] = list(low.ops) if dag or not FUSE else fuse(low.ops)
     if dag:
         prog = _dag_program(low, c)
     else:
         prog = R.Program(low.nsteps, 64)
-        prog.set_input(_lts(low.in_schema))
+        prog.set_input(_lts(low.in_schema), carried_strings(low, c, ops))
     parts = 1 if dag else low.partitions  # a DAG vertex runs its phases in order
-    ops: list[tuple[str, Any]] = list(low.ops) if dag or not FUSE else fuse(low.ops)
     for kind, a in ops:
         if dag:
             prog.vertex = a["vertex"]
@@ -225,6 +225,45 @@ def build(low: Lowered, c: Compiled) -> Any:
     else:
         prog.set_output(_lts(c.schemas[low.sink.inputs[0].step_id]), OUT_ROWS)
     return prog
+
+
+def carried_strings(low: Lowered, c: Compiled, ops: list[tuple[str, Any]]) -> bytes | None:
+    """Which input string columns no operator reads (one flag per input column, hidden ones
+    first), or None: their inline string views may pass from the source frame to the sink as
+    they are (``sc_column.views``). Only for one fused stage straight into a sink that does not
+    publish: its filters and projects read columns only through their expressions, and pass
+    plain column references through. A column is read when an expression (not a plain
+    reference) or a predicate names it, or a plain reference renames it (conservative: names
+    are not followed through renames); nothing qualifies when an expression calls a user
+    function."""
+    from ...expr import Call, Col, children, columns_used
+
+    if len(ops) != 1 or ops[0][0] != "fused" or low.publishing or low.taps:
+        return None
+    read: set[str] = set()
+    exprs = []
+    for s in c.plan.steps:
+        if isinstance(s, P.Filter):
+            exprs.append(s.predicate)
+            read.update(columns_used(s.predicate))
+        elif isinstance(s, (P.Select, P.WithColumns)):
+            for n, e in s.exprs:
+                exprs.append(e)
+                if isinstance(e, Col):
+                    if n != e.name:
+                        read.add(e.name)
+                else:
+                    read.update(columns_used(e))
+        elif not isinstance(s, (P.Source, P.Sink)):
+            return None
+    stack = list(exprs)
+    while stack:  # a user function may see whatever it is handed: nothing stays views
+        x = stack.pop()
+        if isinstance(x, Call) and x.fn.startswith("udf:"):
+            return None
+        stack.extend(children(x))
+    flags = [0, 0] + [int(t.name == "str" and n not in read) for n, t in low.in_schema]
+    return bytes(flags) if any(flags) else None
 
 
 def merge_layout(s: P.Step, c: Compiled) -> tuple[Schema, list[list[int]], int]:
