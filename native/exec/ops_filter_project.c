@@ -452,7 +452,7 @@ static int fused_compact(fview *w, sc_batch **mat, const sc_schema *sch, ctx *c)
     int rc = scratch_batch(mat, sch, s->cap);
     if (rc) return rc;
     int64_t k = sc_sel_from_mask(s->keep, w->n, s->sel);
-    rc = sc_sel_gather_cols((*mat)->cols, s->view, sch->ncols, s->sel, k, true);
+    rc = sc_sel_compress_cols((*mat)->cols, s->view, sch->ncols, s->keep, w->n, s->sel, k, true);
     for (int32_t j = 0; !rc && j < sch->ncols; j++) {
         s->view[j] = (*mat)->cols[j];
         s->own[j] = *mat;
@@ -573,7 +573,7 @@ static int fused_output(fused_st *st, fview *w, sc_batch *in, sc_batch **out) {
         }
     } else {
         int64_t k = sc_sel_from_mask(s->keep, w->n, s->sel);
-        rc = sc_sel_gather_cols(o->cols, s->view, nc, s->sel, k, true);
+        rc = sc_sel_compress_cols(o->cols, s->view, nc, s->keep, w->n, s->sel, k, true);
     }
     if (rc) {
         sc_batch_release(o);

@@ -36,4 +36,12 @@ int sc_sel_gather(sc_column *dst, int64_t d0, const sc_column *src, const int32_
  * index is loaded once per four columns. */
 int sc_sel_gather_cols(sc_column *dst, const sc_column *src, int32_t ncols, const int32_t *sel, int64_t k, bool grow);
 
+/* The same result from the keep mask itself: rows [0, k) of dst[c] = src[c]'s rows r < n with
+ * keep[r] != 0 (sel[0..k) their indices, from sc_sel_from_mask). Int64 / double columns are
+ * compressed by the mask, eight rows per AVX-512 instruction where the CPU has it (checked once
+ * at run time), four columns per pass; the others are gathered through sel. Every dst int64 /
+ * double column must have room for n rows (whole 8-lane stores may write past row k). */
+int sc_sel_compress_cols(sc_column *dst, const sc_column *src, int32_t ncols, const uint8_t *keep, int64_t n,
+                         const int32_t *sel, int64_t k, bool grow);
+
 #endif
