@@ -18,6 +18,7 @@ from posix.time cimport nanosleep, timespec
 cdef extern from "<sys/prctl.h>" nogil:
     int prctl(int option, unsigned long arg2, unsigned long arg3, unsigned long arg4, unsigned long arg5)
     int PR_SET_TIMERSLACK
+    int PR_GET_TIMERSLACK
 
 include "common/status.pxi"
 
@@ -860,6 +861,7 @@ cdef class Program:
         cdef timespec ts
         cdef sc_extbuf *hold = NULL  # the array, moved in: batches point into its buffers
         cdef const uint8_t *keep = NULL
+        cdef int slack = -1
         if batch_size <= 0:
             raise ValueError("batch_size must be positive")
         sc_arrow_reclaim()  # release the arrays earlier batches no longer use (here, with the GIL)
@@ -872,6 +874,7 @@ cdef class Program:
             check_status(rc, "push")
         with nogil:
             if rate > 0:  # paced: each sleep ends when the batch is due, not 50 us later
+                slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0)
                 prctl(PR_SET_TIMERSLACK, 1000, 0, 0, 0)
             while done < n:
                 m = n - done if n - done < batch_size else batch_size
@@ -898,6 +901,8 @@ cdef class Program:
                     break
                 done += m
             sc_extbuf_unref(hold)
+            if slack > 0:  # the caller's thread gets its own slack back
+                prctl(PR_SET_TIMERSLACK, <unsigned long>slack, 0, 0, 0)
         if rc != SC_OK and rc != SC_EFULL and rc != SC_ECLOSED:
             check_status(rc, "push")
         return rc, done

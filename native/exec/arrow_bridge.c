@@ -140,8 +140,8 @@ static void values64(sc_column *c, const void *buf, int64_t start, int64_t n, sc
 /* A "vu" column's rows [start, start + n) taken as they are (views column, borrowed) when every
  * string is inline: the views then need none of the array's data buffers. */
 static bool borrow_views(sc_column *c, const struct ArrowArray *a, int64_t start, int64_t n) {
+    if (a->n_buffers < 2 || !a->buffers[1] || n <= 0) return false;
     const uint8_t *v = (const uint8_t *)a->buffers[1] + 16 * start;
-    if (!a->buffers[1] || n <= 0) return false;
     for (int64_t r = 0; r < n; r++) {
         int32_t len;
         memcpy(&len, v + 16 * r, 4);
@@ -284,8 +284,8 @@ const struct ArrowArray *sc_arrow_hold_array(const sc_extbuf *e) { return &((con
 int sc_arrow_hold_defer(sc_extbuf *e, struct ArrowSchema *schema, const sc_schema *target, const uint8_t *keep) {
     arrow_hold *h = (arrow_hold *)e;
     if (!schema || !schema->release || h->schema.release || !target) return SC_EINVAL;
-    /* every check an import makes before its first row, made once here: a deferred batch's
-     * fill then fails only for want of memory */
+    /* every type check an import makes before its first row, made once here (a deferred
+     * batch's fill can still fail on its rows: see the header) */
     sc_batch *probe = NULL;
     int rc = sc_batch_new(&probe, target, 1);
     if (rc) return rc;

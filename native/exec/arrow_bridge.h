@@ -43,8 +43,11 @@ const struct ArrowArray *sc_arrow_hold_array(const sc_extbuf *e);
  * that only name their rows, and the worker that first needs a batch imports it
  * (sc_batch_ready), so the per-row work of an import runs on the workers, in parallel.
  * sc_arrow_hold_defer moves the array's schema into the hold (schema->release is set to
- * NULL) with the batches' schema `target`, after making every check an import makes (an
- * SC_ETYPE / SC_EINVAL comes here, on the driver). Once per hold. `keep` (NULL, or one flag
+ * NULL) with the batches' schema `target`, after making every type check an import makes (an
+ * SC_ETYPE / SC_EINVAL comes here, on the driver). Once per hold. A fill can still fail on
+ * what depends on the rows (memory, a string column past 2 GiB in one batch, a list row the
+ * runtime cannot encode): the worker records it and the run stops with it, as for any
+ * operator's error. `keep` (NULL, or one flag
  * per target column): a string column flagged, when it arrives as string views ("vu") that are
  * all inline in a batch's slice, stays views (sc_column.views, pointing into the array) instead
  * of being copied into offsets / data; only for columns no operator reads. */

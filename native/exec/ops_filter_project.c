@@ -200,6 +200,7 @@ int sc_op_project_create(void **st, const sc_op_base *base, const int32_t *src, 
 static int copy_col(sc_batch *dst, int32_t dc, const sc_batch *src, int32_t scol, int64_t n) {
     const sc_column *s = &src->cols[scol];
     sc_column *d = &dst->cols[dc];
+    if (d->borrowed) return SC_EINVAL; /* never written: copies go to fresh batches */
     if (s->views) { /* 16-byte views, copied as they are */
         void *v = sc_colbuf_realloc(d->views ? d->values : NULL, (size_t)(n ? n : 1) * 16);
         if (!v) return SC_ENOMEM;

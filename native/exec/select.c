@@ -125,6 +125,7 @@ int sc_sel_gather(sc_column *dst, int64_t d0, const sc_column *src, const int32_
     case SC_COL_BOOL: bits_gather(dst->values, d0, src->values, sel, k); return SC_OK;
     case SC_COL_UTF8:
         if (src->views && (d0 == 0 || dst->views)) { /* fixed 16-byte views: gathered as such */
+            if (dst->borrowed) return SC_EINVAL; /* never written: gathers go to fresh batches */
             uint8_t *dv = sc_colbuf_realloc(dst->views ? dst->values : NULL, (size_t)(d0 + k ? d0 + k : 1) * 16);
             if (!dv) return SC_ENOMEM;
             if (!dst->views && dst->values) sc_colbuf_free(dst->values);
@@ -135,6 +136,7 @@ int sc_sel_gather(sc_column *dst, int64_t d0, const sc_column *src, const int32_
             for (int64_t j = 0; j < k; j++) memcpy(dv + 16 * j, sv + 16 * (int64_t)sel[j], 16);
             return SC_OK;
         }
+        if (dst->views && dst->borrowed) return SC_EINVAL;
         if (dst->views) { /* strings into a views column: back to offsets / data first */
             int rc = d0 ? sc_column_unview(dst, d0) : SC_OK;
             if (rc) return rc;
@@ -240,14 +242,16 @@ compress_avx512(int64_t *const *dv, const int64_t *const *sv, int32_t m, const u
     return compress_scalar(dv, sv, m, keep, r, n, out);
 }
 
-static int avx512_ok = -1;
+static int avx512_ok = -1; /* -1: not checked yet; workers may race to check: same answer */
 static bool use_avx512(void) {
-    if (avx512_ok < 0) {
+    int ok = __atomic_load_n(&avx512_ok, __ATOMIC_RELAXED);
+    if (ok < 0) {
         __builtin_cpu_init();
-        avx512_ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                    __builtin_cpu_supports("popcnt");
+        ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("popcnt");
+        __atomic_store_n(&avx512_ok, ok, __ATOMIC_RELAXED);
     }
-    return avx512_ok;
+    return ok;
 }
 #endif
 

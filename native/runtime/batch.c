@@ -222,6 +222,11 @@ void sc_batch_reset(sc_batch *b) {
     b->publish = 0;
     for (int32_t i = 0; i < b->ncols; i++) {
         sc_column *c = &b->cols[i];
+        if (c->views) { /* a string column again (views belong to standalone batches only) */
+            if (!c->borrowed) sc_colbuf_free(c->values);
+            c->values = NULL;
+            c->views = c->borrowed = 0;
+        }
         memset(c->validity, 0xFF, (size_t)bitmap_bytes(b->capacity));
         c->null_count = 0;
         if (c->offsets) c->offsets[0] = 0;

@@ -238,11 +238,12 @@ def carried_strings(low: Lowered, c: Compiled, ops: list[tuple[str, Any]]) -> by
     function."""
     from ...expr import Call, Col, children, columns_used
 
-    if len(ops) != 1 or ops[0][0] != "fused" or low.publishing or low.taps:
+    plan = getattr(c, "plan", None)  # a Spark executor's operator builds without a plan
+    if plan is None or len(ops) != 1 or ops[0][0] != "fused" or low.publishing:
         return None
     read: set[str] = set()
     exprs = []
-    for s in c.plan.steps:
+    for s in plan.steps:  # a sketch or any other step kind: nothing is carried (below)
         if isinstance(s, P.Filter):
             exprs.append(s.predicate)
             read.update(columns_used(s.predicate))
