@@ -231,30 +231,38 @@ def measure(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
     return statistics.median(walls), statistics.median(cpus)
 
 
+def settled_call(fn: Callable[[], Any]) -> tuple[float, float]:
+    """Wall and CPU seconds of one call, started after a garbage collection and a short pause,
+    so what the previous call left running is not charged to it."""
+    import gc
+
+    gc.collect()
+    time.sleep(0.05)
+    c0, t0 = cpu_s(), time.perf_counter()
+    fn()
+    return time.perf_counter() - t0, cpu_s() - c0
+
+
+def medians(times: list[tuple[float, float]]) -> tuple[float, float]:
+    return statistics.median(w for w, _ in times), statistics.median(c for _, c in times)
+
+
 def measure_each(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, tuple[float, float]]:
     """Median wall and CPU seconds of each function, measured interleaved: after one warm-up
     call each, ``repeat`` rounds run every function once, in a fresh random order per round
     (seeded), so a spell of background load on this shared machine falls on all of them alike
-    and no function always follows the same one; each call starts after a garbage collection
-    and a short pause, so what the previous one left running is not charged to it."""
-    import gc
+    and no function always follows the same one; each call is a :func:`settled_call`."""
     import random
 
     names = list(fns)
     for n in names:
         fns[n]()
-    walls: dict[str, list[float]] = {n: [] for n in names}
-    cpus: dict[str, list[float]] = {n: [] for n in names}
+    times: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
     order = random.Random(17)
     for _ in range(repeat):
         for n in order.sample(names, len(names)):
-            gc.collect()
-            time.sleep(0.05)
-            c0, t0 = cpu_s(), time.perf_counter()
-            fns[n]()
-            walls[n].append(time.perf_counter() - t0)
-            cpus[n].append(cpu_s() - c0)
-    return {n: (statistics.median(walls[n]), statistics.median(cpus[n])) for n in names}
+            times[n].append(settled_call(fns[n]))
+    return {n: medians(times[n]) for n in names}
 
 
 def measure_alone(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, tuple[float, float]]:
@@ -263,20 +271,10 @@ def measure_alone(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, t
     already mapped), as a user running one engine sees it. Interleaved runs
     (:func:`measure_each`) hand each engine memory another one just freed, which costs some
     engines more than others: both are printed."""
-    import gc
-
     out = {}
     for n, fn in fns.items():
         fn()
-        walls, cpus = [], []
-        for _ in range(repeat):
-            gc.collect()
-            time.sleep(0.05)
-            c0, t0 = cpu_s(), time.perf_counter()
-            fn()
-            walls.append(time.perf_counter() - t0)
-            cpus.append(cpu_s() - c0)
-        out[n] = (statistics.median(walls), statistics.median(cpus))
+        out[n] = medians([settled_call(fn) for _ in range(repeat)])
     return out
 
 

@@ -81,6 +81,16 @@ int sc_views_to_utf8(sc_column *d, int64_t d0, const sc_column *x, const int32_t
     return SC_OK;
 }
 
+int sc_column_views_room(sc_column *c, int64_t rows) {
+    if (c->borrowed) return SC_EINVAL; /* never written: views are written to fresh batches */
+    void *v = sc_colbuf_realloc(c->views ? c->values : NULL, (size_t)(rows ? rows : 1) * 16);
+    if (!v) return SC_ENOMEM;
+    if (!c->views && c->values) sc_colbuf_free(c->values);
+    c->values = v;
+    c->views = 1;
+    return SC_OK;
+}
+
 int sc_column_unview(sc_column *c, int64_t nrows) {
     if (!c->views) return SC_OK;
     sc_column was = *c;
@@ -410,10 +420,8 @@ int sc_batch_clone(sc_batch **out, const sc_batch *src) {
         sc_column *d = &b->cols[i];
         int rc = col_alloc(d, s->type, cap);
         if (!rc && s->views) { /* the views, copied */
-            d->values = sc_colbuf_alloc((size_t)(cap ? cap : 1) * 16);
-            rc = d->values ? SC_OK : SC_ENOMEM;
+            rc = sc_column_views_room(d, cap);
             if (!rc) memcpy(d->values, s->values, (size_t)src->nrows * 16);
-            d->views = 1;
         }
         if (!rc && s->type == SC_COL_UTF8 && !s->views && s->offsets[src->nrows] > d->data_cap) {
             d->data_cap = s->offsets[src->nrows];

@@ -102,10 +102,12 @@ void sc_exec_tune_allocator(void);
 int sc_batch_reserve(sc_batch *b, int64_t rows);
 /* Views columns (sc_column.views): rows of views column x (row sel[j], idx[j] or j, for
  * j < n) appended as strings to UTF8 column d from row d0 (d's data grows); and a views
- * column of nrows rows turned into offsets / data in place. */
+ * column of nrows rows turned into offsets / data in place (none: nothing to do). */
 int sc_views_to_utf8(sc_column *d, int64_t d0, const sc_column *x, const int32_t *sel, const int64_t *idx,
                      int64_t n);
 int sc_column_unview(sc_column *c, int64_t nrows);
+/* Make c (not borrowed) a views column with room for `rows` views (its earlier views kept). */
+int sc_column_views_room(sc_column *c, int64_t rows);
 /* Write a string at `row` (rows of a UTF8 column are written in order), growing the data. */
 int sc_batch_put_utf8(sc_batch *b, int32_t col, int64_t row, const char *s, int32_t len);
 /* dst[drow] = src[srow] for every column (same physical types, same ncols). Rows of dst are

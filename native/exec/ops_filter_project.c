@@ -202,12 +202,9 @@ static int copy_col(sc_batch *dst, int32_t dc, const sc_batch *src, int32_t scol
     sc_column *d = &dst->cols[dc];
     if (d->borrowed) return SC_EINVAL; /* never written: copies go to fresh batches */
     if (s->views) { /* 16-byte views, copied as they are */
-        void *v = sc_colbuf_realloc(d->views ? d->values : NULL, (size_t)(n ? n : 1) * 16);
-        if (!v) return SC_ENOMEM;
-        if (!d->views && d->values) sc_colbuf_free(d->values);
-        d->values = v;
-        d->views = 1;
-        memcpy(v, s->values, (size_t)n * 16);
+        int rc = sc_column_views_room(d, n);
+        if (rc) return rc;
+        memcpy(d->values, s->values, (size_t)n * 16);
     } else if (s->type == SC_COL_UTF8) {
         int rc = sc_column_unview(d, 0); /* a fresh output column has no views: nothing to do */
         if (rc) return rc;

@@ -125,28 +125,16 @@ int sc_sel_gather(sc_column *dst, int64_t d0, const sc_column *src, const int32_
     case SC_COL_BOOL: bits_gather(dst->values, d0, src->values, sel, k); return SC_OK;
     case SC_COL_UTF8:
         if (src->views && (d0 == 0 || dst->views)) { /* fixed 16-byte views: gathered as such */
-            if (dst->borrowed) return SC_EINVAL; /* never written: gathers go to fresh batches */
-            uint8_t *dv = sc_colbuf_realloc(dst->views ? dst->values : NULL, (size_t)(d0 + k ? d0 + k : 1) * 16);
-            if (!dv) return SC_ENOMEM;
-            if (!dst->views && dst->values) sc_colbuf_free(dst->values);
-            dst->values = dv;
-            dst->views = 1;
+            int rc = sc_column_views_room(dst, d0 + k);
+            if (rc) return rc;
+            uint8_t *dv = (uint8_t *)dst->values + 16 * d0;
             const uint8_t *sv = src->values;
-            dv += 16 * d0;
             for (int64_t j = 0; j < k; j++) memcpy(dv + 16 * j, sv + 16 * (int64_t)sel[j], 16);
             return SC_OK;
         }
         if (dst->views && dst->borrowed) return SC_EINVAL;
-        if (dst->views) { /* strings into a views column: back to offsets / data first */
-            int rc = d0 ? sc_column_unview(dst, d0) : SC_OK;
-            if (rc) return rc;
-            if (!d0) {
-                sc_colbuf_free(dst->values);
-                dst->values = NULL;
-                dst->views = 0;
-                dst->offsets[0] = 0;
-            }
-        }
+        int rc = sc_column_unview(dst, d0); /* strings into a views column: offsets / data first */
+        if (rc) return rc;
         if (src->views) return sc_views_to_utf8(dst, d0, src, sel, NULL, k);
         return gather_utf8(dst, d0, src, sel, k, grow);
     }
@@ -181,30 +169,6 @@ static void gather_fixed4(int64_t *const *dv, const int64_t *const *sv, int32_t 
         const int64_t *s0 = sv[0];
         for (int64_t j = 0; j < k; j++) d0[j] = s0[sel[j]];
     }
-}
-
-int sc_sel_gather_cols(sc_column *dst, const sc_column *src, int32_t ncols, const int32_t *sel, int64_t k, bool grow) {
-    int64_t *dv[4];
-    const int64_t *sv[4];
-    int32_t m = 0;
-    for (int32_t c = 0; c < ncols; c++) {
-        const sc_column *x = &src[c];
-        if (dst[c].type != x->type) return SC_EINVAL;
-        if (x->type != SC_COL_INT64 && x->type != SC_COL_DOUBLE) {
-            int rc = sc_sel_gather(&dst[c], 0, x, sel, k, grow);
-            if (rc) return rc;
-            continue;
-        }
-        gather_validity(&dst[c], 0, x, sel, k);
-        dv[m] = dst[c].values;
-        sv[m++] = x->values;
-        if (m == 4) {
-            gather_fixed4(dv, sv, m, sel, k);
-            m = 0;
-        }
-    }
-    gather_fixed4(dv, sv, m, sel, k);
-    return SC_OK;
 }
 
 /* ------------------------------------------------------------------ compress by mask */
@@ -263,8 +227,18 @@ static int64_t compress_fixed(int64_t *const *dv, const int64_t *const *sv, int3
     return compress_scalar(dv, sv, m, keep, 0, n, 0);
 }
 
-int sc_sel_compress_cols(sc_column *dst, const sc_column *src, int32_t ncols, const uint8_t *keep, int64_t n,
-                         const int32_t *sel, int64_t k, bool grow) {
+/* Four fixed-width columns at a time: through sel, or (keep != NULL) compressed by the mask. */
+static int fixed_cols(int64_t *const *dv, const int64_t *const *sv, int32_t m, const int32_t *sel, int64_t k,
+                      const uint8_t *keep, int64_t n) {
+    if (!keep) {
+        gather_fixed4(dv, sv, m, sel, k);
+        return SC_OK;
+    }
+    return compress_fixed(dv, sv, m, keep, n) == k ? SC_OK : SC_EINTERNAL;
+}
+
+static int sel_cols(sc_column *dst, const sc_column *src, int32_t ncols, const int32_t *sel, int64_t k, bool grow,
+                    const uint8_t *keep, int64_t n) {
     int64_t *dv[4];
     const int64_t *sv[4];
     int32_t m = 0;
@@ -280,10 +254,19 @@ int sc_sel_compress_cols(sc_column *dst, const sc_column *src, int32_t ncols, co
         dv[m] = dst[c].values;
         sv[m++] = x->values;
         if (m == 4) {
-            if (compress_fixed(dv, sv, m, keep, n) != k) return SC_EINTERNAL;
+            int rc = fixed_cols(dv, sv, m, sel, k, keep, n);
+            if (rc) return rc;
             m = 0;
         }
     }
-    if (m && compress_fixed(dv, sv, m, keep, n) != k) return SC_EINTERNAL;
-    return SC_OK;
+    return m ? fixed_cols(dv, sv, m, sel, k, keep, n) : SC_OK;
+}
+
+int sc_sel_gather_cols(sc_column *dst, const sc_column *src, int32_t ncols, const int32_t *sel, int64_t k, bool grow) {
+    return sel_cols(dst, src, ncols, sel, k, grow, NULL, 0);
+}
+
+int sc_sel_compress_cols(sc_column *dst, const sc_column *src, int32_t ncols, const uint8_t *keep, int64_t n,
+                         const int32_t *sel, int64_t k, bool grow) {
+    return sel_cols(dst, src, ncols, sel, k, grow, keep, n);
 }
