@@ -52,7 +52,7 @@ from exec.ops_state cimport (
 from exec.program cimport (
     sc_op_destroy_fn, sc_prog, sc_prog_add, sc_prog_add_bases, sc_prog_add_keyed, sc_prog_counters, sc_prog_create,
     sc_prog_destroy, sc_prog_error, sc_prog_finish, sc_prog_metrics, sc_prog_nops, sc_prog_op_name,
-    sc_prog_pause, sc_prog_push, sc_prog_resume, sc_prog_sched, sc_prog_set_coalesce,
+    sc_prog_backlog, sc_prog_pause, sc_prog_push, sc_prog_resume, sc_prog_sched, sc_prog_set_coalesce,
     sc_prog_set_publish, sc_prog_sides, sc_prog_start, sc_prog_state_size, sc_prog_stop,
     sc_prog_take,
 )
@@ -840,17 +840,21 @@ cdef class Program:
         self.started = True
 
     def push_many(self, batch, int64_t offset, int64_t n, int64_t seq0, int64_t batch_size,
-                  int64_t timeout_ns=-1, double rate=0.0, uint64_t t0_ns=0):
+                  int64_t timeout_ns=-1, double rate=0.0, uint64_t t0_ns=0,
+                  int64_t catch_up=0):
         """Hand rows [offset, offset+n) to the runtime as batches of up to ``batch_size`` rows,
         in one call without the GIL (each batch is imported by the worker that runs it). Returns (status, rows taken): OK with ``n``, or FULL /
         CLOSED with fewer when the pipeline stayed full for ``timeout_ns`` or was closed
-        (the rest is not taken).
+        (the rest is not taken). A paced call also returns OK with fewer as soon as an
+        output chunk waits, so that the caller takes it.
 
         With ``rate`` > 0 (rows/s) the pushes are paced: the batch starting at row ``seq`` is
         pushed at ``t0_ns + seq / rate`` (runtime clock, :func:`now_ns`), sleeping in C
         until then, so a throttled source keeps its rate
         and each batch enters the pipeline when its rows are due (latency is measured from
-        there)."""
+        there). A paced call that has fallen behind its schedule pushes the rows already due
+        as one batch of up to ``catch_up`` rows (larger batches cost less per row, so the
+        pipeline catches up)."""
         schema_capsule, array_capsule = batch.__arrow_c_array__()
         cdef ArrowSchema *sch = <ArrowSchema *>PyCapsule_GetPointer(schema_capsule, "arrow_schema")
         cdef ArrowArray *arr = <ArrowArray *>PyCapsule_GetPointer(array_capsule, "arrow_array")
@@ -877,7 +881,7 @@ cdef class Program:
                 slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0)
                 prctl(PR_SET_TIMERSLACK, 1000, 0, 0, 0)
             while done < n:
-                m = n - done if n - done < batch_size else batch_size
+                m = batch_size
                 if rate > 0:
                     due = t0_ns + <uint64_t>((seq0 + done) * 1e9 / rate)
                     now = sc_now_ns()
@@ -885,6 +889,11 @@ cdef class Program:
                         ts.tv_sec = <long>((due - now) // 1000000000)
                         ts.tv_nsec = <long>((due - now) % 1000000000)
                         nanosleep(&ts, NULL)
+                    elif catch_up > batch_size:  # behind: what is due goes in one larger batch
+                        m = <int64_t>((now - due) * rate / 1e9)
+                        m = batch_size if m < batch_size else (catch_up if m > catch_up else m)
+                if m > n - done:
+                    m = n - done
                 b = NULL
                 # a batch that names its rows: the worker that runs it imports them (and
                 # allocates its buffers), so this thread only paces and hands out slices
@@ -900,6 +909,8 @@ cdef class Program:
                 if rc != SC_OK:
                     break
                 done += m
+                if rate > 0 and sc_prog_backlog(self.p) > 0:
+                    break  # outputs wait: the caller takes them now, not after this call's pacing
             sc_extbuf_unref(hold)
             if slack > 0:  # the caller's thread gets its own slack back
                 prctl(PR_SET_TIMERSLACK, <unsigned long>slack, 0, 0, 0)

@@ -705,7 +705,16 @@ int sc_prog_take(sc_prog *p, int64_t timeout_ns, sc_batch **b) {
         rc = SC_OK;
     }
     pthread_mutex_unlock(&p->mu);
+    /* room again: a head the full queue held back is retried by a worker, maybe parked */
+    if (rc == SC_OK && p->pool) sc_pool_wake(p->pool);
     return rc;
+}
+
+uint32_t sc_prog_backlog(sc_prog *p) {
+    pthread_mutex_lock(&p->mu);
+    uint32_t n = p->qlen;
+    pthread_mutex_unlock(&p->mu);
+    return n;
 }
 
 int sc_prog_pause(sc_prog *p) { return p->pool ? sc_pool_pause(p->pool) : SC_EINVAL; }

@@ -71,6 +71,9 @@ int sc_prog_finish(sc_prog *p, int64_t timeout_ns);
 /* Next output batch in order: SC_OK (*b owned by the caller; (*b)->eos marks the end),
  * SC_EEMPTY after timeout_ns, SC_ECLOSED when the run stopped or failed. */
 int sc_prog_take(sc_prog *p, int64_t timeout_ns, sc_batch **b);
+/* Output batches waiting to be taken (full chunks of a coalescing sink; the open chunk is
+ * not counted): a feeder that paces its pushes returns to take them. */
+uint32_t sc_prog_backlog(sc_prog *p);
 /* Before start: the sink joins output batches (schema `out`) into chunks of up to chunk_rows
  * rows on the thread that delivers them, so the taker gets few large batches; a batch of at
  * least chunk_rows / 8 rows that fills at least half its capacity and owns its buffers is a

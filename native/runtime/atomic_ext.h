@@ -56,6 +56,8 @@ static inline bool sc_u32_cas_acqrel(sc_atomic_u32 *a, uint32_t *expected, uint3
     return atomic_compare_exchange_strong_explicit(&a->v, expected, desired, memory_order_acq_rel, memory_order_acquire);
 }
 static inline uint32_t sc_u32_fetch_sub_acqrel(sc_atomic_u32 *a, uint32_t x) { return atomic_fetch_sub_explicit(&a->v, x, memory_order_acq_rel); }
+static inline uint32_t sc_u32_fetch_add_seqcst(sc_atomic_u32 *a, uint32_t x) { return atomic_fetch_add_explicit(&a->v, x, memory_order_seq_cst); }
+static inline uint32_t sc_u32_fetch_sub_seqcst(sc_atomic_u32 *a, uint32_t x) { return atomic_fetch_sub_explicit(&a->v, x, memory_order_seq_cst); }
 
 /* aligned_alloc demands a size that is a multiple of the alignment: round it up. */
 #include <stdlib.h>
@@ -74,6 +76,7 @@ static inline uint64_t sc_now_ns(void) {
 /* Bounded backoff for callers that must wait (never used inside the lock-free operations
  * themselves): spin with pause, then yield, then sleep up to max_sleep_ns. */
 typedef struct { uint32_t step; } sc_backoff;
+#define SC_BACKOFF_YIELD 16u /* the first step that yields instead of spinning */
 static inline void sc_backoff_reset(sc_backoff *b) { b->step = 0; }
 static inline void sc_backoff_wait(sc_backoff *b, uint64_t max_sleep_ns) {
     uint32_t s = b->step++;

@@ -13,9 +13,12 @@
  */
 #include "pool.h"
 
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "atomic_ext.h"
 #include "ring.h"
@@ -57,12 +60,41 @@ struct sc_pool {
     sc_atomic_u64 error_op;
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    /* parked idle workers (park / wake_parked): an event count; a waker bumps `wake_seq`
+     * only when `sleepers` says someone may be asleep on it */
+    SC_ALIGNED sc_atomic_u32 wake_seq;
+    sc_atomic_u32 sleepers;
 };
+
+/* An idle worker spins, then yields a few times, then parks on a futex until work arrives:
+ * a paced source leaves workers idle most of the time, and polling sleeps there cost more
+ * CPU than the batches themselves. PARK_NS bounds a missed wake-up (none is known). */
+#define PARK_AFTER_STEPS 20
+#define PARK_NS 2000000L
+
+static void park(sc_pool *p, uint32_t seq) {
+    struct timespec ts = { 0, PARK_NS };
+    syscall(SYS_futex, &p->wake_seq.v, FUTEX_WAIT_PRIVATE, seq, &ts, NULL, 0);
+}
+
+/* Wake up to n parked workers (INT32_MAX: all). `sleepers` is read by a seq_cst RMW, a full
+ * barrier after the caller's publication of work; a worker counts itself (also seq_cst)
+ * before its last look for work, so either it sees the work or this sees it (and then its
+ * futex wait fails on the new seq). */
+static void wake_parked(sc_pool *p, int n) {
+    if (sc_u32_fetch_add_seqcst(&p->sleepers, 0) == 0) return;
+    sc_u32_fetch_add_seqcst(&p->wake_seq, 1);
+    syscall(SYS_futex, &p->wake_seq.v, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+
+void sc_pool_wake(sc_pool *p) { wake_parked(p, INT32_MAX); }
+uint32_t sc_pool_parked(const sc_pool *p) { return sc_u32_load_acquire(&p->sleepers); }
 
 static void notify(sc_pool *p) {
     pthread_mutex_lock(&p->mu);
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
+    wake_parked(p, INT32_MAX);
 }
 
 static void record_error(sc_pool *p, uint32_t op, int rc) {
@@ -108,6 +140,7 @@ static int deliver(sc_pool *p, uint32_t j, sc_batch *b) {
     }
     sc_sched_queue_add(p->sched, j, 1);
     sc_u64_store_release(&op->in_serial, t + 1);
+    wake_parked(p, 1);
     return SC_OK;
 }
 
@@ -246,6 +279,8 @@ static void *worker_main(void *arg) {
     prctl(PR_SET_NAME, (unsigned long)"sc-worker", 0, 0, 0); /* as top, perf and py-spy show it */
     sc_backoff bo;
     sc_backoff_reset(&bo);
+    uint32_t seq = 0;
+    bool armed = false; /* counted in `sleepers`: one more look for work, then park */
     while (!stopping(p)) {
         if (sc_i64_load_acquire(&p->state) == SC_POOL_PAUSED) {
             pthread_mutex_lock(&p->mu);
@@ -257,14 +292,30 @@ static void *worker_main(void *arg) {
         help_drains(p);
         sc_sched_grant g;
         if (sc_sched_acquire(p->sched, w->id, &g) != SC_OK) {
+            if (armed) { /* nothing on the last look: sleep until a delivery or a control call */
+                park(p, seq);
+                sc_u32_fetch_sub_seqcst(&p->sleepers, 1);
+                armed = false;
+                continue;
+            }
             if (check_finished(p)) {
                 int64_t running = SC_POOL_RUNNING;
                 sc_i64_cas_acqrel(&p->state, &running, SC_POOL_FINISHED);
                 notify(p);
                 break;
             }
+            if (bo.step >= PARK_AFTER_STEPS) {
+                seq = sc_u32_load_acquire(&p->wake_seq);
+                sc_u32_fetch_add_seqcst(&p->sleepers, 1);
+                armed = true;
+                continue;
+            }
             sc_backoff_wait(&bo, p->cfg.idle_sleep_ns);
             continue;
+        }
+        if (armed) {
+            sc_u32_fetch_sub_seqcst(&p->sleepers, 1);
+            armed = false;
         }
         sc_counts c = {0, 0};
         int rc = run_grant(p, w->id, &g, &c);
@@ -280,6 +331,7 @@ static void *worker_main(void *arg) {
         if (c.in == 0) sc_backoff_wait(&bo, p->cfg.idle_sleep_ns);
         else sc_backoff_reset(&bo);
     }
+    if (armed) sc_u32_fetch_sub_seqcst(&p->sleepers, 1);
     return NULL;
 }
 
@@ -338,6 +390,8 @@ int sc_pool_create(sc_pool **out, const sc_pool_config *cfg_in, const sc_op_desc
     sc_u64_init(&p->input_closed, 0);
     sc_i64_init(&p->error, 0);
     sc_u64_init(&p->error_op, 0);
+    sc_u32_init(&p->wake_seq, 0);
+    sc_u32_init(&p->sleepers, 0);
     pthread_mutex_init(&p->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -400,8 +454,9 @@ int sc_pool_push(sc_pool *p, sc_batch *b, int64_t timeout_ns) {
     if (sc_u64_load_acquire(&p->input_closed) || sc_u64_load_acquire(&p->stop)) return SC_ECLOSED;
     if (p->cfg.marker_every && p->pushed % p->cfg.marker_every == 0 && !b->marker_ns) b->marker_ns = sc_now_ns();
     uint64_t deadline = timeout_ns >= 0 ? sc_now_ns() + (uint64_t)timeout_ns : UINT64_MAX;
-    sc_backoff bo;
-    sc_backoff_reset(&bo);
+    /* a full pipeline has a window of work queued: the pusher yields and sleeps at once
+     * instead of spinning, which would take a core from the workers it waits for */
+    sc_backoff bo = { .step = SC_BACKOFF_YIELD };
     for (;;) {
         int rc = deliver(p, 0, b);
         if (rc == SC_OK) {
@@ -418,6 +473,7 @@ int sc_pool_push(sc_pool *p, sc_batch *b, int64_t timeout_ns) {
 
 int sc_pool_close_input(sc_pool *p) {
     sc_u64_store_release(&p->input_closed, 1);
+    wake_parked(p, INT32_MAX); /* a parked worker notices the end */
     return SC_OK;
 }
 

@@ -17,9 +17,11 @@
  *   upstream operator, and finally sc_pool_push, which waits (helping to drain) and never
  *   drops. A sink may return SC_EFULL to push back the same way.
  * - Progress: workers never block on each other's data structures (the NONBLOCKING reorder
- *   buffer and hybrid queue); idle workers back off (spin, yield, sleep <= idle_sleep_ns);
- *   pause parks them on a condition variable once their current slice ends; stop ends each
- *   worker after its current item and joins every thread (no thread outlives the pool).
+ *   buffer and hybrid queue); idle workers back off (spin, yield), then park on a futex
+ *   that every delivery into an operator's worklist, every control call and sc_pool_wake
+ *   wake; pause parks them on a condition variable once their current slice ends; stop
+ *   ends each worker after its current item and joins every thread (no thread outlives
+ *   the pool).
  * - Errors: a negative status from an operator or from the sink stops the run; the first
  *   one and its operator index (nops for the sink) are reported by sc_pool_wait/stop/error.
  * - Ownership: sc_pool_push hands one batch (->next must be NULL) to the pool; `run` receives
@@ -71,7 +73,7 @@ typedef struct sc_pool_config {
     uint32_t partition_capacity; /* hybrid per-partition queue (0: window) */
     uint32_t window;           /* per-operator in-flight bound (0: 256; rounded to 2^k) */
     uint32_t marker_every;     /* latency marker on every k-th pushed batch (0: none) */
-    uint64_t idle_sleep_ns;    /* longest idle back-off sleep (0: 50 us) */
+    uint64_t idle_sleep_ns;    /* longest back-off sleep of a waiting pusher (0: 50 us) */
     uint8_t unordered;         /* ablation only: stateless operators' outputs leave in completion
                                 * order (a ticket taken when done replaces the input serial), so
                                 * the ordering cost can be measured; breaks the semantics contract */
@@ -111,6 +113,11 @@ void sc_pool_destroy(sc_pool *p);
 sc_pool_state sc_pool_get_state(const sc_pool *p);
 /* First error (0 if none) and the operator that raised it (nops = the sink). */
 int sc_pool_error(const sc_pool *p, uint32_t *op);
+/* Wake every parked worker: for a sink that returned SC_EFULL, once it has room again (its
+ * held-back head is retried by a worker's help_drains). Cheap when none is parked. */
+void sc_pool_wake(sc_pool *p);
+/* Workers parked (or about to park) now: for tests and diagnostics. */
+uint32_t sc_pool_parked(const sc_pool *p);
 /* The scheduler, for statistics (sc_sched_stats). */
 const sc_sched *sc_pool_scheduler(const sc_pool *p);
 

@@ -26,7 +26,7 @@ from .sinks import _SinkOut
 
 CHUNK = 8  # phases the DAG driver reads and pushes per call (it takes outputs between)
 PUSH_ROWS = 65_536  # rows per push call (stop / pause / drain are checked between)
-FLUSH_S = 0.002  # a throttled source pushes what is due at least this often
+PACED_BATCH_S = 0.0002  # a throttled source pushes what is due at least this often
 DAG_PHASE_ROUNDS = 1024
 
 
@@ -202,17 +202,19 @@ class Driver:
                     return False
                 if rate:
                     # paced in C: each batch_size slice is pushed when its rows are due; a
-                    # slow stream pushes what is due at least every FLUSH_S (low latency); one
-                    # call covers at most ~20 ms and 32 batches, so stop / pause stay prompt
-                    # and the driver drains outputs before the output queue fills. The
+                    # slower stream pushes what is due at least every PACED_BATCH_S: a batch
+                    # then takes tens of microseconds to run, its rows' latency. One call
+                    # covers at most ~20 ms and 32 batches and returns as soon as an output
+                    # chunk waits, so stop / pause stay prompt and the driver drains outputs
+                    # before the output queue fills. The
                     # schedule's origin comes from the token bucket: after a pause or a stall
                     # it restarts from now, a cap, not a quota to catch up on
                     assert bucket is not None
-                    b = min(bs, max(1, int(rate * FLUSH_S)))
+                    b = min(bs, max(1, int(rate * PACED_BATCH_S)))
                     m = min(n - off, max(1, int(rate * 0.02)), 32 * b)
                     bucket.due(seq)
                     t0 = int(bucket.origin * 1e9)
-                    rc, took = prog.push_many(item, off, m, seq, b, 2_000_000, rate, t0)
+                    rc, took = prog.push_many(item, off, m, seq, b, 2_000_000, rate, t0, bs)
                 else:
                     # one call, no GIL: cut into batch_size runtime batches; a full pipeline
                     # makes it wait up to 2 ms and return what it took (backpressure)
