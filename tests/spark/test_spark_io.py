@@ -232,6 +232,38 @@ def test_ndjson_lines_are_parsed_on_the_executors(tmp_path, small_splits):
     assert out["dead"].height >= 8
 
 
+@pytest.mark.parametrize("sink", ["parquet", "table"])
+def test_a_stateless_chain_keeps_file_and_split_order_without_a_sort(tmp_path, small_splits, sink):
+    """Parquet files read unshuffled (filters and projections only): the partitions are the
+    files' ~2 KB splits in file order, then offset order, and reach the sink as they are: no
+    sort, no exchange, and exactly the reference's rows in the reference's order."""
+    d = tmp_path / "in"
+    d.mkdir()
+    for k, name in enumerate(["b.parquet", "a.parquet", "c.parquet"]):
+        n = 3000 + 700 * k
+        pl.DataFrame(
+            {"i": range(n), "f": [k] * n, "x": [(i * 7919) % 1000 for i in range(n)]}
+        ).write_parquet(d / name, row_group_size=97)
+    s = sc.source(sc.parquet(str(d))).filter(sc.col("x") % 3 != 0).with_columns(y=sc.col("x") * 2)
+    got_src = spark_source_of(s.plan())
+    assert got_src is not None and got_src.df.rdd.getNumPartitions() > 9  # several splits per file
+    if sink == "table":
+        plan = s.plan()
+        assert "Sort" not in physical_plan(got_src.df)
+        check_against_reference(plan, SPARK)  # the table, row for row and in order
+        run = run_plan(plan, SPARK)
+        kept = run.table()
+        assert kept["f"].to_list() == sorted(kept["f"].to_list(), key=[1, 0, 2].index)
+        return
+    run_plan(sc.combine(s.sink_parquet(str(tmp_path / "s"))), SPARK)
+    run_plan(sc.combine(s.sink_parquet(str(tmp_path / "r"))), REF)
+    files = sorted((tmp_path / "s").glob("*.parquet"))
+    assert len(files) > 9 and all(f.name.endswith(".snappy.parquet") for f in files)
+    got = pl.read_parquet(files)
+    assert_frame_equal(got, pl.read_parquet(sorted((tmp_path / "r").glob("*.parquet"))))
+    assert got["f"].unique(maintain_order=True).to_list() == [1, 0, 2]  # a, b, c by name
+
+
 @pytest.mark.parametrize("rows", [0, 5])
 def test_a_global_aggregate_to_a_complete_sink_with_or_without_rows(tmp_path, rows):
     def plan(p: str) -> sc.Plan:

@@ -63,8 +63,8 @@ class SparkSource:
     bad: list[tuple[int, BadRow]]  # (serial, row)
     last_good: int | None  # serial of the last good row
     observation: Any = None
-    # partition i holds file i's rows (files in name order): the rows are in order once each
-    # partition is sorted, with no shuffle (:func:`sorted_by_file`)
+    # the partitions are the files' splits, files in name order and splits in offset order:
+    # the rows are in order as they are, with no sort and no shuffle (:func:`sorted_by_file`)
     by_file: bool = False
 
 
@@ -87,8 +87,8 @@ def spark_source(
     spark: Any, c: Any, src: P.Source, spec: P.SourceSpec, ordered: bool = False
 ) -> SparkSource | None:
     """The source read by the executors, or None when it must come from the driver.
-    ``ordered``: the rows reach their sinks unshuffled, so a Parquet source may be read one
-    partition per file (``SparkSource.by_file``)."""
+    ``ordered``: the rows reach their sinks unshuffled, so a Parquet source's partitions may
+    stand in serial order (``SparkSource.by_file``)."""
     if src.rate is not None:  # throttling paces rows the driver hands out
         return None
     if spec.kind in GENERATORS and spec.arg("rows") is not None:
@@ -287,8 +287,11 @@ def _parquet(
     spark: Any, schema: Schema, reader: ParquetReader, ordered: bool = False
 ) -> SparkSource | None:
     """Files in name order; a file's rows get serials ``base + _metadata.row_index``. With
-    ``ordered`` (and at least as many files as Spark has cores), each file is one partition,
-    the partitions in file order (``SparkSource.by_file``)."""
+    ``ordered``, the partitions are in serial order and each partition's rows too
+    (``SparkSource.by_file``): each file is its own scan, the union lists the scans'
+    partitions in file order, a scan's partitions are the file's splits in offset order (Spark
+    sorts splits by length, stably, and every split but the last has the same length), and a
+    split's rows are read in order."""
     from pyspark.sql import functions as F
 
     groups: dict[pa.Schema, list[DataFile]] = {}  # files of one physical schema, read together
@@ -326,7 +329,6 @@ def _parquet(
         )
     if len(bases) <= PER_FILE_READS:  # each file's base a literal: no per-row path parsing
         files = [f for f in reader.files if bases.get(f.name) is not None and f in good]
-        ordered = ordered and len(files) >= spark.sparkContext.defaultParallelism
         df = None
         inferred: dict[pa.Schema, Any] = {}  # Spark's schema of each physical schema, read once
         arrow_of = {f: a for a, fs in groups.items() for f in fs}
@@ -340,8 +342,6 @@ def _parquet(
             )
             inferred.setdefault(arrow_of[f], read.schema)
             part = read.select(*cols, o.alias("_o"))
-            if ordered:  # one partition per file, its splits in order
-                part = part.coalesce(1)
             df = part if df is None else df.unionByName(part)
         return SparkSource(df, seq, bad, last_good, by_file=ordered)
     base_of = F.create_map(*[x for k, v in bases.items() for x in (F.lit(k), F.lit(v))])
@@ -413,11 +413,10 @@ def in_order(df: Any, parts: int) -> Any:
 
 
 def sorted_by_file(df: Any) -> Any:
-    """Rows of a ``by_file`` source (and of the steps that keep its partitions) in order:
-    each partition sorted on its serial, no shuffle."""
-    from pyspark.sql import functions as F
-
-    return df.sortWithinPartitions(F.col("_o")[0])
+    """Rows of a ``by_file`` source (and of the steps that keep its partitions: filters and
+    projections) in order: they already are (see :func:`_parquet`), with no sort and no
+    shuffle; the part files Spark writes from them are in name order."""
+    return df
 
 
 def spark_writes(schema: Schema, path: str, spark: Any) -> bool:
