@@ -101,7 +101,10 @@ int ev_arith_fast(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec *b
             });
             break;
         case SC_E_MOD:
-            if (safe) ROWS2(int64_t, x, sa, int64_t, y, sb, z[r] = imod(A, B));
+            if (safe && sb) { /* column % literal: no division per row */
+                const sc_fastmod f = fastmod_init(y[0]);
+                for (int64_t r = 0; r < n; r++) z[r] = fastmod(&f, x[r]);
+            } else if (safe) ROWS2(int64_t, x, sa, int64_t, y, sb, z[r] = imod(A, B));
             else ROWS2(int64_t, x, sa, int64_t, y, sb, {
                 uint8_t k = ok[r] & (B != 0);
                 ok[r] = k;

@@ -212,6 +212,36 @@ static inline int64_t imod(int64_t a, int64_t b) {
     return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m;
 }
 
+/* a % d (Python's floor modulo, as imod) by one nonzero divisor without a division per row
+ * (Lemire, Kaser and Kurz, "Faster Remainder by Direct Computation: Applications to Compilers
+ * and Software Libraries"): M = floor((2^128 - 1) / |d|) + 1 once; then |a| mod |d| is the
+ * high 64 bits of (M * |a| mod 2^128) * |d|, exact for every 64-bit |a|. */
+typedef struct {
+    __uint128_t m;
+    uint64_t d; /* |divisor| */
+    bool neg;   /* divisor < 0 */
+} sc_fastmod;
+
+static inline sc_fastmod fastmod_init(int64_t d) {
+    sc_fastmod f;
+    f.neg = d < 0;
+    f.d = f.neg ? 0 - (uint64_t)d : (uint64_t)d;
+    f.m = ~(__uint128_t)0 / f.d + 1;
+    return f;
+}
+
+static inline int64_t fastmod(const sc_fastmod *f, int64_t a) {
+    uint64_t ua = a < 0 ? 0 - (uint64_t)a : (uint64_t)a;
+    __uint128_t low = f->m * ua;
+    __uint128_t bottom = ((__uint128_t)(uint64_t)low * f->d) >> 64;
+    uint64_t r = (uint64_t)((bottom + (low >> 64) * f->d) >> 64);
+    /* floor: a nonzero remainder takes the divisor's sign: -a % d == d - a % d for d > 0,
+     * and a % d == -((-a) % |d|) for d < 0 */
+    bool flip = f->neg ? a > 0 : a < 0;
+    if (flip && r) r = f->d - r;
+    return f->neg ? (int64_t)(0 - r) : (int64_t)r;
+}
+
 /* pow(a, b, 2**64) for b >= 0, as a wrapped int64. */
 static inline int64_t ipow(int64_t a, int64_t b) {
     uint64_t r = 1, x = (uint64_t)a, e = (uint64_t)b;

@@ -15,6 +15,7 @@
  * - filter / project over no-null inputs (forwarding, gathering, pass-through columns).
  */
 #include "exec/expr.h"
+#include "exec/expr_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -543,8 +544,31 @@ static void test_operators(void) {
     sc_schema_free(&os);
 }
 
+/* column % literal divides by multiplying (fastmod): equal to imod (Python's floor modulo)
+ * for every sign, the extremes and random operands */
+static void test_fastmod(void) {
+    const int64_t edge[] = { 0, 1, -1, 2, -2, 3, -3, 7, -7, 10, -10, 1000003, -1000003, INT32_MAX,
+                             (int64_t)INT32_MIN, INT64_MAX, INT64_MIN, INT64_MAX - 1, INT64_MIN + 1,
+                             (int64_t)1 << 62, -((int64_t)1 << 62), ((int64_t)1 << 53) + 1 };
+    const size_t ne = sizeof edge / sizeof edge[0];
+    uint64_t s = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < ne + 64; i++) {
+        int64_t d = i < ne ? edge[i] : (int64_t)(s = s * 6364136223846793005ull + 1442695040888963407ull);
+        if (i >= ne && i % 3 == 0) d >>= (i % 61); /* small divisors too */
+        if (d == 0) continue;
+        const sc_fastmod f = fastmod_init(d);
+        for (size_t j = 0; j < ne + 256; j++) {
+            int64_t a = j < ne ? edge[j] : (int64_t)(s = s * 6364136223846793005ull + 1442695040888963407ull);
+            if (j >= ne && j % 2) a >>= (j % 63);
+            CHECK(fastmod(&f, a) == imod(a, d));
+            checks++;
+        }
+    }
+}
+
 int main(void) {
     sc_schema_init(&SCHEMA, NCOLS, LTS);
+    test_fastmod();
     test_arith_and_compare();
     test_strings();
     test_mixed_chain();
