@@ -659,9 +659,10 @@ class Lowering:
         as the reference's do; count_distinct counts null as a value, as the reference
         does (and NaN as one value); first / last are the values at the key's first / last
         order key (null included, as the reference keeps them). A float sum is the
-        reference's left fold in arrival order: the key's non-null values, sorted by order
-        key, folded from the first value (so a lone -0.0 stays -0.0); Spark's own ``sum``
-        adds partial sums in whatever order the shuffle delivers them."""
+        reference's left fold in arrival order: a running sum over the key's rows sorted
+        by order key, read at its last row (so a lone -0.0 stays -0.0; see
+        ``groupby.grouped``); Spark's own ``sum`` adds partial sums in whatever order the
+        shuffle delivers them."""
         from pyspark.sql import functions as F
 
         into = self.count_of.get(s.inputs[0].step_id)
@@ -674,7 +675,7 @@ class Lowering:
         types = dict(self.in_schema(s))
         flat = s.inputs[0].step_id in self.flat
         by = [qcol(k) for k in s.keys]
-        out = grouped(df, by, s.aggs, types, self.partitions, flat).agg(
+        out = grouped(df, by, s.aggs, types, flat).agg(
             *agg_columns(s.aggs, types), first_order(flat).alias("_o")
         )
         self.final.add(s.step_id)

@@ -4,10 +4,11 @@ The reference folds each key's rows in arrival order. Most aggregates do not dep
 order (count, min, max, integer sums, count_distinct), or depend on it only through the order
 key, which every row carries (first / last: the value at the smallest / largest ``_o``). A
 float sum does: ``(1e16 + 1.0) + 1.0`` is not ``1e16 + (1.0 + 1.0)``. Spark's ``sum`` adds
-partial sums in whatever order the shuffle delivers them, so a float sum here collects the
-key's (order key, value) pairs, sorts them by order key and folds them left from the first
-value, as the reference does (:func:`arrival_order_sum`). All of it stays in Catalyst: no
-Python on the executors.
+partial sums in whatever order the shuffle delivers them, so a float sum here is a running
+sum over the group's rows sorted by order key (a window frame from the first row to the
+current one: Spark adds row after row, in order) read at the group's last row
+(:func:`grouped`, :func:`agg_columns`). All of it stays in Catalyst: no Python on the
+executors.
 
 Used by the final table of an unwindowed ``agg`` (``Lowering.group_by``) and by tumbling
 windows over finite sources (:func:`tumbling`).
@@ -51,20 +52,17 @@ def exact_aggs(s: P.Aggregate, types: dict[str, Any]) -> bool:
     return True
 
 
-def arrival_order_sum(c: Any) -> Any:
-    """The reference's float sum of column ``c`` as a Spark aggregate: the non-null values
-    with their order keys, sorted by order key, folded left from the first value (0.0 when
-    there is none; a lone -0.0 stays -0.0). Order keys are unique, so the sort never
-    compares values."""
-    from pyspark.sql import functions as F
+def _float_sum(a: Any, types: dict[str, Any]) -> bool:
+    return a.fn == "sum" and a.arg is not None and types[a.arg.name].name == "float"
 
-    pairs = F.collect_list(F.when(c.isNotNull(), F.struct(F.col("_o"), c.alias("v"))))
-    folded = F.aggregate(
-        F.array_sort(pairs),
-        F.lit(None).cast("double"),
-        lambda acc, x: F.when(acc.isNull(), x["v"]).otherwise(acc + x["v"]),
-    )
-    return F.coalesce(folded, F.lit(0.0))
+
+def _running(i: int) -> str:
+    """The column of aggregate ``i``'s running sum (:func:`grouped`)."""
+    return f"__sc_run{i}"
+
+
+ORDER = "__sc_order"
+"""The column of the row's order key that a running sum's last row is found by."""
 
 
 def grouped(
@@ -72,22 +70,27 @@ def grouped(
     by: list[Any],
     aggs: tuple[tuple[str, Any], ...],
     types: dict[str, Any],
-    parts: int,
     flat: bool,
 ) -> Any:
-    """``df.groupBy(*by)``, ready for :func:`agg_columns`. With a float sum, every row of a
-    group is collected (:func:`arrival_order_sum`): the rows are first hash-partitioned on
-    the group and sorted by it and by order key, so the collecting aggregate sees each group
-    once, in order (Spark's partial aggregation would collect every row on the map side, sort
-    them when there are many groups, and ship the lists); the sort inside the fold keeps the
-    answer exact whatever Spark does."""
-    if any(
-        a.fn == "sum" and a.arg is not None and types[a.arg.name].name == "float" for _, a in aggs
-    ):
+    """``df.groupBy(*by)``, ready for :func:`agg_columns`. With a float sum, each row first
+    gets the running sum of the value over its group's rows up to it in arrival order (a
+    window partitioned by the group and ordered by order key, framed from the first row to
+    the current one: Spark's hash-partitioning exchange and sort, then one addition per row
+    in order, exactly the reference's left fold), and its order key in ``ORDER``; the
+    ``groupBy`` then reuses the window's partitioning (no second exchange)."""
+    floats = [i for i, (_, a) in enumerate(aggs) if _float_sum(a, types)]
+    if floats:
+        from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         o = F.col("_o")[0] if flat else F.col("_o")
-        df = df.repartition(parts, *by).sortWithinPartitions(*by, o)
+        upto = (
+            Window.partitionBy(*by)
+            .orderBy(o)
+            .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        )
+        runs = {_running(i): F.sum(qcol(aggs[i][1].arg.name)).over(upto) for i in floats}
+        df = df.withColumns({**runs, ORDER: o})
     return df.groupBy(*by)
 
 
@@ -111,7 +114,7 @@ def agg_columns(aggs: tuple[tuple[str, Any], ...], types: dict[str, Any]) -> lis
 
     out = []
     two63 = F.lit(str(2**63)).cast("decimal(38,0)")
-    for name, a in aggs:
+    for i, (name, a) in enumerate(aggs):
         if a.arg is None:
             out.append(F.count(F.lit(1)).alias(name))
             continue
@@ -127,8 +130,8 @@ def agg_columns(aggs: tuple[tuple[str, Any], ...], types: dict[str, Any]) -> lis
             e = F.min_by(c, "_o")
         elif a.fn == "last":
             e = F.max_by(c, "_o")
-        elif a.fn == "sum" and types[a.arg.name].name == "float":
-            e = arrival_order_sum(c)
+        elif _float_sum(a, types):
+            e = _ordered_sum(c, _running(i))
         elif a.fn == "sum":
             total = F.sum(c.cast("bigint").cast("decimal(38,0)"))
             wrapped = F.pmod(total + two63, two63 * F.lit(2)) - two63
@@ -138,6 +141,19 @@ def agg_columns(aggs: tuple[tuple[str, Any], ...], types: dict[str, Any]) -> lis
             e = F.count_distinct(c) + has_null
         out.append(e.alias(name))
     return out
+
+
+def _ordered_sum(c: Any, run: str) -> Any:
+    """The reference's float sum of ``c`` from the running sums of :func:`grouped`: the one
+    at the group's last row (0.0 when no value is set). Spark's running sum starts from 0.0
+    where the reference starts from the first value; the two differ only when every value is
+    -0.0 (``0.0 + -0.0`` is 0.0), which the reference keeps as -0.0."""
+    from pyspark.sql import functions as F
+
+    neg_zero = (c == F.lit(0.0)) & c.cast("string").startswith("-")
+    only_neg_zeros = (F.count(c) > 0) & (F.count(F.when(~neg_zero, F.lit(1))) == 0)
+    last = F.coalesce(F.max_by(F.col(run), F.col(ORDER)), F.lit(0.0))
+    return F.when(only_neg_zeros, F.lit(-0.0)).otherwise(last)
 
 
 # --------------------------------------------------------------------------- late rows
@@ -260,7 +276,6 @@ __all__ = [
     "BLOCK",
     "FNS",
     "agg_columns",
-    "arrival_order_sum",
     "exact_aggs",
     "session_fits",
     "sessions",
@@ -315,7 +330,7 @@ def tumbling(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
     start = t - F.pmod(t, F.lit(size))
     by = [qcol(k) for k in s.keys] + [F.col("_ws")]
     wins = (
-        grouped(admitted.withColumn("_ws", start), by, s.aggs, types, low.partitions, True)
+        grouped(admitted.withColumn("_ws", start), by, s.aggs, types, True)
         .agg(*agg_columns(s.aggs, types), first_order(True).alias("_wq"))
         .withColumn("_we", F.col("_ws") + F.lit(size))
     )
@@ -471,7 +486,7 @@ def sessions(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
     upto = by_time.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     rows = admitted.withColumn("_sid", F.sum(cut).over(upto))
     wins = (
-        grouped(rows, [*keys, F.col("_sid")], s.aggs, types, low.partitions, True)
+        grouped(rows, [*keys, F.col("_sid")], s.aggs, types, True)
         .agg(
             *agg_columns(s.aggs, types),
             first_order(True).alias("_wq"),
