@@ -71,6 +71,7 @@ struct sc_prog {
     int64_t chunk_rows; /* 0: off */
     sc_batch *acc;      /* the open chunk while parked here (NULL while the sink appends) */
     int64_t qrows;      /* rows waiting in the queue (coalescing: the bound on its memory) */
+    bool blocked;       /* the sink said SC_EFULL: the next take wakes parked workers */
 };
 
 /* -------------------------------------------------------------------------- split */
@@ -569,6 +570,7 @@ static int sink_coalesce(sc_prog *p, sc_batch *b) {
             acc = NULL;
         }
         if (acc || p->qlen >= p->qcap) {
+            p->blocked = true;
             pthread_mutex_unlock(&p->mu);
             return SC_EFULL; /* retried: the marker waits until the taker makes room */
         }
@@ -580,6 +582,7 @@ static int sink_coalesce(sc_prog *p, sc_batch *b) {
         uint32_t slots = acc ? 2 : 1;
         int64_t rows = b->nrows + (acc ? acc->nrows : 0);
         if (p->qlen + slots > p->qcap || (p->qlen && p->qrows + rows > max_rows)) {
+            p->blocked = true;
             pthread_mutex_unlock(&p->mu);
             return SC_EFULL;
         }
@@ -591,6 +594,7 @@ static int sink_coalesce(sc_prog *p, sc_batch *b) {
     }
     bool closes = acc && acc->nrows + b->nrows > p->chunk_rows;
     if (closes && (p->qlen >= p->qcap || (p->qlen && p->qrows + acc->nrows > max_rows))) {
+        p->blocked = true;
         pthread_mutex_unlock(&p->mu);
         return SC_EFULL;
     }
@@ -622,6 +626,7 @@ static int sink_fn(void *vp, sc_batch *b) {
     if (p->chunk_rows) return sink_coalesce(p, b);
     pthread_mutex_lock(&p->mu);
     if (p->qlen == p->qcap) {
+        p->blocked = true;
         pthread_mutex_unlock(&p->mu);
         return SC_EFULL;
     }
@@ -704,9 +709,11 @@ int sc_prog_take(sc_prog *p, int64_t timeout_ns, sc_batch **b) {
         p->acc = NULL;
         rc = SC_OK;
     }
+    bool wake = rc == SC_OK && p->blocked;
+    if (wake) p->blocked = false;
     pthread_mutex_unlock(&p->mu);
     /* room again: a head the full queue held back is retried by a worker, maybe parked */
-    if (rc == SC_OK && p->pool) sc_pool_wake(p->pool);
+    if (wake && p->pool) sc_pool_wake(p->pool);
     return rc;
 }
 

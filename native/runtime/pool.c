@@ -68,7 +68,8 @@ struct sc_pool {
 
 /* An idle worker spins, then yields a few times, then parks on a futex until work arrives:
  * a paced source leaves workers idle most of the time, and polling sleeps there cost more
- * CPU than the batches themselves. PARK_NS bounds a missed wake-up (none is known). */
+ * CPU than the batches themselves. PARK_NS bounds a missed wake-up: every known source of
+ * work wakes them, and a timeout keeps any unforeseen one from stalling a run. */
 #define PARK_AFTER_STEPS 20
 #define PARK_NS 2000000L
 
@@ -140,7 +141,8 @@ static int deliver(sc_pool *p, uint32_t j, sc_batch *b) {
     }
     sc_sched_queue_add(p->sched, j, 1);
     sc_u64_store_release(&op->in_serial, t + 1);
-    wake_parked(p, 1);
+    /* one worker can take it; a lane of the partitioned-queue ablation only its owner */
+    wake_parked(p, op->hq && p->cfg.keyed == SC_HQ_PARTITIONED ? INT32_MAX : 1);
     return SC_OK;
 }
 
@@ -292,17 +294,17 @@ static void *worker_main(void *arg) {
         help_drains(p);
         sc_sched_grant g;
         if (sc_sched_acquire(p->sched, w->id, &g) != SC_OK) {
+            if (check_finished(p)) { /* also on the last look: close_input may have come between */
+                int64_t running = SC_POOL_RUNNING;
+                sc_i64_cas_acqrel(&p->state, &running, SC_POOL_FINISHED);
+                notify(p);
+                break;
+            }
             if (armed) { /* nothing on the last look: sleep until a delivery or a control call */
                 park(p, seq);
                 sc_u32_fetch_sub_seqcst(&p->sleepers, 1);
                 armed = false;
                 continue;
-            }
-            if (check_finished(p)) {
-                int64_t running = SC_POOL_RUNNING;
-                sc_i64_cas_acqrel(&p->state, &running, SC_POOL_FINISHED);
-                notify(p);
-                break;
             }
             if (bo.step >= PARK_AFTER_STEPS) {
                 seq = sc_u32_load_acquire(&p->wake_seq);
