@@ -250,16 +250,25 @@ static void run_config(const config *c) {
 }
 
 /* an operator error stops the run, is reported with its operator, and leaks nothing */
+/* A started pool over the five-operator pipeline, its batch pool holding `batches` batches
+ * and its sink `cap` rows. */
+static sc_pool *start_pipe(pipe_state *st, sc_op_desc *ops, sink_state *ss, uint32_t workers, uint32_t window,
+                           uint32_t batches, uint64_t cap) {
+    CHECK(sc_batch_pool_create(&st->bp, TYPES, 2, MAXROWS, 0, batches) == SC_OK);
+    build_ops(ops, st);
+    *ss = (sink_state){ .rows = malloc(cap * sizeof(int64_t)), .cap = cap };
+    sc_pool_config pc = { .workers = workers, .window = window };
+    sc_pool *p;
+    CHECK(sc_pool_create(&p, &pc, ops, 5, sink, ss, NULL) == SC_OK);
+    CHECK(sc_pool_start(p) == SC_OK);
+    return p;
+}
+
 static void test_error(uint32_t workers) {
     pipe_state st = { .fail_at = 3000 };
-    CHECK(sc_batch_pool_create(&st.bp, TYPES, 2, MAXROWS, 0, 256) == SC_OK);
     sc_op_desc ops[5];
-    build_ops(ops, &st);
-    sink_state ss = { .rows = malloc(100000 * sizeof(int64_t)), .cap = 100000 };
-    sc_pool_config pc = { .workers = workers, .window = 16 };
-    sc_pool *p;
-    CHECK(sc_pool_create(&p, &pc, ops, 5, sink, &ss, NULL) == SC_OK);
-    CHECK(sc_pool_start(p) == SC_OK);
+    sink_state ss;
+    sc_pool *p = start_pipe(&st, ops, &ss, workers, 16, 256, 100000);
     int rc = SC_OK;
     for (uint64_t i = 0; i < 20000; i++) {
         sc_batch *b;
@@ -301,14 +310,9 @@ static void *source(void *v) {
 /* pause / resume, then stop in the middle of an endless stream */
 static void test_control(void) {
     pipe_state st = { .fail_at = -1 };
-    CHECK(sc_batch_pool_create(&st.bp, TYPES, 2, MAXROWS, 0, 512) == SC_OK);
     sc_op_desc ops[5];
-    build_ops(ops, &st);
-    sink_state ss = { .rows = malloc(4000000 * sizeof(int64_t)), .cap = 4000000 };
-    sc_pool_config pc = { .workers = 3, .window = 32 };
-    sc_pool *p;
-    CHECK(sc_pool_create(&p, &pc, ops, 5, sink, &ss, NULL) == SC_OK);
-    CHECK(sc_pool_start(p) == SC_OK);
+    sink_state ss;
+    sc_pool *p = start_pipe(&st, ops, &ss, 3, 32, 512, 4000000);
     src_arg a = { .p = p, .bp = st.bp };
     atomic_init(&a.pushed, 0);
     atomic_init(&a.stop, 0);
@@ -347,14 +351,9 @@ static bool wait_parked(sc_pool *p, uint32_t n) {
 
 static void test_park(void) {
     pipe_state st = { .fail_at = -1 };
-    CHECK(sc_batch_pool_create(&st.bp, TYPES, 2, MAXROWS, 0, 64) == SC_OK);
     sc_op_desc ops[5];
-    build_ops(ops, &st);
-    sink_state ss = { .rows = malloc(1000 * sizeof(int64_t)), .cap = 1000 };
-    sc_pool_config pc = { .workers = 3, .window = 16 };
-    sc_pool *p;
-    CHECK(sc_pool_create(&p, &pc, ops, 5, sink, &ss, NULL) == SC_OK);
-    CHECK(sc_pool_start(p) == SC_OK);
+    sink_state ss;
+    sc_pool *p = start_pipe(&st, ops, &ss, 3, 16, 64, 1000);
     CHECK(wait_parked(p, 3)); /* nothing to do: every worker sleeps on the futex */
     for (uint64_t i = 0; i < 10; i++) {
         sc_batch *b;
