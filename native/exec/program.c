@@ -559,6 +559,14 @@ static bool sink_passes(const sc_prog *p, const sc_batch *b) {
     return !b->pool && !b->ext && !b->next && b->nrows >= p->chunk_rows / 8 && 2 * b->nrows >= b->capacity;
 }
 
+/* The sink's "no room" (under p->mu, which it releases): the next take wakes parked workers,
+ * one of which retries the batch held back. */
+static int full(sc_prog *p) {
+    p->blocked = true;
+    pthread_mutex_unlock(&p->mu);
+    return SC_EFULL;
+}
+
 static int sink_coalesce(sc_prog *p, sc_batch *b) {
     pthread_mutex_lock(&p->mu);
     sc_batch *acc = p->acc;
@@ -570,9 +578,7 @@ static int sink_coalesce(sc_prog *p, sc_batch *b) {
             acc = NULL;
         }
         if (acc || p->qlen >= p->qcap) {
-            p->blocked = true;
-            pthread_mutex_unlock(&p->mu);
-            return SC_EFULL; /* retried: the marker waits until the taker makes room */
+            return full(p); /* retried: the marker waits until the taker makes room */
         }
         q_put(p, b);
         pthread_mutex_unlock(&p->mu);
@@ -582,9 +588,7 @@ static int sink_coalesce(sc_prog *p, sc_batch *b) {
         uint32_t slots = acc ? 2 : 1;
         int64_t rows = b->nrows + (acc ? acc->nrows : 0);
         if (p->qlen + slots > p->qcap || (p->qlen && p->qrows + rows > max_rows)) {
-            p->blocked = true;
-            pthread_mutex_unlock(&p->mu);
-            return SC_EFULL;
+            return full(p);
         }
         if (acc) q_put(p, acc);
         p->acc = NULL;
@@ -594,9 +598,7 @@ static int sink_coalesce(sc_prog *p, sc_batch *b) {
     }
     bool closes = acc && acc->nrows + b->nrows > p->chunk_rows;
     if (closes && (p->qlen >= p->qcap || (p->qlen && p->qrows + acc->nrows > max_rows))) {
-        p->blocked = true;
-        pthread_mutex_unlock(&p->mu);
-        return SC_EFULL;
+        return full(p);
     }
     if (closes) {
         q_put(p, acc);
@@ -626,9 +628,7 @@ static int sink_fn(void *vp, sc_batch *b) {
     if (p->chunk_rows) return sink_coalesce(p, b);
     pthread_mutex_lock(&p->mu);
     if (p->qlen == p->qcap) {
-        p->blocked = true;
-        pthread_mutex_unlock(&p->mu);
-        return SC_EFULL;
+        return full(p);
     }
     q_put(p, b);
     pthread_mutex_unlock(&p->mu);

@@ -77,15 +77,16 @@ static inline uint64_t sc_now_ns(void) {
  * themselves): spin with pause, then yield, then sleep up to max_sleep_ns. */
 typedef struct { uint32_t step; } sc_backoff;
 #define SC_BACKOFF_YIELD 16u /* the first step that yields instead of spinning */
+#define SC_BACKOFF_SLEEP 24u /* the first step that sleeps */
 static inline void sc_backoff_reset(sc_backoff *b) { b->step = 0; }
 static inline void sc_backoff_wait(sc_backoff *b, uint64_t max_sleep_ns) {
     uint32_t s = b->step++;
-    if (s < 16) {
+    if (s < SC_BACKOFF_YIELD) {
         for (uint32_t i = 0; i < (1u << (s < 6 ? s : 6)); i++) sc_cpu_relax();
-    } else if (s < 24) {
+    } else if (s < SC_BACKOFF_SLEEP) {
         sched_yield();
     } else {
-        uint64_t ns = 1000ull << ((s - 24) < 10 ? (s - 24) : 10);
+        uint64_t ns = 1000ull << ((s - SC_BACKOFF_SLEEP) < 10 ? (s - SC_BACKOFF_SLEEP) : 10);
         if (ns > max_sleep_ns) ns = max_sleep_ns;
         struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
         nanosleep(&ts, NULL);

@@ -70,7 +70,7 @@ struct sc_pool {
  * a paced source leaves workers idle most of the time, and polling sleeps there cost more
  * CPU than the batches themselves. PARK_NS bounds a missed wake-up: every known source of
  * work wakes them, and a timeout keeps any unforeseen one from stalling a run. */
-#define PARK_AFTER_STEPS 20
+#define PARK_AFTER_STEPS (SC_BACKOFF_YIELD + 4) /* the spins and four yields */
 #define PARK_NS 2000000L
 
 static void park(sc_pool *p, uint32_t seq) {

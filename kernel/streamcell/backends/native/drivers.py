@@ -206,9 +206,9 @@ class Driver:
                     # then takes tens of microseconds to run, its rows' latency. One call
                     # covers at most ~20 ms and 32 batches and returns as soon as an output
                     # chunk waits, so stop / pause stay prompt and the driver drains outputs
-                    # before the output queue fills. The
-                    # schedule's origin comes from the token bucket: after a pause or a stall
-                    # it restarts from now, a cap, not a quota to catch up on
+                    # before the output queue fills. The schedule's origin comes from the
+                    # token bucket: after a pause or a stall it restarts from now, a cap, not
+                    # a quota to catch up on
                     assert bucket is not None
                     b = min(bs, max(1, int(rate * PACED_BATCH_S)))
                     m = min(n - off, max(1, int(rate * 0.02)), 32 * b)

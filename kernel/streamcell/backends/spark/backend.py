@@ -69,7 +69,6 @@ from .io import (
     latest_per_key,
     merged_order,
     merged_serial,
-    sorted_by_file,
     spark_reads,
     spark_source,
     spark_writes,
@@ -1097,8 +1096,8 @@ class BatchDriver:
             return count()
 
         def ordered(d: Any) -> Any:
-            if self.by_file:
-                return sorted_by_file(d)
+            if self.by_file:  # in order as read: files, then splits, then rows (io._parquet)
+                return d
             if into not in low.flat:
                 # rows that come out of a shuffle's reduce side (an aggregate, a keyed
                 # operator): materialized once, or the range sort's sampling pass computes

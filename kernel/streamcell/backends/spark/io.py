@@ -64,7 +64,7 @@ class SparkSource:
     last_good: int | None  # serial of the last good row
     observation: Any = None
     # the partitions are the files' splits, files in name order and splits in offset order:
-    # the rows are in order as they are, with no sort and no shuffle (:func:`sorted_by_file`)
+    # the rows are in order as they are, with no sort and no shuffle (:func:`_parquet`)
     by_file: bool = False
 
 
@@ -412,13 +412,6 @@ def in_order(df: Any, parts: int) -> Any:
     return df.repartitionByRange(parts, o0, "_o").sortWithinPartitions(o0, "_o")
 
 
-def sorted_by_file(df: Any) -> Any:
-    """Rows of a ``by_file`` source (and of the steps that keep its partitions: filters and
-    projections) in order: they already are (see :func:`_parquet`), with no sort and no
-    shuffle; the part files Spark writes from them are in name order."""
-    return df
-
-
 def spark_writes(schema: Schema, path: str, spark: Any) -> bool:
     """Whether Spark writes a Parquet sink at ``path`` as streamcell would: Spark has no
     Parquet form of a column of nulls, and may have no filesystem for the URI's scheme (then
@@ -498,7 +491,6 @@ __all__ = [
     "merged_serial",
     "reads_on_spark",
     "spark_source",
-    "sorted_by_file",
     "spark_writes",
     "write_parquet",
 ]
