@@ -52,7 +52,7 @@ from exec.ops_state cimport (
 from exec.program cimport (
     sc_op_destroy_fn, sc_prog, sc_prog_add, sc_prog_add_bases, sc_prog_add_keyed, sc_prog_counters, sc_prog_create,
     sc_prog_destroy, sc_prog_error, sc_prog_finish, sc_prog_metrics, sc_prog_nops, sc_prog_op_name,
-    sc_prog_backlog, sc_prog_pause, sc_prog_push, sc_prog_resume, sc_prog_sched, sc_prog_set_coalesce,
+    sc_prog_take_due, sc_prog_pause, sc_prog_push, sc_prog_resume, sc_prog_sched, sc_prog_set_coalesce,
     sc_prog_set_publish, sc_prog_sides, sc_prog_start, sc_prog_state_size, sc_prog_stop,
     sc_prog_take,
 )
@@ -845,8 +845,9 @@ cdef class Program:
         """Hand rows [offset, offset+n) to the runtime as batches of up to ``batch_size`` rows,
         in one call without the GIL (each batch is imported by the worker that runs it). Returns (status, rows taken): OK with ``n``, or FULL /
         CLOSED with fewer when the pipeline stayed full for ``timeout_ns`` or was closed
-        (the rest is not taken). A paced call also returns OK with fewer as soon as an
-        output chunk waits, so that the caller takes it.
+        (the rest is not taken). A paced call also returns OK with fewer as soon as the
+        output queue is a quarter full (``sc_prog_take_due``), so that the caller takes the
+        outputs before the sink blocks a worker.
 
         With ``rate`` > 0 (rows/s) the pushes are paced: the batch starting at row ``seq`` is
         pushed at ``t0_ns + seq / rate`` (runtime clock, :func:`now_ns`), sleeping in C
@@ -909,8 +910,8 @@ cdef class Program:
                 if rc != SC_OK:
                     break
                 done += m
-                if rate > 0 and sc_prog_backlog(self.p) > 0:
-                    break  # outputs wait: the caller takes them now, not after this call's pacing
+                if rate > 0 and sc_prog_take_due(self.p):
+                    break  # outputs pile up: the caller takes them now, not after this call's pacing
             sc_extbuf_unref(hold)
             if slack > 0:  # the caller's thread gets its own slack back
                 prctl(PR_SET_TIMERSLACK, <unsigned long>slack, 0, 0, 0)

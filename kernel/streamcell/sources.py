@@ -682,6 +682,11 @@ def _refit(
         yield pa.RecordBatch.from_pylist(good, schema=target)
 
 
+def _is_polars_frame(o: Any) -> bool:
+    mod = type(o).__module__
+    return type(o).__name__ == "DataFrame" and (mod == "polars" or mod.startswith("polars."))
+
+
 class ArrowReader(Reader):
     """Polars DataFrame, pyarrow Table / RecordBatchReader, anything with ``__arrow_c_stream__``."""
 
@@ -701,8 +706,13 @@ class ArrowReader(Reader):
             return o
         if isinstance(o, pa.Table):
             return o.to_reader()
-        # Arrow through the C stream interface, zero-copy: Polars hands over its own layout
-        # (strings as string_view), which every engine reads as is
+        if _is_polars_frame(o):
+            # Polars' own layout (strings as string_view), chunk by chunk, zero-copy: its
+            # __arrow_c_stream__ would first rechunk the frame into one (a copy of every row)
+            import polars as pl
+
+            return o.to_arrow(compat_level=pl.CompatLevel.newest()).to_reader()
+        # anything else through the C stream interface, zero-copy
         return pa.RecordBatchReader.from_stream(o)
 
     def arrow_batches(self) -> Iterator[pa.RecordBatch | BadRow]:  # type: ignore[override]

@@ -556,7 +556,7 @@ static void q_put(sc_prog *p, sc_batch *b) { /* under mu, with room */
  * points into an imported Arrow array (ext) would keep that array alive for as long as the
  * consumer keeps the chunk. */
 static bool sink_passes(const sc_prog *p, const sc_batch *b) {
-    return !b->pool && !b->ext && !b->next && b->nrows >= p->chunk_rows / 8 && 2 * b->nrows >= b->capacity;
+    return !b->pool && !b->ext && !b->next && b->nrows >= p->chunk_rows / 64 && 2 * b->nrows >= b->capacity;
 }
 
 /* The sink's "no room" (under p->mu, which it releases): the next take wakes parked workers,
@@ -717,11 +717,11 @@ int sc_prog_take(sc_prog *p, int64_t timeout_ns, sc_batch **b) {
     return rc;
 }
 
-uint32_t sc_prog_backlog(sc_prog *p) {
+bool sc_prog_take_due(sc_prog *p) {
     pthread_mutex_lock(&p->mu);
-    uint32_t n = p->qlen;
+    bool due = 4 * p->qlen >= p->qcap || (p->chunk_rows && 4 * p->qrows >= COALESCED_CHUNKS * p->chunk_rows);
     pthread_mutex_unlock(&p->mu);
-    return n;
+    return due;
 }
 
 int sc_prog_pause(sc_prog *p) { return p->pool ? sc_pool_pause(p->pool) : SC_EINVAL; }

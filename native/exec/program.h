@@ -71,12 +71,13 @@ int sc_prog_finish(sc_prog *p, int64_t timeout_ns);
 /* Next output batch in order: SC_OK (*b owned by the caller; (*b)->eos marks the end),
  * SC_EEMPTY after timeout_ns, SC_ECLOSED when the run stopped or failed. */
 int sc_prog_take(sc_prog *p, int64_t timeout_ns, sc_batch **b);
-/* Output batches waiting to be taken (full chunks of a coalescing sink; the open chunk is
- * not counted): a feeder that paces its pushes returns to take them. */
-uint32_t sc_prog_backlog(sc_prog *p);
+/* Whether the output queue is a quarter full (in batches, or for a coalescing sink in rows;
+ * the open chunk is not counted): a feeder that paces its pushes returns to take them then,
+ * well before the sink would block a worker, and not for every batch. */
+bool sc_prog_take_due(sc_prog *p);
 /* Before start: the sink joins output batches (schema `out`) into chunks of up to chunk_rows
  * rows on the thread that delivers them, so the taker gets few large batches; a batch of at
- * least chunk_rows / 8 rows that fills at least half its capacity and owns its buffers is a
+ * least chunk_rows / 64 rows that fills at least half its capacity and owns its buffers is a
  * chunk of its own, queued without a copy (the taker exports it as it is). At most
  * 4 * chunk_rows rows wait in the queue (then the sink reports full: backpressure). sc_prog_take returns
  * the open, partial chunk when nothing else is queued and the wait timed out (or timeout is

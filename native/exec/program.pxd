@@ -29,7 +29,7 @@ cdef extern from "exec/program.h":
     int sc_prog_push(sc_prog *p, sc_batch *b, int64_t timeout_ns) nogil
     int sc_prog_finish(sc_prog *p, int64_t timeout_ns) nogil
     int sc_prog_take(sc_prog *p, int64_t timeout_ns, sc_batch **b) nogil
-    uint32_t sc_prog_backlog(sc_prog *p) nogil
+    bint sc_prog_take_due(sc_prog *p) nogil
     int sc_prog_set_coalesce(sc_prog *p, const sc_schema *out, int64_t chunk_rows) nogil
     int sc_prog_pause(sc_prog *p) nogil
     int sc_prog_resume(sc_prog *p) nogil

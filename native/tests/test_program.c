@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "exec/ops_state.h"
 #include "exec/program.h"
@@ -138,7 +139,66 @@ static void run_config(const config *cf, int64_t nrows, int nkeys) {
     sc_schema_free(&out);
 }
 
+/* One 1-row batch into a one-step program (a running count on key 0); waits until it has
+ * left the step, then a little longer for the sink. */
+static void push_one(sc_prog *p, const sc_schema *in, int64_t seq) {
+    sc_batch *b;
+    CHECK(sc_batch_new(&b, in, 1) == SC_OK);
+    sc_batch_set_i64(b, 0, 0, seq);
+    sc_batch_set_i64(b, 1, 0, 0);
+    sc_batch_set_i64(b, 2, 0, 0);
+    CHECK(sc_batch_put_utf8(b, 3, 0, "x", 1) == SC_OK);
+    b->nrows = 1;
+    CHECK(sc_prog_push(p, b, 1000000000) == SC_OK);
+    sc_step_counters *c = sc_prog_counters(p, 1);
+    for (int i = 0; i < 2000 && (int64_t)sc_u64_load_relaxed(&c->rows_out) <= seq; i++) usleep(1000);
+    CHECK((int64_t)sc_u64_load_relaxed(&c->rows_out) == seq + 1);
+    usleep(20000);
+}
+
+/* sc_prog_take_due: a paced feeder returns to take outputs once the queue is a quarter full
+ * (here 2 of 8 batches), not for every batch. */
+static void test_take_due(void) {
+    uint8_t in_lt[] = { SC_LT_INT, SC_LT_INT, SC_LT_INT, SC_LT_STR };
+    uint8_t out_lt[] = { SC_LT_INT, SC_LT_INT, SC_LT_INT, SC_LT_STR, SC_LT_INT };
+    sc_schema in, out;
+    CHECK(sc_schema_init(&in, 4, in_lt) == SC_OK);
+    CHECK(sc_schema_init(&out, 5, out_lt) == SC_OK);
+    sc_prog *p;
+    CHECK(sc_prog_create(&p, 2, 8) == SC_OK);
+    int32_t keys[] = { 2 };
+    sc_agg_spec agg = { SC_AGG_COUNT, -1, SC_LT_INT };
+    sc_out_col outs[] = { { SC_OUT_INPUT, 2 }, { SC_OUT_INPUT, 3 }, { SC_OUT_AGG, 0 } };
+    sc_keyed_spec spec = { keys, 1, &agg, 1, outs };
+    void *state;
+    sc_op_base b;
+    CHECK(sc_op_base_init(&b, 1, true, true, sc_prog_counters(p, 1), &in, &out, 64, false) == SC_OK);
+    CHECK(sc_op_aggregate_create(&state, &b, &spec) == SC_OK);
+    sc_op_base_free(&b);
+    sc_op_base *base = state;
+    CHECK(sc_prog_add_keyed(p, "running", sc_op_aggregate_run, sc_op_aggregate_destroy, &state, &base, 1, keys, 1,
+                            &in, &out) == SC_OK);
+    sc_pool_config pc = { 0 };
+    pc.workers = 2;
+    pc.partitions = 1;
+    CHECK(sc_prog_start(p, &pc) == SC_OK);
+    CHECK(!sc_prog_take_due(p));
+    push_one(p, &in, 0);
+    CHECK(!sc_prog_take_due(p)); /* 1 of 8 waits */
+    push_one(p, &in, 1);
+    CHECK(sc_prog_take_due(p)); /* 2 of 8 */
+    sc_batch *o;
+    CHECK(sc_prog_take(p, 0, &o) == SC_OK);
+    sc_batch_release(o);
+    CHECK(!sc_prog_take_due(p));
+    CHECK(sc_prog_stop(p) == 0);
+    sc_prog_destroy(p);
+    sc_schema_free(&in);
+    sc_schema_free(&out);
+}
+
 int main(void) {
+    test_take_due();
     const uint32_t workers[] = { 1, 2, 3, 6 };
     const uint32_t batches[] = { 1, 7, 97 };
     int n = 0;

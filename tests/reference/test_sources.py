@@ -16,6 +16,7 @@ from polars.testing import assert_frame_equal
 import streamcell as sc
 from streamcell import plan as P
 from streamcell.errors import PlanError
+from streamcell.sources import ArrowReader
 from tests.helpers import check_against_reference, run_plan, table
 
 TYPED = pl.DataFrame(
@@ -245,6 +246,21 @@ def test_ndjson_bad_lines_are_dead_letters_with_positions(engine, tmp_path):
 
 def test_polars_frame(engine):
     assert_frame_equal(table(sc.source(TYPED).plan(), engine.options), TYPED)
+
+
+def test_a_polars_frame_of_several_chunks_is_read_chunk_by_chunk(engine):
+    """A frame built by concatenation keeps its chunks: the source reads them as they are
+    (no rechunk, which would copy every row before the run starts), and the user's frame is
+    left as it was."""
+    parts = [TYPED.drop("xs").with_columns(pl.col("i") + 10 * k) for k in range(3)]
+    df = pl.concat(parts, rechunk=False)
+    assert df.n_chunks() == 3
+    batches = list(ArrowReader(df, "src").arrow_batches())
+    assert [b.num_rows for b in batches] == [3, 3, 3]
+    assert batches[0].schema.field("s").type == pa.string_view()  # Polars' own layout
+    assert df.n_chunks() == 3
+    assert_frame_equal(table(sc.source(df).plan(), engine.options), df)
+    assert df.n_chunks() == 3
 
 
 def test_arrow_table(engine):

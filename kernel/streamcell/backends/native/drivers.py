@@ -204,11 +204,11 @@ class Driver:
                     # paced in C: each batch_size slice is pushed when its rows are due; a
                     # slower stream pushes what is due at least every PACED_BATCH_S: a batch
                     # then takes tens of microseconds to run, its rows' latency. One call
-                    # covers at most ~20 ms and 32 batches and returns as soon as an output
-                    # chunk waits, so stop / pause stay prompt and the driver drains outputs
-                    # before the output queue fills. The schedule's origin comes from the
-                    # token bucket: after a pause or a stall it restarts from now, a cap, not
-                    # a quota to catch up on
+                    # covers at most ~20 ms and 32 batches and returns once the output queue
+                    # is a quarter full, so stop / pause stay prompt and the driver drains
+                    # outputs before the sink blocks a worker, not once per batch. The
+                    # schedule's origin comes from the token bucket: after a pause or a stall
+                    # it restarts from now, a cap, not a quota to catch up on
                     assert bucket is not None
                     b = min(bs, max(1, int(rate * PACED_BATCH_S)))
                     m = min(n - off, max(1, int(rate * 0.02)), 32 * b)
