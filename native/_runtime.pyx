@@ -127,6 +127,7 @@ KEYED_QUEUES = {"hybrid": 0, "partitioned": 1}
 cdef class _Schema:
     """An owned sc_schema built from a bytes of logical types."""
     cdef sc_schema s
+    cdef object arrow  # the pyarrow.Schema its batches export as, once one has been exported
 
     def __cinit__(self, bytes lts):
         check_status(sc_schema_init(&self.s, <int32_t>len(lts), <const uint8_t *><char *>lts), "schema")
@@ -957,7 +958,7 @@ cdef class Program:
         check_status(rc2, "take")
         if n == 0:
             return (SC_OK if eos else rc), eos, None
-        return SC_OK, eos, _export(joined, &self.out_schema.s)
+        return SC_OK, eos, _export(joined, &self.out_schema.s, self.out_schema)
 
     def take_chunks(self, int64_t timeout_ns=0, int64_t max_rows=65536):
         """(status, eos, [pyarrow.RecordBatch]): every output batch ready now (waiting up to
@@ -979,7 +980,7 @@ cdef class Program:
             for i in range(parts.n):
                 b = parts.b[i]
                 parts.b[i] = NULL  # _export owns it from here (and releases it on failure)
-                out.append(_export(b, &self.out_schema.s))
+                out.append(_export(b, &self.out_schema.s, self.out_schema))
         finally:
             for i in range(parts.n):
                 if parts.b[i] != NULL:
@@ -1415,7 +1416,10 @@ cdef class SketchTap:
             free(buf)
 
 
-cdef object _export(sc_batch *b, const sc_schema *s):
+cdef object _export(sc_batch *b, const sc_schema *s, _Schema known=None):
+    """``b`` as a pyarrow.RecordBatch (which owns it). With ``known`` (the _Schema that ``s``
+    belongs to), the Arrow schema is imported once and reused: every batch of a schema
+    exports the same one, and importing it costs pyarrow more than the batch's arrays."""
     import pyarrow as pa
     cdef ArrowSchema *sch = <ArrowSchema *>calloc(1, sizeof(ArrowSchema))
     cdef ArrowArray *arr = <ArrowArray *>calloc(1, sizeof(ArrowArray))
@@ -1424,7 +1428,13 @@ cdef object _export(sc_batch *b, const sc_schema *s):
         if rc != 0:
             sc_batch_release(b)
             check_status(rc, "export")
-        return pa.RecordBatch._import_from_c(<uintptr_t>arr, <uintptr_t>sch)
+        if known is None:
+            return pa.RecordBatch._import_from_c(<uintptr_t>arr, <uintptr_t>sch)
+        if known.arrow is None:
+            known.arrow = pa.Schema._import_from_c(<uintptr_t>sch)  # moves it (release set NULL)
+        elif sch.release != NULL:
+            sch.release(sch)
+        return pa.RecordBatch._import_from_c(<uintptr_t>arr, known.arrow)
     finally:
         free(sch)
         free(arr)
