@@ -12,7 +12,7 @@ zero-copy Arrow record batches. Everything between runs on C threads without the
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport free, malloc, calloc
 from libc.string cimport memcpy, memset
-from cpython.pycapsule cimport PyCapsule_GetPointer
+from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_New
 from posix.time cimport nanosleep, timespec
 
 cdef extern from "<sys/prctl.h>" nogil:
@@ -85,7 +85,7 @@ from exec.ops_correlate cimport (
     sc_corr_agg, sc_corr_spec, sc_op_correlate_create, sc_op_correlate_destroy, sc_op_correlate_run,
 )
 from exec.arrow_bridge cimport (
-    ArrowArray, ArrowSchema, sc_arrow_defer, sc_arrow_export, sc_arrow_hold_array, sc_arrow_hold_create,
+    ArrowArray, ArrowArrayStream, ArrowSchema, sc_arrow_defer, sc_arrow_export, sc_arrow_export_stream, sc_arrow_hold_array, sc_arrow_hold_create,
     sc_arrow_hold_defer, sc_arrow_import, sc_arrow_import_ref, sc_arrow_reclaim, sc_extbuf, sc_extbuf_unref,
 )
 
@@ -990,6 +990,23 @@ cdef class Program:
             return (SC_OK if eos else rc), eos, out
         return SC_OK, eos, out
 
+    def take_batches(self, int64_t timeout_ns=0, int64_t max_rows=65536):
+        """(status, eos, OutBatches | None): as :meth:`take_chunks`, the batches kept in C,
+        for a consumer that reads them as one Arrow C stream (no Python object per batch)."""
+        cdef sc_batch_list parts
+        cdef int rc = SC_OK, rc2
+        cdef bint eos = False
+        memset(&parts, 0, sizeof(parts))
+        sc_arrow_reclaim()
+        with nogil:
+            rc2 = self._collect(timeout_ns, max_rows, &parts, &eos, &rc)
+        out = OutBatches(self.out_schema)
+        out._absorb(&parts)  # owns them now, also on the error below
+        check_status(rc2, "take")
+        if not out.nbatches:
+            return (SC_OK if eos else rc), eos, None
+        return SC_OK, eos, out
+
     def finish(self, int64_t timeout_ns=-1):
         with nogil:
             if self.d != NULL:
@@ -1414,6 +1431,73 @@ cdef class SketchTap:
             return (<char *>buf)[:n]
         finally:
             free(buf)
+
+
+cdef void _release_stream_capsule(object capsule) noexcept:
+    cdef ArrowArrayStream *st = <ArrowArrayStream *>PyCapsule_GetPointer(capsule, "arrow_array_stream")
+    if st.release != NULL:  # not moved out by a consumer
+        st.release(st)
+    free(st)
+
+
+cdef class OutBatches:
+    """Output batches of one schema, in order, kept in C until a consumer reads them all as
+    one Arrow C stream (``__arrow_c_stream__``, e.g. ``polars.DataFrame(obj)``): no Python
+    object per batch. Reading them moves them out; the object is then empty."""
+    cdef sc_batch_list parts
+    cdef _Schema schema
+    cdef readonly int64_t num_rows
+
+    def __cinit__(self, _Schema schema):
+        memset(&self.parts, 0, sizeof(self.parts))
+        self.schema = schema
+        self.num_rows = 0
+
+    def __dealloc__(self):
+        cdef int32_t i
+        for i in range(self.parts.n):
+            sc_batch_release(self.parts.b[i])
+        free(self.parts.b)
+
+    cdef void _absorb(self, sc_batch_list *l):
+        """Move every batch of ``l`` (emptied, its array freed) to the end of this one."""
+        cdef int32_t i
+        cdef int rc = SC_OK
+        for i in range(l.n):
+            if rc == SC_OK:
+                self.num_rows += l.b[i].nrows
+                rc = sc_batch_list_add(&self.parts, l.b[i])  # releases it on ENOMEM
+            else:
+                sc_batch_release(l.b[i])
+        free(l.b)
+        memset(l, 0, sizeof(l[0]))
+        check_status(rc, "take")
+
+    @property
+    def nbatches(self):
+        return self.parts.n
+
+    def absorb(self, OutBatches other):
+        """Move ``other``'s batches (same schema) to the end of this one."""
+        if other.schema is not self.schema:
+            raise ValueError("OutBatches.absorb: another schema")
+        other.num_rows = 0
+        self._absorb(&other.parts)
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        """The batches as one Arrow C stream of their visible columns (the two hidden ones
+        left out; named c0, c1, ...), moved into it. ``requested_schema`` is not applied (the
+        protocol lets a producer ignore it)."""
+        cdef ArrowArrayStream *st = <ArrowArrayStream *>calloc(1, sizeof(ArrowArrayStream))
+        if st == NULL:
+            raise MemoryError()
+        rc = sc_arrow_export_stream(self.parts.b, self.parts.n, &self.schema.s, 2, st)
+        if rc != SC_OK:
+            free(st)
+            check_status(rc, "export")
+        memset(&self.parts, 0, sizeof(self.parts))  # the stream owns them
+        self.num_rows = 0
+        return PyCapsule_New(st, "arrow_array_stream", _release_stream_capsule)
 
 
 cdef object _export(sc_batch *b, const sc_schema *s, _Schema known=None):

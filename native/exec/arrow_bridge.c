@@ -488,32 +488,63 @@ static void release_schema(struct ArrowSchema *s) {
     s->release = NULL;
 }
 
-int sc_arrow_export(sc_batch *b, const sc_schema *s, struct ArrowSchema *schema, struct ArrowArray *array) {
-    int64_t nc = b->ncols;
-    if (nc != s->ncols) return SC_EINVAL;
-    export_holder *h = malloc(sizeof *h);
-    export_parent *pp = calloc(1, sizeof *pp);
+/* The schema of columns [skip, ncols) of `s`, named c0, c1, ... */
+static int export_schema(const sc_schema *s, int32_t skip, struct ArrowSchema *schema) {
+    int64_t nc = s->ncols - skip;
     schema_priv *sp = calloc(1, sizeof *sp);
-    struct ArrowArray *cmem = calloc((size_t)(nc ? nc : 1), sizeof *cmem);
-    struct ArrowArray **cptr = calloc((size_t)(nc ? nc : 1), sizeof *cptr);
     struct ArrowSchema *smem = calloc((size_t)(nc ? nc : 1), sizeof *smem);
     struct ArrowSchema **sptr = calloc((size_t)(nc ? nc : 1), sizeof *sptr);
     char *names = calloc((size_t)(nc ? nc : 1), 12);
+    if (!sp || !smem || !sptr || !names) {
+        free(sp), free(smem), free(sptr), free(names);
+        return SC_ENOMEM;
+    }
+    for (int64_t k = 0; k < nc; k++) {
+        char *nm = names + 12 * k;
+        snprintf(nm, 12, "c%d", (int)k);
+        smem[k] = (struct ArrowSchema){ .format = format_of((sc_ltype)s->lt[skip + k]), .name = nm, .metadata = NULL,
+                                        .flags = ARROW_FLAG_NULLABLE, .n_children = 0, .children = NULL,
+                                        .dictionary = NULL, .release = release_schema_child, .private_data = NULL };
+        sptr[k] = &smem[k];
+    }
+    sp->children = sptr;
+    sp->child_mem = smem;
+    sp->names = names;
+    *schema = (struct ArrowSchema){ .format = "+s", .name = "", .metadata = NULL, .flags = 0, .n_children = nc,
+                                    .children = sptr, .dictionary = NULL, .release = release_schema,
+                                    .private_data = sp };
+    return SC_OK;
+}
+
+int sc_arrow_export_schema(const sc_schema *s, struct ArrowSchema *schema) { return export_schema(s, 0, schema); }
+
+/* Columns [skip, ncols) of b as a struct array (and its schema unless NULL); the array owns
+ * b, whose other columns go with it. */
+static int export_batch(sc_batch *b, const sc_schema *s, int32_t skip, struct ArrowSchema *schema,
+                        struct ArrowArray *array) {
+    if (b->ncols != s->ncols || skip < 0 || skip > s->ncols) return SC_EINVAL;
+    int64_t nc = b->ncols - skip;
+    export_holder *h = malloc(sizeof *h);
+    export_parent *pp = calloc(1, sizeof *pp);
+    struct ArrowArray *cmem = calloc((size_t)(nc ? nc : 1), sizeof *cmem);
+    struct ArrowArray **cptr = calloc((size_t)(nc ? nc : 1), sizeof *cptr);
     export_child **kids = calloc((size_t)(nc ? nc : 1), sizeof *kids);
-    bool ok = h && pp && sp && cmem && cptr && smem && sptr && names && kids;
+    bool ok = h && pp && cmem && cptr && kids;
     for (int64_t k = 0; ok && k < nc; k++) ok = (kids[k] = calloc(1, sizeof(export_child))) != NULL;
     for (int64_t k = 0; ok && k < nc; k++)
-        if (!sc_ltype_is_list(s->lt[k]) && s->lt[k] == SC_LT_STR) ok = export_views(kids[k], &b->cols[k], b->nrows) == SC_OK;
+        if (!sc_ltype_is_list(s->lt[skip + k]) && s->lt[skip + k] == SC_LT_STR)
+            ok = export_views(kids[k], &b->cols[skip + k], b->nrows) == SC_OK;
+    if (ok && schema) ok = export_schema(s, skip, schema) == SC_OK;
     if (!ok) {
         for (int64_t k = 0; kids && k < nc; k++)
             if (kids[k]) sc_colbuf_free(kids[k]->views), free(kids[k]);
-        free(kids), free(h), free(pp), free(sp), free(cmem), free(cptr), free(smem), free(sptr), free(names);
+        free(kids), free(h), free(pp), free(cmem), free(cptr);
         return SC_ENOMEM;
     }
     h->batch = b;
     h->refs = 1 + nc;
     for (int64_t k = 0; k < nc; k++) {
-        sc_column *c = &b->cols[k];
+        sc_column *c = &b->cols[skip + k];
         export_child *ec = kids[k];
         ec->h = h;
         /* the exact null count, and no bitmap when there are none (the consumer then skips
@@ -534,12 +565,6 @@ int sc_arrow_export(sc_batch *b, const sc_schema *s, struct ArrowSchema *schema,
                                        .n_children = 0, .buffers = ec->buffers, .children = NULL,
                                        .dictionary = NULL, .release = release_child, .private_data = ec };
         cptr[k] = &cmem[k];
-        char *nm = names + 12 * k;
-        snprintf(nm, 12, "c%d", (int)k);
-        smem[k] = (struct ArrowSchema){ .format = format_of((sc_ltype)s->lt[k]), .name = nm, .metadata = NULL,
-                                        .flags = ARROW_FLAG_NULLABLE, .n_children = 0, .children = NULL,
-                                        .dictionary = NULL, .release = release_schema_child, .private_data = NULL };
-        sptr[k] = &smem[k];
     }
     free(kids);
     pp->h = h;
@@ -549,11 +574,71 @@ int sc_arrow_export(sc_batch *b, const sc_schema *s, struct ArrowSchema *schema,
     *array = (struct ArrowArray){ .length = b->nrows, .null_count = 0, .offset = 0, .n_buffers = 1,
                                   .n_children = nc, .buffers = pp->buffers, .children = cptr,
                                   .dictionary = NULL, .release = release_parent, .private_data = pp };
-    sp->children = sptr;
-    sp->child_mem = smem;
-    sp->names = names;
-    *schema = (struct ArrowSchema){ .format = "+s", .name = "", .metadata = NULL, .flags = 0, .n_children = nc,
-                                    .children = sptr, .dictionary = NULL, .release = release_schema,
-                                    .private_data = sp };
+    return SC_OK;
+}
+
+int sc_arrow_export(sc_batch *b, const sc_schema *s, struct ArrowSchema *schema, struct ArrowArray *array) {
+    return export_batch(b, s, 0, schema, array);
+}
+
+/* ------------------------------------------------------------------ the C stream */
+
+typedef struct stream_priv {
+    sc_batch **b;    /* b[next..n) not handed out yet (owned) */
+    int32_t n, next;
+    sc_schema schema;
+    int32_t skip; /* leading columns left out */
+    const char *error;
+} stream_priv;
+
+static int stream_get_schema(struct ArrowArrayStream *st, struct ArrowSchema *out) {
+    stream_priv *p = st->private_data;
+    if (export_schema(&p->schema, p->skip, out) == SC_OK) return 0;
+    p->error = "out of memory exporting the schema";
+    return 12; /* ENOMEM */
+}
+
+static int stream_get_next(struct ArrowArrayStream *st, struct ArrowArray *out) {
+    stream_priv *p = st->private_data;
+    if (p->next == p->n) { /* the end */
+        memset(out, 0, sizeof *out);
+        return 0;
+    }
+    if (export_batch(p->b[p->next], &p->schema, p->skip, NULL, out) != SC_OK) {
+        p->error = "out of memory exporting a batch";
+        return 12; /* ENOMEM; the batch stays with the stream */
+    }
+    p->b[p->next++] = NULL; /* the exported array owns it */
+    return 0;
+}
+
+static const char *stream_last_error(struct ArrowArrayStream *st) { return ((stream_priv *)st->private_data)->error; }
+
+static void stream_release(struct ArrowArrayStream *st) {
+    stream_priv *p = st->private_data;
+    for (int32_t i = p->next; i < p->n; i++) sc_batch_release(p->b[i]);
+    free(p->b);
+    sc_schema_free(&p->schema);
+    free(p);
+    st->release = NULL;
+}
+
+int sc_arrow_export_stream(sc_batch **batches, int32_t n, const sc_schema *s, int32_t skip,
+                           struct ArrowArrayStream *out) {
+    if (skip < 0 || skip > s->ncols) return SC_EINVAL;
+    for (int32_t i = 0; i < n; i++)
+        if (batches[i]->ncols != s->ncols) return SC_EINVAL;
+    stream_priv *p = calloc(1, sizeof *p);
+    if (!p) return SC_ENOMEM;
+    if (sc_schema_copy(&p->schema, s) != SC_OK) {
+        free(p);
+        return SC_ENOMEM;
+    }
+    p->b = batches;
+    p->n = n;
+    p->skip = skip;
+    *out = (struct ArrowArrayStream){ .get_schema = stream_get_schema, .get_next = stream_get_next,
+                                      .get_last_error = stream_last_error, .release = stream_release,
+                                      .private_data = p };
     return SC_OK;
 }

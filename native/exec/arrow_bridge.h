@@ -60,7 +60,17 @@ int sc_arrow_defer(sc_batch *b, sc_extbuf *hold, int64_t offset, int64_t n, int6
 int64_t sc_arrow_reclaim(void);
 
 /* Export `b` (ownership passes to the exported array) as a struct array of all its
- * columns (hidden ones included) typed by `s`. */
+ * columns (hidden ones included) typed by `s`, and its schema unless `schema` is NULL (every
+ * batch of `s` has the same one: columns named c0, c1, ...). On an error nothing is
+ * exported and `b` stays the caller's. */
 int sc_arrow_export(sc_batch *b, const sc_schema *s, struct ArrowSchema *schema, struct ArrowArray *array);
+/* The schema sc_arrow_export gives the batches of `s`. */
+int sc_arrow_export_schema(const sc_schema *s, struct ArrowSchema *schema);
+/* batches[0..n) (each typed by `s`), in order, as one Arrow C stream of their columns from
+ * `skip` on (the hidden ones left out: they go with their batch), named c0, c1, ...: on SC_OK
+ * the stream owns the array and the batches (each exported array then owns its batch; the
+ * stream's release frees those not read); on an error they stay the caller's. */
+int sc_arrow_export_stream(sc_batch **batches, int32_t n, const sc_schema *s, int32_t skip,
+                           struct ArrowArrayStream *out);
 
 #endif

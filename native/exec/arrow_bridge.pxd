@@ -1,6 +1,6 @@
 # Cython declarations of exec/arrow_bridge.h (the contract is stated in the header).
 
-from libc.stdint cimport int64_t, uint8_t
+from libc.stdint cimport int32_t, int64_t, uint8_t
 from runtime.batch cimport sc_batch
 from exec.exec cimport sc_schema
 
@@ -13,6 +13,10 @@ cdef extern from "exec/arrow_bridge.h":
     int sc_arrow_import(const ArrowSchema *schema, const ArrowArray *array, int64_t offset, int64_t n,
                         const sc_schema *target, sc_batch *out, int64_t seq0) nogil
     int sc_arrow_export(sc_batch *b, const sc_schema *s, ArrowSchema *schema, ArrowArray *array) nogil
+    struct ArrowArrayStream:
+        void (*release)(ArrowArrayStream *) nogil
+    int sc_arrow_export_stream(sc_batch **batches, int32_t n, const sc_schema *s, int32_t skip,
+                               ArrowArrayStream *out) nogil
     ctypedef struct sc_extbuf:
         pass
     void sc_extbuf_unref(sc_extbuf *e) nogil

@@ -93,6 +93,25 @@ def to_frame(rb: pa.RecordBatch | list[pa.RecordBatch], schema: Schema) -> pl.Da
     return df if df.schema == want else df.cast(want)  # type: ignore[arg-type]
 
 
+_DIRECT = frozenset({"int", "float", "bool", "str", "datetime"})
+
+
+def direct_frames(schema: Schema) -> bool:
+    """Whether frames of ``schema`` can be read from the runtime's batches as they are
+    (:func:`stream_frame`): every column int, float, bool, str or datetime."""
+    return bool(schema) and all(t.name in _DIRECT for _, t in schema)
+
+
+def stream_frame(batches: Any, schema: Schema) -> pl.DataFrame:
+    """Runtime output batches kept in C (an ``OutBatches``) as one frame of ``schema``
+    (:func:`direct_frames`): Polars reads their visible columns as one Arrow C stream, each
+    batch a chunk, with no pyarrow object in between."""
+    df = pl.DataFrame(batches)
+    df.columns = [n for n, _ in schema]
+    want = polars_schema(schema)
+    return df if df.schema == want else df.cast(want)  # type: ignore[arg-type]
+
+
 class _CStream:
     """A table seen only through ``__arrow_c_stream__``."""
 

@@ -282,11 +282,9 @@ class Driver:
         while True:
             if self.env.should_stop():
                 return False
-            rc, eos, chunks = prog.take_chunks(20_000_000)
+            rc, eos, _ = self._take(prog, 20_000_000)
             if rc == R.CLOSED:
                 return False
-            if chunks:
-                self._write(chunks)
             if eos:
                 self.out.flush()
                 if self.low.publishing:  # the last publish accounts for every changelog row
@@ -331,12 +329,26 @@ class Driver:
         from ... import _runtime as R
 
         while True:
-            rc, eos, chunks = prog.take_chunks(0)
-            if chunks:
-                self._write(chunks)
-            if rc != R.OK or not chunks:
+            rc, eos, got = self._take(prog, 0)
+            if rc != R.OK or not got:
                 break
         self._periodic(prog)
+
+    def _take(self, prog: Any, timeout_ns: int) -> tuple[int, bool, bool]:
+        """Take the outputs ready now (waiting up to ``timeout_ns`` for the first) to the sink:
+        (status, end of stream, whether any were taken). A sink of plain columns keeps them
+        in C until it builds a frame (``OutBatches``), others take pyarrow batches."""
+        if self.out.direct:
+            rc, eos, batches = prog.take_batches(timeout_ns)
+            if batches is None:
+                return rc, eos, False
+            self.taken += batches.num_rows
+            self.out.write_batches(batches)
+            return rc, eos, True
+        rc, eos, chunks = prog.take_chunks(timeout_ns)
+        if chunks:
+            self._write(chunks)
+        return rc, eos, bool(chunks)
 
     def _write(self, chunks: list[pa.RecordBatch]) -> None:
         """Output chunks, in order, to the sink (exported as they are: no copy, no join)."""

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from ... import plan as P
 from ...types import Schema, polars_schema
-from .arrow import to_frame
+from .arrow import direct_frames, stream_frame, to_frame
 from .program import OUT_ROWS
 
 # rows the sink gathers before it builds one frame: each frame costs ~0.2 ms of Polars' Python-side
@@ -36,6 +36,10 @@ class _SinkOut:
         self.writer = env.sink_writer(sink)
         self.frame_writer = getattr(self.writer, "__self__", None)
         self.pending: list[pa.RecordBatch] = []
+        # a sink of plain columns (not publishing) takes the runtime's batches as they are
+        # and builds each frame from them as one Arrow C stream (write_batches)
+        self.direct = not publishing and direct_frames(schema)
+        self.batches: Any = None  # direct: the OutBatches gathered since the last frame
         self.rows = 0
         self.since = 0.0
         self.callback_buf: list[dict[str, Any]] = []
@@ -59,18 +63,35 @@ class _SinkOut:
         if self.rows >= SINK_ROWS or time.monotonic() - self.since > 0.02:
             self.flush()
 
+    def write_batches(self, batches: Any) -> None:
+        """As :meth:`write`, for runtime batches kept in C (an ``OutBatches``)."""
+        n = batches.num_rows
+        if not self.rows:
+            self.batches = batches
+            self.since = time.monotonic()
+        else:
+            self.batches.absorb(batches)
+        self.rows += n
+        if self.rows >= SINK_ROWS or time.monotonic() - self.since > 0.02:
+            self.flush()
+
     def stale(self, now: float) -> bool:
         return bool(self.rows) and now - self.since > 0.02
 
     def flush(self) -> None:
         if not self.rows:
             return
-        batches, self.pending, self.rows = self.pending, [], 0
+        rows, batches, self.pending, self.rows = self.rows, self.pending, [], 0
+        direct, self.batches = self.batches, None
         cnt = self.env.counters[self.sink.step_id]
         if self.sink.target == "none":  # rows are dropped: count them, build nothing
-            cnt.rows_in += sum(b.num_rows for b in batches)
+            cnt.rows_in += rows
             return
-        df = to_frame(batches, self.schema)
+        df = (
+            stream_frame(direct, self.schema)
+            if direct is not None
+            else to_frame(batches, self.schema)
+        )
         stands_for = None
         if self.publishing:  # new keys in order of first appearance, as the changelog has them
             first = pa.chunked_array([b.column(0) for b in batches]).to_numpy()
