@@ -282,7 +282,7 @@ class Driver:
         while True:
             if self.env.should_stop():
                 return False
-            rc, eos, _ = self._take(prog, 20_000_000)
+            rc, eos, _ = self._take_outputs(prog, 20_000_000)
             if rc == R.CLOSED:
                 return False
             if eos:
@@ -329,12 +329,12 @@ class Driver:
         from ... import _runtime as R
 
         while True:
-            rc, eos, got = self._take(prog, 0)
+            rc, eos, got = self._take_outputs(prog, 0)
             if rc != R.OK or not got:
                 break
         self._periodic(prog)
 
-    def _take(self, prog: Any, timeout_ns: int) -> tuple[int, bool, bool]:
+    def _take_outputs(self, prog: Any, timeout_ns: int) -> tuple[int, bool, bool]:
         """Take the outputs ready now (waiting up to ``timeout_ns`` for the first) to the sink:
         (status, end of stream, whether any were taken). A sink of plain columns keeps them
         in C until it builds a frame (``OutBatches``), others take pyarrow batches."""

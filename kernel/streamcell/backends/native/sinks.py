@@ -81,11 +81,11 @@ class _SinkOut:
     def flush(self) -> None:
         if not self.rows:
             return
-        rows, batches, self.pending, self.rows = self.rows, self.pending, [], 0
+        n, batches, self.pending, self.rows = self.rows, self.pending, [], 0
         direct, self.batches = self.batches, None
         cnt = self.env.counters[self.sink.step_id]
         if self.sink.target == "none":  # rows are dropped: count them, build nothing
-            cnt.rows_in += rows
+            cnt.rows_in += n
             return
         df = (
             stream_frame(direct, self.schema)
