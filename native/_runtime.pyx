@@ -1448,7 +1448,7 @@ cdef class OutBatches:
     cdef _Schema schema
     cdef readonly int64_t num_rows
 
-    def __cinit__(self, _Schema schema):
+    def __cinit__(self, _Schema schema not None):
         memset(&self.parts, 0, sizeof(self.parts))
         self.schema = schema
         self.num_rows = 0
@@ -1465,8 +1465,9 @@ cdef class OutBatches:
         cdef int rc = SC_OK
         for i in range(l.n):
             if rc == SC_OK:
-                self.num_rows += l.b[i].nrows
                 rc = sc_batch_list_add(&self.parts, l.b[i])  # releases it on ENOMEM
+                if rc == SC_OK:
+                    self.num_rows += self.parts.b[self.parts.n - 1].nrows
             else:
                 sc_batch_release(l.b[i])
         free(l.b)
@@ -1479,6 +1480,8 @@ cdef class OutBatches:
 
     def absorb(self, OutBatches other):
         """Move ``other``'s batches (same schema) to the end of this one."""
+        if other is self:
+            raise ValueError("OutBatches.absorb: an object cannot absorb itself")
         if other.schema is not self.schema:
             raise ValueError("OutBatches.absorb: another schema")
         other.num_rows = 0
@@ -1497,7 +1500,12 @@ cdef class OutBatches:
             check_status(rc, "export")
         memset(&self.parts, 0, sizeof(self.parts))  # the stream owns them
         self.num_rows = 0
-        return PyCapsule_New(st, "arrow_array_stream", _release_stream_capsule)
+        try:
+            return PyCapsule_New(st, "arrow_array_stream", _release_stream_capsule)
+        except BaseException:
+            st.release(st)
+            free(st)
+            raise
 
 
 cdef object _export(sc_batch *b, const sc_schema *s, _Schema known=None):
@@ -1515,7 +1523,11 @@ cdef object _export(sc_batch *b, const sc_schema *s, _Schema known=None):
         if known is None:
             return pa.RecordBatch._import_from_c(<uintptr_t>arr, <uintptr_t>sch)
         if known.arrow is None:
-            known.arrow = pa.Schema._import_from_c(<uintptr_t>sch)  # moves it (release set NULL)
+            try:
+                known.arrow = pa.Schema._import_from_c(<uintptr_t>sch)  # moves it (release set NULL)
+            except BaseException:
+                arr.release(arr)  # releases b
+                raise
         elif sch.release != NULL:
             sch.release(sch)
         return pa.RecordBatch._import_from_c(<uintptr_t>arr, known.arrow)

@@ -704,11 +704,10 @@ class ArrowReader(Reader):
         self.never_waits = not isinstance(obj, pa.RecordBatchReader) and not hasattr(
             obj, "__next__"
         )
-        # a Polars frame's schema from an empty slice: exporting the frame costs ~6 us per
-        # chunk and column, paid once, when its batches are read
-        self._first = (
-            _polars_arrow(obj.head(0)) if _is_polars_frame(obj) else self._reader()
-        ).schema
+        # a Polars frame is exported once (~6 us per chunk and column): the table that gave
+        # the schema is the one the first read reads
+        self._table: pa.Table | None = _polars_arrow(obj) if _is_polars_frame(obj) else None
+        self._first = self._table.schema if self._table is not None else self._reader().schema
         self.schema = schema_from_arrow(self._first)
         self._used = False
 
@@ -719,7 +718,8 @@ class ArrowReader(Reader):
         if isinstance(o, pa.Table):
             return o.to_reader()
         if _is_polars_frame(o):
-            return _polars_arrow(o).to_reader()
+            t, self._table = self._table, None
+            return (t if t is not None else _polars_arrow(o)).to_reader()
         # anything else through the C stream interface, zero-copy
         return pa.RecordBatchReader.from_stream(o)
 

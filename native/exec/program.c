@@ -719,7 +719,8 @@ int sc_prog_take(sc_prog *p, int64_t timeout_ns, sc_batch **b) {
 
 bool sc_prog_take_due(sc_prog *p) {
     pthread_mutex_lock(&p->mu);
-    bool due = 4 * p->qlen >= p->qcap || (p->chunk_rows && 4 * p->qrows >= COALESCED_CHUNKS * p->chunk_rows);
+    bool due = p->blocked || 4 * p->qlen >= p->qcap ||
+               (p->chunk_rows && 4 * p->qrows >= COALESCED_CHUNKS * p->chunk_rows);
     pthread_mutex_unlock(&p->mu);
     return due;
 }

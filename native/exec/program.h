@@ -72,8 +72,9 @@ int sc_prog_finish(sc_prog *p, int64_t timeout_ns);
  * SC_EEMPTY after timeout_ns, SC_ECLOSED when the run stopped or failed. */
 int sc_prog_take(sc_prog *p, int64_t timeout_ns, sc_batch **b);
 /* Whether the output queue is a quarter full (in batches, or for a coalescing sink in rows;
- * the open chunk is not counted): a feeder that paces its pushes returns to take them then,
- * well before the sink would block a worker, and not for every batch. */
+ * the open chunk is not counted), or the sink has turned a batch away: a feeder that paces
+ * its pushes returns to take them then, well before the sink would block a worker (or at
+ * once when one large batch did), and not for every batch. */
 bool sc_prog_take_due(sc_prog *p);
 /* Before start: the sink joins output batches (schema `out`) into chunks of up to chunk_rows
  * rows on the thread that delivers them, so the taker gets few large batches; a batch of at

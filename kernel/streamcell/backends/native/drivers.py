@@ -97,7 +97,9 @@ class Driver:
         self.source = self.low.source
         self.sink = self.low.sink
         self.sink_schema = self.c.schemas[self.sink.inputs[0].step_id]
-        self.out = _SinkOut(self.env, self.sink, self.sink_schema, self.low.publishing)
+        self.out = _SinkOut(
+            self.env, self.sink, self.sink_schema, self.low.publishing, takes=True
+        )
 
     # ---------------------------------------------------------------- source
     def _batches(self, s: P.Source) -> Iterator[pa.RecordBatch | BadRow]:

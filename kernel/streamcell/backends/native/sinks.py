@@ -24,7 +24,9 @@ SINK_ROWS = 4 * OUT_ROWS
 class _SinkOut:
     """One sink's outputs: ordered chunks into the run's store (or callback, or nowhere)."""
 
-    def __init__(self, env: Any, sink: P.Sink, schema: Schema, publishing: bool = False):
+    def __init__(
+        self, env: Any, sink: P.Sink, schema: Schema, publishing: bool = False, takes: bool = False
+    ):
         self.env, self.sink, self.schema = env, sink, schema
         # fed by a publishing aggregate: each chunk holds changed keys, hidden column 0 the
         # serial of each key's first row; the run counts the sink's rows from the aggregate
@@ -36,9 +38,10 @@ class _SinkOut:
         self.writer = env.sink_writer(sink)
         self.frame_writer = getattr(self.writer, "__self__", None)
         self.pending: list[pa.RecordBatch] = []
-        # a sink of plain columns (not publishing) takes the runtime's batches as they are
-        # and builds each frame from them as one Arrow C stream (write_batches)
-        self.direct = not publishing and direct_frames(schema)
+        # a sink of plain columns (not publishing) whose driver takes the runtime's batches
+        # as they are (``takes``) builds each frame from them as one Arrow C stream
+        # (write_batches)
+        self.direct = takes and not publishing and direct_frames(schema)
         self.batches: Any = None  # direct: the OutBatches gathered since the last frame
         self.rows = 0
         self.since = 0.0
