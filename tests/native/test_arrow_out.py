@@ -59,3 +59,59 @@ def test_large_batches_are_adopted_as_chunks_and_outlive_the_run() -> None:
     del run
     gc.collect()
     assert_frame_equal(got, want)  # the frame's buffers are the runtime's, now owned by Polars
+
+
+@pytest.mark.parametrize("batch_size", [7, 16384])
+def test_both_ways_to_a_frame_equal_the_reference(
+    batch_size: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sink of plain columns takes the runtime's batches in C and hands them to Polars as
+    one Arrow C stream (OutBatches); other sinks go through pyarrow batches. Forced down the
+    pyarrow way, the same pipeline gives the same table."""
+    from streamcell.backends.native import sinks
+
+    df = _frame(30_000)
+    want = _stream(df).start("ref", engine="reference").wait().table()
+    opts = RunOptions(workers=2, batch_size=batch_size)
+    taken: list[int] = []
+    inner = sinks._SinkOut.write_batches
+
+    def spy(self: sinks._SinkOut, batches: object) -> None:
+        taken.append(batches.num_rows)  # type: ignore[attr-defined]
+        inner(self, batches)
+
+    monkeypatch.setattr(sinks._SinkOut, "write_batches", spy)
+    direct = _stream(df).start("nat", options=opts).wait()
+    assert sum(taken) == want.height  # every row came through OutBatches
+    assert_frame_equal(direct.table(), want)
+    taken.clear()
+    monkeypatch.setattr(sinks, "direct_frames", lambda schema: False)
+    via_pyarrow = _stream(df).start("nat", options=opts).wait()
+    assert taken == []
+    assert_frame_equal(via_pyarrow.table(), want)
+
+
+def test_out_batches_move_into_the_stream_that_reads_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OutBatches hand their batches on: absorbed by another, or read by Polars through
+    __arrow_c_stream__; either way the object is empty after, and reading an empty one gives
+    a frame of no rows. An object cannot absorb itself."""
+    from streamcell.backends.native import sinks
+
+    seen: list[object] = []
+    inner = sinks._SinkOut.write_batches
+
+    def spy(self: sinks._SinkOut, batches: object) -> None:
+        if not seen:
+            with pytest.raises(ValueError, match="itself"):
+                batches.absorb(batches)  # type: ignore[attr-defined]
+        seen.append(batches)
+        inner(self, batches)
+
+    monkeypatch.setattr(sinks._SinkOut, "write_batches", spy)
+    df = _frame(300_000)  # several takes of up to 64K rows
+    run = _stream(df).start("nat", options=RunOptions(workers=2, batch_size=1000)).wait()
+    assert run.table().height == _stream(df).start("ref", engine="reference").wait().table().height
+    assert len(seen) > 1
+    assert all(b.num_rows == 0 and b.nbatches == 0 for b in seen)  # type: ignore[attr-defined]
+    empty = pl.DataFrame(seen[0])
+    assert empty.height == 0 and empty.width == 5  # i, x, s, y, short (positional names)
