@@ -29,30 +29,36 @@ typedef struct {
     int64_t coalesce; /* 0: one output batch per delivered batch */
 } config;
 
-static void run_config(const config *cf, int64_t nrows, int nkeys) {
-    /* input: seq, pos, key (int, some null), value (str) */
+/* A program of one step, a running count per key over `partitions` partitions: input seq,
+ * pos, key (int, some null), value (str); output those and the count. */
+static sc_prog *running_count(uint32_t max_out, uint32_t partitions, sc_schema *in, sc_schema *out) {
     uint8_t in_lt[] = { SC_LT_INT, SC_LT_INT, SC_LT_INT, SC_LT_STR };
     uint8_t out_lt[] = { SC_LT_INT, SC_LT_INT, SC_LT_INT, SC_LT_STR, SC_LT_INT };
-    sc_schema in, out;
-    CHECK(sc_schema_init(&in, 4, in_lt) == SC_OK);
-    CHECK(sc_schema_init(&out, 5, out_lt) == SC_OK);
+    CHECK(sc_schema_init(in, 4, in_lt) == SC_OK);
+    CHECK(sc_schema_init(out, 5, out_lt) == SC_OK);
     sc_prog *p;
-    CHECK(sc_prog_create(&p, 2, cf->max_out) == SC_OK);
+    CHECK(sc_prog_create(&p, 2, max_out) == SC_OK);
     int32_t keys[] = { 2 };
     sc_agg_spec agg = { SC_AGG_COUNT, -1, SC_LT_INT };
     sc_out_col outs[] = { { SC_OUT_INPUT, 2 }, { SC_OUT_INPUT, 3 }, { SC_OUT_AGG, 0 } };
     sc_keyed_spec spec = { keys, 1, &agg, 1, outs };
     void *states[64];
     sc_op_base *bases[64];
-    for (uint32_t i = 0; i < cf->partitions; i++) {
+    for (uint32_t i = 0; i < partitions; i++) {
         sc_op_base b;
-        CHECK(sc_op_base_init(&b, 1, true, true, sc_prog_counters(p, 1), &in, &out, 64, false) == SC_OK);
+        CHECK(sc_op_base_init(&b, 1, true, true, sc_prog_counters(p, 1), in, out, 64, false) == SC_OK);
         CHECK(sc_op_aggregate_create(&states[i], &b, &spec) == SC_OK);
         sc_op_base_free(&b);
         bases[i] = states[i];
     }
-    CHECK(sc_prog_add_keyed(p, "running", sc_op_aggregate_run, sc_op_aggregate_destroy, states, bases, cf->partitions,
-                            keys, 1, &in, &out) == SC_OK);
+    CHECK(sc_prog_add_keyed(p, "running", sc_op_aggregate_run, sc_op_aggregate_destroy, states, bases, partitions,
+                            keys, 1, in, out) == SC_OK);
+    return p;
+}
+
+static void run_config(const config *cf, int64_t nrows, int nkeys) {
+    sc_schema in, out;
+    sc_prog *p = running_count(cf->max_out, cf->partitions, &in, &out);
     sc_pool_config pc = { 0 };
     pc.workers = cf->workers;
     pc.sched.policy = (sc_sched_policy)cf->policy;
@@ -159,25 +165,8 @@ static void push_one(sc_prog *p, const sc_schema *in, int64_t seq) {
 /* sc_prog_take_due: a paced feeder returns to take outputs once the queue is a quarter full
  * (here 2 of 8 batches), not for every batch. */
 static void test_take_due(void) {
-    uint8_t in_lt[] = { SC_LT_INT, SC_LT_INT, SC_LT_INT, SC_LT_STR };
-    uint8_t out_lt[] = { SC_LT_INT, SC_LT_INT, SC_LT_INT, SC_LT_STR, SC_LT_INT };
     sc_schema in, out;
-    CHECK(sc_schema_init(&in, 4, in_lt) == SC_OK);
-    CHECK(sc_schema_init(&out, 5, out_lt) == SC_OK);
-    sc_prog *p;
-    CHECK(sc_prog_create(&p, 2, 8) == SC_OK);
-    int32_t keys[] = { 2 };
-    sc_agg_spec agg = { SC_AGG_COUNT, -1, SC_LT_INT };
-    sc_out_col outs[] = { { SC_OUT_INPUT, 2 }, { SC_OUT_INPUT, 3 }, { SC_OUT_AGG, 0 } };
-    sc_keyed_spec spec = { keys, 1, &agg, 1, outs };
-    void *state;
-    sc_op_base b;
-    CHECK(sc_op_base_init(&b, 1, true, true, sc_prog_counters(p, 1), &in, &out, 64, false) == SC_OK);
-    CHECK(sc_op_aggregate_create(&state, &b, &spec) == SC_OK);
-    sc_op_base_free(&b);
-    sc_op_base *base = state;
-    CHECK(sc_prog_add_keyed(p, "running", sc_op_aggregate_run, sc_op_aggregate_destroy, &state, &base, 1, keys, 1,
-                            &in, &out) == SC_OK);
+    sc_prog *p = running_count(8, 1, &in, &out);
     sc_pool_config pc = { 0 };
     pc.workers = 2;
     pc.partitions = 1;

@@ -87,10 +87,7 @@ def to_frame(rb: pa.RecordBatch | list[pa.RecordBatch], schema: Schema) -> pl.Da
     # reads an Arrow C stream in one call (its from_arrow imports chunk by chunk through
     # Python, ~4x the CPU: ~6 us per chunk and column). The names are set afterwards: a C
     # stream's names are C strings, which would cut a name at a NUL
-    df = pl.DataFrame(_CStream(tbl))
-    df.columns = [n for n, _ in schema]
-    want = polars_schema(schema)
-    return df if df.schema == want else df.cast(want)  # type: ignore[arg-type]
+    return _named(pl.DataFrame(_CStream(tbl)), schema)
 
 
 _DIRECT = frozenset({"int", "float", "bool", "str", "datetime"})
@@ -106,7 +103,11 @@ def stream_frame(batches: Any, schema: Schema) -> pl.DataFrame:
     """Runtime output batches kept in C (an ``OutBatches``) as one frame of ``schema``
     (:func:`direct_frames`): Polars reads their visible columns as one Arrow C stream, each
     batch a chunk, with no pyarrow object in between."""
-    df = pl.DataFrame(batches)
+    return _named(pl.DataFrame(batches), schema)
+
+
+def _named(df: pl.DataFrame, schema: Schema) -> pl.DataFrame:
+    """A frame read from a C stream (columns c0, c1, ...) with ``schema``'s names and types."""
     df.columns = [n for n, _ in schema]
     want = polars_schema(schema)
     return df if df.schema == want else df.cast(want)  # type: ignore[arg-type]

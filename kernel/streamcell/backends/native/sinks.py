@@ -62,9 +62,7 @@ class _SinkOut:
             self.pending = []
             self.since = time.monotonic()
         self.pending.append(rb)
-        self.rows += rb.num_rows
-        if self.rows >= SINK_ROWS or time.monotonic() - self.since > 0.02:
-            self.flush()
+        self._added(rb.num_rows)
 
     def write_batches(self, batches: Any) -> None:
         """As :meth:`write`, for runtime batches kept in C (an ``OutBatches``)."""
@@ -74,8 +72,12 @@ class _SinkOut:
             self.since = time.monotonic()
         else:
             self.batches.absorb(batches)
+        self._added(n)
+
+    def _added(self, n: int) -> None:
+        """``n`` rows queued: a frame is built once SINK_ROWS wait or the oldest is stale."""
         self.rows += n
-        if self.rows >= SINK_ROWS or time.monotonic() - self.since > 0.02:
+        if self.rows >= SINK_ROWS or self.stale(time.monotonic()):
             self.flush()
 
     def stale(self, now: float) -> bool:
