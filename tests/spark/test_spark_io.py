@@ -295,3 +295,127 @@ def test_a_table_whose_spark_session_stopped_is_a_streamcell_error_and_sql_skips
         from streamcell.run import registry
 
         registry().pop("stale_spark", None)
+
+
+def _scan_files(d: Path, files: int, rows: int) -> None:
+    """``files`` Parquet files of ``rows`` rows in row groups of 500, named out of order."""
+    d.mkdir()
+    for k in range(files):
+        pl.DataFrame(
+            {"i": range(k * rows, (k + 1) * rows), "x": [(i * 7919) % 1000 for i in range(rows)]}
+        ).write_parquet(d / f"f{(k * 7) % files}.parquet", row_group_size=500)
+
+
+@pytest.fixture
+def cheap_opens():
+    """Spark's cost of opening a file made small (1 KB, from 4 MB), so that it cuts even these
+    small files into one split per core when it reads each alone."""
+    from streamcell.backends.spark.session import get_session
+
+    conf = get_session().conf
+    old = conf.get("spark.sql.files.openCostInBytes")
+    conf.set("spark.sql.files.openCostInBytes", "1024")
+    yield conf
+    conf.set("spark.sql.files.openCostInBytes", old)
+
+
+@pytest.mark.parametrize("own_setting", [False, True])
+def test_files_read_one_scan_each_are_one_split_each_when_they_outnumber_the_cores(
+    tmp_path, cheap_opens, own_setting
+):
+    """A stateless chain over more files than cores: each file's scan is one task (Spark alone
+    would cut each file into one split per core, files x cores tasks), the part files written
+    are one per input file, in order, and equal the reference's; the setting is put back after
+    the run, and a user's own setting of it is left as it was."""
+    from streamcell.backends.spark.io import MIN_SPLITS
+    from streamcell.backends.spark.session import get_session
+
+    d = tmp_path / "in"
+    _scan_files(d, 4, 5000)
+    cores = get_session().sparkContext.defaultParallelism
+    assert cores < 4
+    if own_setting:
+        cheap_opens.set(MIN_SPLITS, str(cores))
+    try:
+        s = (
+            sc.source(sc.parquet(str(d)))
+            .filter(sc.col("x") % 3 != 0)
+            .with_columns(y=sc.col("x") + 1)
+        )
+        run_plan(sc.combine(s.sink_parquet(str(tmp_path / "s"))), SPARK)
+        run_plan(sc.combine(s.sink_parquet(str(tmp_path / "r"))), REF)
+        files = sorted((tmp_path / "s").glob("*.parquet"))
+        assert len(files) == (4 * cores if own_setting else 4)
+        got = pl.read_parquet(files)
+        assert_frame_equal(got, pl.read_parquet(sorted((tmp_path / "r").glob("*.parquet"))))
+        assert cheap_opens.get(MIN_SPLITS, None) == (str(cores) if own_setting else None)
+    finally:
+        cheap_opens.unset(MIN_SPLITS)
+
+
+@pytest.mark.parametrize("sink", ["parquet", "table", "none"])
+def test_the_last_filter_of_a_file_by_file_chain_is_counted_by_its_sink(
+    tmp_path, monkeypatch, sink
+):
+    """Into a table or a local Parquet folder, the last filter's rows out are the rows its
+    sink counts (a table's count, the written files' footers): that filter carries no Spark
+    metric, an earlier one does, and every counter equals the reference's. Into a sink that
+    counts nothing (``none``) the last filter keeps its metric."""
+    from streamcell.backends.spark import backend as B
+
+    d = tmp_path / "in"
+    _scan_files(d, 3, 2000)
+    observed: list[int] = []
+    observe = B.Lowering.observe
+
+    def spy(self, df, j, *metrics):
+        observed.append(j)
+        return observe(self, df, j, *metrics)
+
+    monkeypatch.setattr(B.Lowering, "observe", spy)
+    s = (
+        sc.source(sc.parquet(str(d)))
+        .filter(sc.col("x") % 3 != 0)  # step 1
+        .with_columns(y=sc.col("x") * 2)
+        .filter(sc.col("y") > 700)  # step 3
+    )
+    if sink == "parquet":
+        got = run_plan(sc.combine(s.sink_parquet(str(tmp_path / "s"))), SPARK).counts()
+        assert_frame_equal(
+            got, run_plan(sc.combine(s.sink_parquet(str(tmp_path / "r"))), REF).counts()
+        )
+        rows = pl.read_parquet(sorted((tmp_path / "s").glob("*.parquet")))
+        assert_frame_equal(rows, pl.read_parquet(sorted((tmp_path / "r").glob("*.parquet"))))
+        assert rows.height == got.filter(pl.col("step").str.starts_with("sink"))["rows_in"][0]
+    elif sink == "table":
+        check_against_reference(s.plan(), SPARK)
+    else:
+        plan = sc.combine(s.sink_none())
+        assert_frame_equal(run_plan(plan, SPARK).counts(), run_plan(plan, REF).counts())
+    assert 1 in observed and (3 in observed) == (sink == "none")
+
+
+def test_spark_infers_a_physical_schema_once_per_kernel(tmp_path, monkeypatch):
+    """Each file is read with the Spark schema known for its physical schema: Spark infers it
+    (a job reading a footer) for the first file of each physical schema the kernel meets, not
+    for every file of every run; the answers are the reference's either way."""
+    from pyspark.sql.readwriter import DataFrameReader
+
+    from streamcell.backends.spark import io
+
+    write_files(tmp_path / "in")  # Int64 and Int32 files of one streamcell schema, a bad one
+    monkeypatch.setattr(io, "_SPARK_SCHEMAS", {})
+    given: list[object] = []
+    schema = DataFrameReader.schema
+
+    def spy(self, s):
+        given.append(s)
+        return schema(self, s)
+
+    monkeypatch.setattr(DataFrameReader, "schema", spy)
+    plan = sc.source(sc.parquet(str(tmp_path / "in"))).filter(sc.col("v") != 3).plan()
+    check_against_reference(plan, SPARK)
+    assert len(io._SPARK_SCHEMAS) == 2 and len(given) == 4 - 2  # 4 good files, 2 inferred
+    given.clear()
+    check_against_reference(plan, SPARK)
+    assert len(io._SPARK_SCHEMAS) == 2 and len(given) == 4

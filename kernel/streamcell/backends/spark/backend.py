@@ -65,6 +65,7 @@ from .groupby import (
 from .io import (
     NO_FS_HINT,
     SparkTable,
+    file_splits,
     in_order,
     latest_per_key,
     merged_order,
@@ -73,6 +74,7 @@ from .io import (
     spark_source,
     spark_writes,
     write_parquet,
+    written_rows,
 )
 from .native_ops import NATIVE, native_keyed_fn, native_refusal, native_window_fn
 from .ops import (
@@ -436,6 +438,8 @@ class Lowered:
     observation: Any
     cols: list[str] = field(default_factory=list)
     into: Callable[[], int] | None = None
+    # kind "filter" without an observation: its rows out, as the sink counted them
+    out: Callable[[], int] | None = None
     # kind "applied": files its counters and side rows itself, (counters, side rows list)
     apply: Callable[[Any, list[Any]], None] | None = None
 
@@ -469,6 +473,10 @@ class Lowering:
         self.flat: set[str] = set()
         # runs a Spark action while lowering (batch runs: cancelled by a stop)
         self.action: Callable[[Callable[[], Any]], Any] = lambda fn: fn()
+        # the filter whose rows out are the rows its sink counts after the job, which then
+        # needs no metric of its own (BatchDriver._counted_by_sink), and that count
+        self.counted_by_sink: str | None = None
+        self.sink_rows: dict[str, int] = {}
 
     def in_schema(self, s: P.Step) -> Schema:
         return self.c.schemas[s.inputs[0].step_id]
@@ -569,6 +577,11 @@ class Lowering:
         keeps (one metric after it), a projection keeps every row and counts nothing."""
         from pyspark.sql import functions as F
 
+        if isinstance(s, P.Filter) and s.step_id == self.counted_by_sink:
+            rows = self.sink_rows
+            self.lowered.append(Lowered(s, "filter", None, into=into, out=lambda: rows["n"]))
+            self.count_of[s.step_id] = lambda: rows["n"]
+            return df.filter(keep)
         if isinstance(s, P.Filter):
             df, obs = self.observe(df.filter(keep), j, F.count(F.lit(1)).alias("out"))
             self.lowered.append(Lowered(s, "filter", obs, into=into))
@@ -875,16 +888,19 @@ class BatchDriver:
         self.changelog: dict[str, int] = {}  # a final-table agg -> the changelog rows it stands for
         self.text_sources: list[tuple[int, Any]] = []  # (source, io.SparkSource) parsed by Spark
         self.by_file = False  # the one source's partitions are its files in order (io.by_file)
+        self.scans = 0  # by_file: the source's per-file scans (io.file_splits)
 
     def _action(self, fn: Callable[[], Any]) -> Any:
         """Run a Spark action on a helper thread so a stop request cancels it promptly.
 
         On a stop the action's jobs are cancelled and the run goes on stopping at once: Spark
         takes 0.15-0.4 s to fail a cancelled action, which the daemon thread waits out alone
-        (its result, if any, is dropped)."""
+        (its result, if any, is dropped). A run whose source is read file by file sizes the
+        files' splits for the job (:func:`.io.file_splits`)."""
         from .session import get_session
 
-        sc = get_session().sparkContext
+        spark = get_session()
+        sc = spark.sparkContext
         box: dict[str, Any] = {}
 
         def target() -> None:
@@ -894,13 +910,14 @@ class BatchDriver:
             except BaseException as e:  # handed to the run thread
                 box["e"] = e
 
-        t = threading.Thread(target=target, name="streamcell-spark-action", daemon=True)
-        t.start()
-        while t.is_alive():
-            t.join(0.01)
-            if self.env.should_stop():
-                sc.cancelJobGroup(self.group)
-                raise _Stopped()
+        with file_splits(spark, self.scans):
+            t = threading.Thread(target=target, name="streamcell-spark-action", daemon=True)
+            t.start()
+            while t.is_alive():
+                t.join(0.01)
+                if self.env.should_stop():
+                    sc.cancelJobGroup(self.group)
+                    raise _Stopped()
         if "e" in box:
             raise box["e"]
         return box["v"]
@@ -933,6 +950,7 @@ class BatchDriver:
         low = Lowering(self.c, self.steps, spark)
         low.checkpoint = lambda d: self._action(lambda: d.localCheckpoint(eager=True))
         low.action = self._action
+        low.counted_by_sink = self._counted_by_sink(spark)
         consumers = self.c.plan.consumers()
         dfs: dict[str, Any] = {}
         for j, s in enumerate(self.steps):
@@ -991,6 +1009,31 @@ class BatchDriver:
                 last = merged_serial(i, last, self.counts) if multi else last
                 self.last_good = last if self.last_good is None else max(self.last_good, last)
 
+    def _counted_by_sink(self, spark: Any) -> str | None:
+        """The filter whose rows out its sink counts for it, or None. In a run read file by file
+        (one chain of stateless steps, source to sink) into a table or a local Parquet folder,
+        the last filter's rows are the sink's, which the sink counts anyway (a table's
+        ``count``) or cheaply (the written files' footers): Spark's per-row metric would cost
+        the job ~15% (it ends whole-stage code generation and updates a counter per row).
+        Local Parquet folders only on a local master, where the driver sees what was written."""
+        sinks = self._sink_steps()
+        if not self.by_file or len(sinks) != 1:
+            return None
+        sink = sinks[0][1]
+        if sink.target == "parquet":
+            path = sink.name or ""
+            schema = self.c.schemas[sink.step_id]
+            if not spark.sparkContext.master.startswith("local") or local_path(path) is None:
+                return None
+            if not spark_writes(schema, path, spark):
+                return None
+        elif sink.target != "table":
+            return None
+        for s in reversed(self.steps):
+            if isinstance(s, P.Filter):
+                return s.step_id
+        return None
+
     def _unshuffled(self) -> bool:
         """Whether every row reaches its sink through stateless steps only (one source, a
         chain, every sink taking every row): the source's partitions then reach the sinks
@@ -1025,6 +1068,7 @@ class BatchDriver:
             schema = self.c.schemas[src.step_id]
             on_spark = spark_source(spark, self.c, src, source_spec(src), self._unshuffled())
             self.by_file = on_spark is not None and on_spark.by_file
+            self.scans = on_spark.scans if on_spark is not None and on_spark.by_file else 0
             if on_spark is not None:
                 if on_spark.observation is not None:  # bad rows known after the job
                     self.text_sources.append((i, on_spark))
@@ -1130,6 +1174,8 @@ class BatchDriver:
             assert sink.name is not None
             path = sink.name
             self._action(lambda: write_parquet(ordered(kept), path, names))
+            if low.counted_by_sink is not None:
+                low.sink_rows["n"] = written_rows(path)
 
             def finish_parquet() -> None:
                 n = rows()
@@ -1139,6 +1185,7 @@ class BatchDriver:
             return finish_parquet
         table = self._action(lambda: ordered(kept).localCheckpoint(eager=True))
         height = self._action(table.count)
+        low.sink_rows["n"] = height
 
         def finish_table() -> None:
             n = rows()
@@ -1239,7 +1286,10 @@ class BatchDriver:
             if lw.kind in ("filter", "pass"):
                 assert lw.into is not None
                 n = lw.into()
-                out = int(m["out"] or 0) if lw.kind == "filter" else n
+                if lw.out is not None:
+                    out = lw.out()
+                else:
+                    out = int(m["out"] or 0) if lw.kind == "filter" else n
                 cnt.rows_in += n
                 cnt.rows_out += out
                 cnt.filtered += n - out
