@@ -24,7 +24,7 @@ static int64_t count_ones(const uint8_t *bm, int64_t n) {
     for (; i + 64 <= n; i += 64) {
         uint64_t w;
         memcpy(&w, bm + (i >> 3), 8);
-        cnt += __builtin_popcountll(w);
+        cnt += sc_popcount64(w);
     }
     for (; i < n; i++) cnt += (bm[i >> 3] >> (i & 7)) & 1;
     return cnt;

@@ -447,7 +447,7 @@ static uint32_t schedule(sc_dag *d) {
         uint64_t full = ph->msg & below(d->M[ph->x]);
         uint64_t ready = full & ~(ph->running | ph->queued) & ~(blocked & ~d->stateless);
         ph->queued |= ready;
-        n += (uint32_t)__builtin_popcountll(ready);
+        n += (uint32_t)sc_popcount64(ready);
         blocked |= ph->msg;
     }
     return n;

@@ -39,6 +39,20 @@
         }                                                    \
     } while (0)
 
+/* Whether every one of the n values is in [0, 2^32) (one pass, no branch per row). */
+static bool below_2_32(const int64_t *x, int64_t n) {
+    uint64_t high = 0;
+    for (int64_t r = 0; r < n; r++) high |= (uint64_t)x[r];
+    return (high >> 32) == 0;
+}
+
+/* a % d for a < 2^32 and 0 < d < 2^32, with m = 2^64 / d rounded up (Lemire, Kaser and Kurz,
+ * "Faster Remainder by Direct Computation: Applications to Compilers and Software Libraries"). */
+static inline uint64_t fastmod_u32(uint64_t m, uint64_t d, uint64_t a) {
+    uint64_t low = m * a;
+    return (uint64_t)(((__uint128_t)low * d) >> 64);
+}
+
 static inline bool numeric(uint8_t lt) { return lt == SC_LT_INT || lt == SC_LT_FLOAT; }
 static inline bool int64ish(uint8_t lt) { return lt == SC_LT_INT || lt == SC_LT_DATETIME || lt == SC_LT_DATE; }
 
@@ -101,7 +115,11 @@ int ev_arith_fast(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec *b
             });
             break;
         case SC_E_MOD:
-            if (safe && sb) { /* column % literal: no division per row */
+            if (safe && sb && y[0] > 0 && y[0] <= UINT32_MAX && below_2_32(x, n)) {
+                /* every row in [0, 2^32): the 32-bit form, half the multiplies, no signs */
+                const uint64_t m = UINT64_MAX / (uint64_t)y[0] + 1;
+                for (int64_t r = 0; r < n; r++) z[r] = (int64_t)fastmod_u32(m, (uint64_t)y[0], (uint64_t)x[r]);
+            } else if (safe && sb) { /* column % literal: no division per row */
                 const sc_fastmod f = fastmod_init(y[0]);
                 for (int64_t r = 0; r < n; r++) z[r] = fastmod(&f, x[r]);
             } else if (safe) ROWS2(int64_t, x, sa, int64_t, y, sb, z[r] = imod(A, B));
@@ -158,6 +176,53 @@ int ev_arith_fast(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec *b
     default: return SC_EINTERNAL;                                              \
     }
 
+/* A float column against a literal that is not NaN, as "column op literal", in plain IEEE
+ * comparisons the compiler turns into vector compares (with AVX2; SSE2 has no packing of
+ * the double masks into bytes it would use): with a number on one side, NaN's place above
+ * every number reads as "A > L or A is NaN" == "not A <= L", and equality as IEEE equality. */
+#define CMP_LITERAL_LOOPS                                                               \
+    switch (op) {                                                                       \
+    case SC_E_EQ: for (int64_t r = 0; r < n; r++) z[r] = x[r] == L; break;             \
+    case SC_E_NE: for (int64_t r = 0; r < n; r++) z[r] = !(x[r] == L); break;          \
+    case SC_E_LT: for (int64_t r = 0; r < n; r++) z[r] = x[r] < L; break;              \
+    case SC_E_GE: for (int64_t r = 0; r < n; r++) z[r] = !(x[r] < L); break;           \
+    case SC_E_GT: for (int64_t r = 0; r < n; r++) z[r] = !(x[r] <= L); break;          \
+    default: for (int64_t r = 0; r < n; r++) z[r] = x[r] <= L; break; /* SC_E_LE */    \
+    }
+
+static void cmp_literal_base(int op, const double *x, double L, int64_t n, uint8_t *z) { CMP_LITERAL_LOOPS }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static void cmp_literal_avx2(int op, const double *x, double L, int64_t n,
+                                                             uint8_t *z) {
+    CMP_LITERAL_LOOPS
+}
+
+static int avx2_ok = -1; /* -1: not checked yet; workers may race to check: same answer */
+static bool use_avx2(void) {
+    int ok = __atomic_load_n(&avx2_ok, __ATOMIC_RELAXED);
+    if (ok < 0) {
+        __builtin_cpu_init();
+        ok = __builtin_cpu_supports("avx2");
+        __atomic_store_n(&avx2_ok, ok, __ATOMIC_RELAXED);
+    }
+    return ok;
+}
+#endif
+
+/* ``flip``: the literal is on the left ("L op column"), turned around (the order is total). */
+static void cmp_literal(int op, const double *x, double L, bool flip, int64_t n, uint8_t *z) {
+    if (flip)
+        op = op == SC_E_LT ? SC_E_GT : op == SC_E_GT ? SC_E_LT : op == SC_E_LE ? SC_E_GE : op == SC_E_GE ? SC_E_LE : op;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (use_avx2()) {
+        cmp_literal_avx2(op, x, L, n, z);
+        return;
+    }
+#endif
+    cmp_literal_base(op, x, L, n, z);
+}
+
 int ev_cmp_fast(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec *b) {
     const int64_t n = c->n;
     const int op = nd->op;
@@ -184,7 +249,9 @@ int ev_cmp_fast(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec *b) 
         return SC_OK;
     }
     const bool fa = a->lt == SC_LT_FLOAT, fb = b->lt == SC_LT_FLOAT;
-    if (fa && fb) {
+    if (fa && fb && (sa || sb) && (sa ? a->f[0] == a->f[0] : b->f[0] == b->f[0])) {
+        cmp_literal(op, sa ? b->f : a->f, sa ? a->f[0] : b->f[0], sa, n, z);
+    } else if (fa && fb) {
         CMP6(double, a->f, double, b->f, (A == B) | ((A != A) & (B != B)), (A < B) | ((B != B) & (A == A)),
              (A > B) | ((A != A) & (B == B)));
     } else if (fb) {

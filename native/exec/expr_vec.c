@@ -221,10 +221,10 @@ int64_t bits_count(const uint8_t *bm, int64_t n) {
     for (; k + 8 <= full; k += 8) {
         uint64_t w;
         memcpy(&w, bm + k, 8);
-        cnt += __builtin_popcountll(w);
+        cnt += sc_popcount64(w);
     }
-    for (; k < full; k++) cnt += __builtin_popcount(bm[k]);
-    if (n & 7) cnt += __builtin_popcount(bm[full] & ((1u << (n & 7)) - 1));
+    for (; k < full; k++) cnt += sc_popcount64(bm[k]);
+    if (n & 7) cnt += sc_popcount64(bm[full] & ((1u << (n & 7)) - 1));
     return cnt;
 }
 

@@ -27,7 +27,7 @@ static int64_t count_range(const uint8_t *bm, int64_t from, int64_t n) {
     for (; i + 64 <= n; i += 64) {
         uint64_t w;
         memcpy(&w, bm + ((from + i) >> 3), 8);
-        cnt += __builtin_popcountll(w);
+        cnt += sc_popcount64(w);
     }
     for (; i < n; i++) cnt += sc_bit_get(bm, from + i);
     return cnt;

@@ -149,6 +149,19 @@ int sc_batch_set_utf8(sc_batch *b, int32_t col, int64_t row, const char *s, int3
 
 /* ---- inline accessors (no bounds checks beyond SC_DEBUG asserts in the callers) ---- */
 static inline bool sc_bit_get(const uint8_t *bm, int64_t i) { return (bm[i >> 3] >> (i & 7)) & 1; }
+
+/* Set bits of w. A build for baseline x86-64 has no popcnt instruction, and the builtin then
+ * calls libgcc's table-driven routine; this is the same count in a dozen inline operations. */
+static inline int sc_popcount64(uint64_t w) {
+#if defined(__POPCNT__) || !defined(__x86_64__)
+    return __builtin_popcountll(w);
+#else
+    w = w - ((w >> 1) & 0x5555555555555555ull);
+    w = (w & 0x3333333333333333ull) + ((w >> 2) & 0x3333333333333333ull);
+    w = (w + (w >> 4)) & 0x0f0f0f0f0f0f0f0full;
+    return (int)((w * 0x0101010101010101ull) >> 56);
+#endif
+}
 static inline void sc_bit_set(uint8_t *bm, int64_t i, bool v) {
     if (v) bm[i >> 3] |= (uint8_t)(1u << (i & 7));
     else bm[i >> 3] &= (uint8_t)~(1u << (i & 7));

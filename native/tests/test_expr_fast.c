@@ -566,9 +566,41 @@ static void test_fastmod(void) {
     }
 }
 
+/* column % literal over batches whose every value is in [0, 2^32) (the 32-bit remainder),
+ * with divisors from 1 to 2^32 - 1 and those outside it (2^32, negative: the 64-bit form),
+ * and batches one value of which leaves the range (2^32, -1): Python's floor modulo each. */
+static void test_mod_small_ints(void) {
+    const int64_t divisors[] = { 1, 2, 7, 10, 1000003, INT32_MAX, (int64_t)1 << 31, UINT32_MAX,
+                                 (int64_t)1 << 32, -7, -((int64_t)1 << 31) };
+    const int64_t outside[] = { 0, (int64_t)1 << 32, -1 }; /* 0: every value in range */
+    uint64_t s = 0x2545f4914f6cdd1dull;
+    uint8_t *err = malloc(1000);
+    for (size_t o = 0; o < sizeof outside / sizeof outside[0]; o++)
+        for (int64_t n = 1; n <= 1000; n += 333) {
+            sc_batch *in = mk(n, false);
+            for (int64_t r = 0; r < n; r++) {
+                s = s * 6364136223846793005ull + 1442695040888963407ull;
+                int64_t v = r % 5 == 0 ? (int64_t)UINT32_MAX - r % 3 : (int64_t)((s >> 17) & UINT32_MAX);
+                sc_batch_set_i64(in, I, r, r == n / 2 && outside[o] ? outside[o] : v);
+            }
+            for (size_t k = 0; k < sizeof divisors / sizeof divisors[0]; k++) {
+                pv L = { true, false, divisors[k], 0.0 };
+                sc_enode cl[] = { node(SC_E_COL, SC_LT_INT, I, -1), lit(L, SC_LT_INT),
+                                  node(SC_E_MOD, SC_LT_INT, 0, 1) };
+                sc_batch *out = eval(cl, 3, in, SC_LT_INT, err);
+                for (int64_t r = 0; r < n; r++)
+                    expect(out, err, r, arith(SC_E_MOD, at(in, I, r), L), SC_LT_INT, "small % lit");
+                sc_batch_release(out);
+            }
+            sc_batch_release(in);
+        }
+    free(err);
+}
+
 int main(void) {
     sc_schema_init(&SCHEMA, NCOLS, LTS);
     test_fastmod();
+    test_mod_small_ints();
     test_arith_and_compare();
     test_strings();
     test_mixed_chain();
