@@ -187,40 +187,43 @@ int ev_arith_fast(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec *b
     case SC_E_LT: for (int64_t r = 0; r < n; r++) z[r] = x[r] < L; break;              \
     case SC_E_GE: for (int64_t r = 0; r < n; r++) z[r] = !(x[r] < L); break;           \
     case SC_E_GT: for (int64_t r = 0; r < n; r++) z[r] = !(x[r] <= L); break;          \
-    default: for (int64_t r = 0; r < n; r++) z[r] = x[r] <= L; break; /* SC_E_LE */    \
-    }
+    case SC_E_LE: for (int64_t r = 0; r < n; r++) z[r] = x[r] <= L; break;             \
+    default: return SC_EINTERNAL;                                                       \
+    }                                                                                   \
+    return SC_OK;
 
-static void cmp_literal_base(int op, const double *x, double L, int64_t n, uint8_t *z) { CMP_LITERAL_LOOPS }
+static int cmp_literal_base(int op, const double *x, double L, int64_t n, uint8_t *z) { CMP_LITERAL_LOOPS }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2"))) static void cmp_literal_avx2(int op, const double *x, double L, int64_t n,
-                                                             uint8_t *z) {
+__attribute__((target("avx2"))) static int cmp_literal_avx2(int op, const double *x, double L, int64_t n,
+                                                            uint8_t *z) {
     CMP_LITERAL_LOOPS
 }
+#endif
 
 static int avx2_ok = -1; /* -1: not checked yet; workers may race to check: same answer */
 static bool use_avx2(void) {
     int ok = __atomic_load_n(&avx2_ok, __ATOMIC_RELAXED);
+#if defined(__x86_64__) && defined(__GNUC__)
     if (ok < 0) {
         __builtin_cpu_init();
-        ok = __builtin_cpu_supports("avx2");
+        ok = __builtin_cpu_supports("avx2") != 0;
         __atomic_store_n(&avx2_ok, ok, __ATOMIC_RELAXED);
     }
-    return ok;
-}
 #endif
+    return ok > 0;
+}
+
+void sc_expr_fast_vectors(bool on) { __atomic_store_n(&avx2_ok, on ? -1 : 0, __ATOMIC_RELAXED); }
 
 /* ``flip``: the literal is on the left ("L op column"), turned around (the order is total). */
-static void cmp_literal(int op, const double *x, double L, bool flip, int64_t n, uint8_t *z) {
+static int cmp_literal(int op, const double *x, double L, bool flip, int64_t n, uint8_t *z) {
     if (flip)
         op = op == SC_E_LT ? SC_E_GT : op == SC_E_GT ? SC_E_LT : op == SC_E_LE ? SC_E_GE : op == SC_E_GE ? SC_E_LE : op;
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (use_avx2()) {
-        cmp_literal_avx2(op, x, L, n, z);
-        return;
-    }
+    if (use_avx2()) return cmp_literal_avx2(op, x, L, n, z);
 #endif
-    cmp_literal_base(op, x, L, n, z);
+    return cmp_literal_base(op, x, L, n, z);
 }
 
 int ev_cmp_fast(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec *b) {
@@ -250,7 +253,8 @@ int ev_cmp_fast(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec *b) 
     }
     const bool fa = a->lt == SC_LT_FLOAT, fb = b->lt == SC_LT_FLOAT;
     if (fa && fb && (sa || sb) && (sa ? a->f[0] == a->f[0] : b->f[0] == b->f[0])) {
-        cmp_literal(op, sa ? b->f : a->f, sa ? a->f[0] : b->f[0], sa, n, z);
+        rc = cmp_literal(op, sa ? b->f : a->f, sa ? a->f[0] : b->f[0], sa, n, z);
+        if (rc) return rc;
     } else if (fa && fb) {
         CMP6(double, a->f, double, b->f, (A == B) | ((A != A) & (B != B)), (A < B) | ((B != B) & (A == A)),
              (A > B) | ((A != A) & (B == B)));

@@ -173,6 +173,9 @@ int eval_into(const sc_expr *e, const sc_batch *in, sc_batch *out, int32_t col, 
 bool arith_fast_ok(const sc_enode *nd, const vec *a, const vec *b);
 /* dest: where to write the values (the output column of a root node), or NULL. */
 int ev_arith_fast(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec *b, void *dest);
+/* Tests: the comparison kernels without vector instructions (on: false), or as the CPU allows
+ * (on: true, the default). */
+void sc_expr_fast_vectors(bool on);
 bool cmp_fast_ok(const vec *a, const vec *b);
 int ev_cmp_fast(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec *b);
 

@@ -602,6 +602,9 @@ int main(void) {
     test_fastmod();
     test_mod_small_ints();
     test_arith_and_compare();
+    sc_expr_fast_vectors(false); /* the scalar forms of the kernels the CPU runs in vectors */
+    test_arith_and_compare();
+    sc_expr_fast_vectors(true);
     test_strings();
     test_mixed_chain();
     test_bools();

@@ -333,7 +333,8 @@ def test_files_read_one_scan_each_are_one_split_each_when_they_outnumber_the_cor
     d = tmp_path / "in"
     _scan_files(d, 4, 5000)
     cores = get_session().sparkContext.defaultParallelism
-    assert cores < 4
+    if cores >= 4:
+        pytest.skip(f"{cores} cores: 4 files do not outnumber them")
     if own_setting:
         cheap_opens.set(MIN_SPLITS, str(cores))
     try:
@@ -392,7 +393,51 @@ def test_the_last_filter_of_a_file_by_file_chain_is_counted_by_its_sink(
     else:
         plan = sc.combine(s.sink_none())
         assert_frame_equal(run_plan(plan, SPARK).counts(), run_plan(plan, REF).counts())
-    assert 1 in observed and (3 in observed) == (sink == "none")
+    from streamcell.backends.spark.session import get_session
+
+    local = get_session().sparkContext.master.startswith("local")
+    counts_itself = sink == "none" or (sink == "parquet" and not local)  # no footers to read
+    assert 1 in observed and (3 in observed) == counts_itself
+
+
+@pytest.mark.parametrize("sink", ["parquet", "table"])
+def test_a_filter_followed_by_a_step_that_can_fail_keeps_its_metric(tmp_path, monkeypatch, sink):
+    """A cast after the last filter sends some rows to dead letters: the sink's rows are then
+    not the filter's, so the filter keeps its own metric, and the counters and dead letters
+    equal the reference's."""
+    from streamcell.backends.spark import backend as B
+
+    d = tmp_path / "in"
+    d.mkdir()
+    for k in range(3):
+        pl.DataFrame(
+            {
+                "x": range(k * 900, (k + 1) * 900),
+                "s": [str(i) if i % 7 else "no" for i in range(900)],
+            }
+        ).write_parquet(d / f"f{k}.parquet", row_group_size=300)
+    observed: list[int] = []
+    observe = B.Lowering.observe
+
+    def spy(self, df, j, *metrics):
+        observed.append(j)
+        return observe(self, df, j, *metrics)
+
+    monkeypatch.setattr(B.Lowering, "observe", spy)
+    s = (
+        sc.source(sc.parquet(str(d)))
+        .filter(sc.col("x") % 3 != 0)
+        .with_columns(n=sc.col("s").cast(int))
+    )
+    if sink == "table":
+        out = check_against_reference(s.plan(), SPARK)
+    else:
+        got = run_plan(sc.combine(s.sink_parquet(str(tmp_path / "s"))), SPARK)
+        want = run_plan(sc.combine(s.sink_parquet(str(tmp_path / "r"))), REF)
+        assert_frame_equal(got.counts(), want.counts())
+        out = {"dead": got.dead_letters()}
+        assert_frame_equal(out["dead"], want.dead_letters())
+    assert out["dead"].height > 100 and 1 in observed
 
 
 def test_spark_infers_a_physical_schema_once_per_kernel(tmp_path, monkeypatch):

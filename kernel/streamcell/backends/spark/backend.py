@@ -520,6 +520,16 @@ class Lowering:
         return out.filter(F.col("_k") == F.lit(LIVE)).drop("_k", "_b")
 
     # ----------------------------------------------------------------- stateless
+    def can_fail(self, s: P.Step) -> bool:
+        """Whether a filter / select / with_columns step has an expression that can fail: its
+        failing rows are dead letters, and it counts its rows with a metric of its own."""
+        tr = Translator(self.in_schema(s), s)
+        if isinstance(s, P.Filter):
+            return tr.translate(s.predicate, BOOL)[1] is not None
+        assert isinstance(s, (P.Select, P.WithColumns))
+        types = dict(self.c.schemas[s.step_id])
+        return any(tr.translate(e, types[n])[1] is not None for n, e in s.exprs)
+
     def stateless(self, j: int, s: P.Step, df: Any) -> Any:
         from pyspark.sql import functions as F
 
@@ -950,7 +960,7 @@ class BatchDriver:
         low = Lowering(self.c, self.steps, spark)
         low.checkpoint = lambda d: self._action(lambda: d.localCheckpoint(eager=True))
         low.action = self._action
-        low.counted_by_sink = self._counted_by_sink(spark)
+        low.counted_by_sink = self._counted_by_sink(spark, low)
         consumers = self.c.plan.consumers()
         dfs: dict[str, Any] = {}
         for j, s in enumerate(self.steps):
@@ -1009,10 +1019,11 @@ class BatchDriver:
                 last = merged_serial(i, last, self.counts) if multi else last
                 self.last_good = last if self.last_good is None else max(self.last_good, last)
 
-    def _counted_by_sink(self, spark: Any) -> str | None:
+    def _counted_by_sink(self, spark: Any, low: Lowering) -> str | None:
         """The filter whose rows out its sink counts for it, or None. In a run read file by file
         (one chain of stateless steps, source to sink) into a table or a local Parquet folder,
-        the last filter's rows are the sink's, which the sink counts anyway (a table's
+        the last filter's rows are the sink's when no step after it can fail (a failing row
+        would be a dead letter between them), and the sink counts them anyway (a table's
         ``count``) or cheaply (the written files' footers): Spark's per-row metric would cost
         the job ~15% (it ends whole-stage code generation and updates a counter per row).
         Local Parquet folders only on a local master, where the driver sees what was written."""
@@ -1032,6 +1043,8 @@ class BatchDriver:
         for s in reversed(self.steps):
             if isinstance(s, P.Filter):
                 return s.step_id
+            if isinstance(s, (P.Select, P.WithColumns)) and low.can_fail(s):
+                return None
         return None
 
     def _unshuffled(self) -> bool:
@@ -1175,7 +1188,7 @@ class BatchDriver:
             path = sink.name
             self._action(lambda: write_parquet(ordered(kept), path, names))
             if low.counted_by_sink is not None:
-                low.sink_rows["n"] = written_rows(path)
+                low.sink_rows["n"] = written_rows(path, low.spark)
 
             def finish_parquet() -> None:
                 n = rows()

@@ -295,6 +295,7 @@ _SCHEMA_CONF = (
     "spark.sql.parquet.int96AsTimestamp",
     "spark.sql.parquet.inferTimestampNTZ.enabled",
     "spark.sql.timestampType",
+    "spark.sql.parquet.fieldId.read.enabled",
 )
 
 
@@ -302,10 +303,20 @@ def _physical(meta: Any) -> tuple[Any, ...]:
     """What Spark infers a Parquet file's schema from (``meta``: a ``pq.ParquetFile``)."""
     kv = meta.metadata.metadata or {}
     columns = tuple(
-        (c.path, c.physical_type, str(c.logical_type), c.converted_type, c.max_definition_level)
+        (
+            c.path,
+            c.physical_type,
+            str(c.logical_type),
+            c.converted_type,
+            c.max_definition_level,
+            c.max_repetition_level,
+        )
         for c in meta.schema
     )
-    return (meta.schema_arrow, columns, kv.get(b"org.apache.spark.sql.parquet.row.metadata"))
+    ids = tuple(
+        f.metadata.get(b"PARQUET:field_id") if f.metadata else None for f in meta.schema_arrow
+    )
+    return (meta.schema_arrow, columns, ids, kv.get(b"org.apache.spark.sql.parquet.row.metadata"))
 
 
 def _read_parquet(spark: Any, f: DataFile, key: tuple[Any, ...]) -> Any:
@@ -391,6 +402,9 @@ def _parquet(
 
 
 MIN_SPLITS = "spark.sql.files.minPartitionNum"
+_split_lock = threading.Lock()
+_split_users = 0  # file-by-file jobs in their action now
+_split_ours = False  # MIN_SPLITS was set by file_splits (not the user's)
 
 
 @contextmanager
@@ -402,18 +416,31 @@ def file_splits(spark: Any, scans: int) -> Iterator[None]:
     into about ``defaultParallelism`` splits. A union of per-file scans then runs files x cores
     small tasks (4 files on 2 cores: 8 tasks, each reading a footer and a file's half) where
     one scan of the folder runs 2; the job was ~12% slower for it here. ``MIN_SPLITS`` is read
-    when the scan's partitions are made, in the action: set for this job and put back after
-    (a user's own setting is left alone)."""
-    conf = spark.conf
-    if scans <= 0 or conf.get(MIN_SPLITS, None) is not None:
+    when the scan's partitions are made, in the action: set while such jobs run and unset
+    when the last one ends (a user's own setting is left alone). It is the session's setting:
+    other jobs planned meanwhile get fewer splits too (speed, not results)."""
+    global _split_users, _split_ours
+    if scans <= 0:
         yield
         return
-    cores = spark.sparkContext.defaultParallelism
-    conf.set(MIN_SPLITS, str(max(1, -(-cores // scans))))
+    conf = spark.conf
+    with _split_lock:  # runs on threads: the first sets it, the last one out unsets it
+        if _split_users == 0:
+            _split_ours = conf.get(MIN_SPLITS, None) is None
+            if _split_ours:
+                cores = spark.sparkContext.defaultParallelism
+                conf.set(MIN_SPLITS, str(max(1, -(-cores // scans))))
+        _split_users += 1
     try:
         yield
     finally:
-        conf.unset(MIN_SPLITS)
+        with _split_lock:
+            _split_users -= 1
+            if _split_users == 0 and _split_ours:
+                try:
+                    conf.unset(MIN_SPLITS)
+                except Exception:  # the session is gone: nothing to put back
+                    pass
 
 
 def merged_order(df: Any, i: int, counts: list[int]) -> Any:
@@ -492,13 +519,18 @@ def write_parquet(df: Any, path: str, names: list[str]) -> None:
     df.select(*[qcol(n) for n in names]).write.mode("overwrite").parquet(spark_path(path))
 
 
-def written_rows(path: str) -> int:
+def written_rows(path: str, spark: Any) -> int:
     """The rows of the Parquet part files in the local folder ``path`` (their footers), as
-    :func:`write_parquet` left it."""
+    :func:`write_parquet` left it: a relative path is the JVM's, from its working directory
+    (which a notebook's ``os.chdir`` does not move)."""
     import pyarrow.parquet as pq
 
     local = local_path(path)
     assert local is not None
+    if not os.path.isabs(local):
+        local = os.path.join(
+            spark.sparkContext._jvm.java.lang.System.getProperty("user.dir"), local
+        )
     return sum(
         pq.ParquetFile(os.path.join(local, name)).metadata.num_rows
         for name in os.listdir(local)
