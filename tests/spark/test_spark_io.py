@@ -354,26 +354,30 @@ def test_files_read_one_scan_each_are_one_split_each_when_they_outnumber_the_cor
         cheap_opens.unset(MIN_SPLITS)
 
 
+@pytest.fixture
+def observed(monkeypatch) -> list[int]:
+    """The steps (their index in the plan) given a Spark metric (``Lowering.observe``)."""
+    from streamcell.backends.spark import backend as B
+
+    steps: list[int] = []
+    observe = B.Lowering.observe
+
+    def spy(self, df, j, *metrics):
+        steps.append(j)
+        return observe(self, df, j, *metrics)
+
+    monkeypatch.setattr(B.Lowering, "observe", spy)
+    return steps
+
+
 @pytest.mark.parametrize("sink", ["parquet", "table", "none"])
-def test_the_last_filter_of_a_file_by_file_chain_is_counted_by_its_sink(
-    tmp_path, monkeypatch, sink
-):
+def test_the_last_filter_of_a_file_by_file_chain_is_counted_by_its_sink(tmp_path, observed, sink):
     """Into a table or a local Parquet folder, the last filter's rows out are the rows its
     sink counts (a table's count, the written files' footers): that filter carries no Spark
     metric, an earlier one does, and every counter equals the reference's. Into a sink that
     counts nothing (``none``) the last filter keeps its metric."""
-    from streamcell.backends.spark import backend as B
-
     d = tmp_path / "in"
     _scan_files(d, 3, 2000)
-    observed: list[int] = []
-    observe = B.Lowering.observe
-
-    def spy(self, df, j, *metrics):
-        observed.append(j)
-        return observe(self, df, j, *metrics)
-
-    monkeypatch.setattr(B.Lowering, "observe", spy)
     s = (
         sc.source(sc.parquet(str(d)))
         .filter(sc.col("x") % 3 != 0)  # step 1
@@ -401,12 +405,10 @@ def test_the_last_filter_of_a_file_by_file_chain_is_counted_by_its_sink(
 
 
 @pytest.mark.parametrize("sink", ["parquet", "table"])
-def test_a_filter_followed_by_a_step_that_can_fail_keeps_its_metric(tmp_path, monkeypatch, sink):
+def test_a_filter_followed_by_a_step_that_can_fail_keeps_its_metric(tmp_path, observed, sink):
     """A cast after the last filter sends some rows to dead letters: the sink's rows are then
     not the filter's, so the filter keeps its own metric, and the counters and dead letters
     equal the reference's."""
-    from streamcell.backends.spark import backend as B
-
     d = tmp_path / "in"
     d.mkdir()
     for k in range(3):
@@ -416,14 +418,6 @@ def test_a_filter_followed_by_a_step_that_can_fail_keeps_its_metric(tmp_path, mo
                 "s": [str(i) if i % 7 else "no" for i in range(900)],
             }
         ).write_parquet(d / f"f{k}.parquet", row_group_size=300)
-    observed: list[int] = []
-    observe = B.Lowering.observe
-
-    def spy(self, df, j, *metrics):
-        observed.append(j)
-        return observe(self, df, j, *metrics)
-
-    monkeypatch.setattr(B.Lowering, "observe", spy)
     s = (
         sc.source(sc.parquet(str(d)))
         .filter(sc.col("x") % 3 != 0)
