@@ -18,24 +18,12 @@ static void copy_bits(uint8_t *dst, const uint8_t *src, int64_t src_off, int64_t
     for (int64_t i = 0; i < n; i++) sc_bit_set(dst, i, bit(src, src_off + i));
 }
 
-/* Valid bits among the first n bits of bm (whole words at a time). */
-static int64_t count_ones(const uint8_t *bm, int64_t n) {
-    int64_t cnt = 0, i = 0;
-    for (; i + 64 <= n; i += 64) {
-        uint64_t w;
-        memcpy(&w, bm + (i >> 3), 8);
-        cnt += sc_popcount64(w);
-    }
-    for (; i < n; i++) cnt += (bm[i >> 3] >> (i & 7)) & 1;
-    return cnt;
-}
-
 /* Column c's validity for rows [0, n) from the Arrow bitmap bits [start, start + n) (all
  * valid when there is none), and its exact null count. */
 static void import_validity(sc_column *c, const uint8_t *valid, int64_t start, int64_t n) {
     if (valid) copy_bits(c->validity, valid, start, n);
     else if (c->null_count) memset(c->validity, 0xFF, (size_t)((n + 7) / 8));
-    c->null_count = valid ? n - count_ones(c->validity, n) : 0;
+    c->null_count = valid ? n - sc_bits_count(c->validity, 0, n) : 0;
 }
 
 /* Room in c's byte buffer for `need` bytes in all (a standalone batch grows; a pool batch
@@ -423,7 +411,7 @@ static int export_views(export_child *ec, const sc_column *c, int64_t n) {
 
 /* Nulls among the first n rows of a column (its bitmap, not its null_count: exporting a
  * count that a producer forgot to keep would hide nulls). */
-static int64_t count_nulls(const sc_column *c, int64_t n) { return n - count_ones(c->validity, n); }
+static int64_t count_nulls(const sc_column *c, int64_t n) { return n - sc_bits_count(c->validity, 0, n); }
 
 static void holder_unref(export_holder *h) {
     if (__atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) == 0) {

@@ -609,10 +609,10 @@ static int write_col(const ctx *c, const vec *v, sc_batch *out, int32_t col) {
     }
     }
     /* the validity of rows [0, n), 8 rows at a time; null_count by the change in set bits */
-    int64_t before = k->null_count == 0 ? n : bits_count(k->validity, n);
+    int64_t before = k->null_count == 0 ? n : sc_bits_count(k->validity, 0, n);
     if (all) bits_fill(k->validity, n);
     else bytes_to_bits(ok, n, k->validity);
-    k->null_count += before - (all ? n : bits_count(k->validity, n));
+    k->null_count += before - (all ? n : sc_bits_count(k->validity, 0, n));
     return SC_OK;
 }
 

@@ -101,8 +101,6 @@ void bytes_to_bits(const uint8_t *v, int64_t n, uint8_t *bm);
 void bytes_and_to_bits(const uint8_t *v, const uint8_t *m, int64_t n, uint8_t *bm);
 /* Set bits [0, n). */
 void bits_fill(uint8_t *bm, int64_t n);
-/* Set bits among [0, n). */
-int64_t bits_count(const uint8_t *bm, int64_t n);
 
 /* ---- vectors */
 /* A fresh vector of type lt: values zeroed (strings empty), validity and errors unset. */

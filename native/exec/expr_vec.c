@@ -216,18 +216,6 @@ void bits_fill(uint8_t *bm, int64_t n) {
     if (n & 7) bm[full] |= (uint8_t)((1u << (n & 7)) - 1);
 }
 
-int64_t bits_count(const uint8_t *bm, int64_t n) {
-    int64_t full = n >> 3, k = 0, cnt = 0;
-    for (; k + 8 <= full; k += 8) {
-        uint64_t w;
-        memcpy(&w, bm + k, 8);
-        cnt += sc_popcount64(w);
-    }
-    for (; k < full; k++) cnt += sc_popcount64(bm[k]);
-    if (n & 7) cnt += sc_popcount64(bm[full] & ((1u << (n & 7)) - 1));
-    return cnt;
-}
-
 /* ------------------------------------------------------------------------ vectors */
 
 /* The value arrays of a vector of type lt, not initialized. */

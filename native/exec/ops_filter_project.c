@@ -227,7 +227,7 @@ static int copy_col(sc_batch *dst, int32_t dc, const sc_batch *src, int32_t scol
         memcpy(d->values, s->values, (size_t)n * 8);
     }
     memcpy(d->validity, s->validity, (size_t)(n + 7) / 8);
-    d->null_count = s->null_count == 0 ? 0 : n - bits_count(d->validity, n);
+    d->null_count = s->null_count == 0 ? 0 : n - sc_bits_count(d->validity, 0, n);
     return SC_OK;
 }
 

@@ -20,19 +20,6 @@ int64_t sc_sel_from_mask(const uint8_t *keep, int64_t n, int32_t *sel) {
     return k;
 }
 
-/* Set bits among bm bits [from, from + n). */
-static int64_t count_range(const uint8_t *bm, int64_t from, int64_t n) {
-    int64_t cnt = 0, i = 0;
-    for (; i < n && ((from + i) & 7); i++) cnt += sc_bit_get(bm, from + i);
-    for (; i + 64 <= n; i += 64) {
-        uint64_t w;
-        memcpy(&w, bm + ((from + i) >> 3), 8);
-        cnt += sc_popcount64(w);
-    }
-    for (; i < n; i++) cnt += sc_bit_get(bm, from + i);
-    return cnt;
-}
-
 /* dst bits [d0, d0 + k) = src bits sel[0..k); whole bytes at a time when d0 is byte-aligned. */
 static void bits_gather(uint8_t *dst, int64_t d0, const uint8_t *src, const int32_t *sel, int64_t k) {
     int64_t j = 0;
@@ -63,10 +50,10 @@ static void bits_set_range(uint8_t *bm, int64_t d0, int64_t k) {
 
 static void gather_validity(sc_column *d, int64_t d0, const sc_column *x, const int32_t *sel, int64_t k) {
     if (x->null_count == 0 && d->null_count == 0) return; /* the new rows' bits are already set */
-    int64_t was = d->null_count ? count_range(d->validity, d0, k) : k;
+    int64_t was = d->null_count ? sc_bits_count(d->validity, d0, k) : k;
     if (x->null_count == 0) bits_set_range(d->validity, d0, k);
     else bits_gather(d->validity, d0, x->validity, sel, k);
-    int64_t now = x->null_count == 0 ? k : count_range(d->validity, d0, k);
+    int64_t now = x->null_count == 0 ? k : sc_bits_count(d->validity, d0, k);
     d->null_count += was - now;
 }
 

@@ -3,10 +3,25 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "atomic_ext.h"
 #include "ring.h"
+
+/* ------------------------------------------------------------------ bitmaps */
+
+int64_t sc_bits_count(const uint8_t *bm, int64_t from, int64_t n) {
+    int64_t cnt = 0, i = 0;
+    for (; i < n && ((from + i) & 7); i++) cnt += sc_bit_get(bm, from + i);
+    for (; i + 64 <= n; i += 64) {
+        uint64_t w;
+        memcpy(&w, bm + ((from + i) >> 3), 8);
+        cnt += sc_popcount64(w);
+    }
+    for (; i < n; i++) cnt += sc_bit_get(bm, from + i);
+    return cnt;
+}
 
 /* ------------------------------------------------------------------ column buffers */
 

@@ -162,6 +162,9 @@ static inline int sc_popcount64(uint64_t w) {
     return (int)((w * 0x0101010101010101ull) >> 56);
 #endif
 }
+
+/* Set bits among bm bits [from, from + n) (whole 64-bit words where it can). */
+int64_t sc_bits_count(const uint8_t *bm, int64_t from, int64_t n);
 static inline void sc_bit_set(uint8_t *bm, int64_t i, bool v) {
     if (v) bm[i >> 3] |= (uint8_t)(1u << (i & 7));
     else bm[i >> 3] &= (uint8_t)~(1u << (i & 7));
