@@ -520,37 +520,39 @@ class Lowering:
         return out.filter(F.col("_k") == F.lit(LIVE)).drop("_k", "_b")
 
     # ----------------------------------------------------------------- stateless
+    def _translated(self, s: P.Step) -> tuple[dict[str, Any], Any]:
+        """A filter's predicate (under the key ``""``) or a select / with_columns step's
+        computed columns, as Spark columns, and the error column of the rows any of them fails
+        on (None when none can fail)."""
+        tr = Translator(self.in_schema(s), s)
+        if isinstance(s, P.Filter):
+            v, err = tr.translate(s.predicate, BOOL)
+            return {"": v}, err
+        assert isinstance(s, (P.Select, P.WithColumns))
+        types = dict(self.c.schemas[s.step_id])
+        computed, err = {}, None
+        for n, e in s.exprs:
+            computed[n], ce = tr.translate(e, types[n])
+            if ce is not None:
+                err = ce if err is None else err | ce
+        return computed, err
+
     def can_fail(self, s: P.Step) -> bool:
         """Whether a filter / select / with_columns step has an expression that can fail: its
         failing rows are dead letters, and it counts its rows with a metric of its own."""
-        tr = Translator(self.in_schema(s), s)
-        if isinstance(s, P.Filter):
-            return tr.translate(s.predicate, BOOL)[1] is not None
-        assert isinstance(s, (P.Select, P.WithColumns))
-        types = dict(self.c.schemas[s.step_id])
-        return any(tr.translate(e, types[n])[1] is not None for n, e in s.exprs)
+        return self._translated(s)[1] is not None
 
     def stateless(self, j: int, s: P.Step, df: Any) -> Any:
         from pyspark.sql import functions as F
 
         schema = self.in_schema(s)
         out = self.c.schemas[s.step_id]
-        tr = Translator(schema, s)
         names = [n for n, _ in schema]
+        computed, err = self._translated(s)
         if isinstance(s, P.Filter):
-            v, err = tr.translate(s.predicate, BOOL)
             exprs: list[Any] = []
-            keep = F.coalesce(v, F.lit(False))
+            keep = F.coalesce(computed[""], F.lit(False))
         else:
-            assert isinstance(s, (P.Select, P.WithColumns))
-            types = dict(out)
-            computed = {}
-            err = None
-            for n, e in s.exprs:
-                cv, ce = tr.translate(e, types[n])
-                computed[n] = cv
-                if ce is not None:
-                    err = ce if err is None else err | ce
             exprs = [computed[n].alias(n) if n in computed else qcol(n) for n, _ in out]
             keep = F.lit(True)
         into = self.count_of.get(s.inputs[0].step_id)
@@ -897,8 +899,13 @@ class BatchDriver:
         self.sketch_parts: dict[str, list[Any]] = {}  # sketch step -> partition partials
         self.changelog: dict[str, int] = {}  # a final-table agg -> the changelog rows it stands for
         self.text_sources: list[tuple[int, Any]] = []  # (source, io.SparkSource) parsed by Spark
-        self.by_file = False  # the one source's partitions are its files in order (io.by_file)
-        self.scans = 0  # by_file: the source's per-file scans (io.file_splits)
+        # the one source's partitions are its files in order (io.by_file): its per-file scans
+        self.scans = 0
+
+    @property
+    def by_file(self) -> bool:
+        """The one source's partitions are its files' splits in order (:func:`.io.file_splits`)."""
+        return self.scans > 0
 
     def _action(self, fn: Callable[[], Any]) -> Any:
         """Run a Spark action on a helper thread so a stop request cancels it promptly.
@@ -1080,7 +1087,6 @@ class BatchDriver:
         for i, src in enumerate(self.sources):
             schema = self.c.schemas[src.step_id]
             on_spark = spark_source(spark, self.c, src, source_spec(src), self._unshuffled())
-            self.by_file = on_spark is not None and on_spark.by_file
             self.scans = on_spark.scans if on_spark is not None and on_spark.by_file else 0
             if on_spark is not None:
                 if on_spark.observation is not None:  # bad rows known after the job
