@@ -224,17 +224,50 @@ def _scan_batch(k: np.ndarray, o: np.ndarray, hi: np.ndarray, lo: np.ndarray) ->
     )
 
 
+SCAN_IN_PLACE = True
+"""Whether :func:`late_serials` first scans the partitions where they are (read on the driver;
+False: always the blocked scan, which the tests also run on its own)."""
+
+MAX_SEGMENTS = 4096
+"""Runs of increasing serials one partition may hold before the in-place scan gives up (its
+rows are then not in arrival order: they came out of a shuffle)."""
+
+MAX_MARKS = 200_000
+"""Window-end marks the in-place scan brings to the driver at most; beyond, Spark finds them."""
+
+
 def late_serials(
     narrow: Any,
     lateness: int,
     parts: int,
     action: Callable[..., Any],
     block_rows: int | None = None,
-) -> list[int]:
+    mark_size: int | None = None,
+) -> tuple[list[int], dict[int, int] | None]:
     """The serials of the late rows among ``narrow`` (columns ``o``: the serial, ``t``: the
     ticks; the rows that are not dead), exactly as the reference's watermark decides in
-    arrival order, without a global sort: blocks of consecutive serials are scanned in
-    parallel, each in serial order (a shuffle of two longs per row), first on its own rows.
+    arrival order, without a global sort; and, with ``mark_size``, the marks of the admitted
+    rows: for each ``v = floor((t - lateness) / mark_size) * mark_size``, the smallest serial
+    of an admitted row with that ``v`` (None: not found here, see :func:`in_place_scan`).
+
+    First :func:`in_place_scan`; where the partitions are not runs of increasing serials
+    (they came out of a shuffle) or the runs overlap, :func:`blocked_scan`."""
+    if SCAN_IN_PLACE:
+        got = in_place_scan(narrow, lateness, action, mark_size)
+        if got is not None:
+            return got
+    return blocked_scan(narrow, lateness, parts, action, block_rows), None
+
+
+def blocked_scan(
+    narrow: Any,
+    lateness: int,
+    parts: int,
+    action: Callable[..., Any],
+    block_rows: int | None = None,
+) -> list[int]:
+    """:func:`late_serials` for rows in any order: blocks of consecutive serials are scanned
+    in parallel, each in serial order (a shuffle of two longs per row), first on its own rows.
     A block whose smallest ``t`` is not below the largest ``t`` of every block before it
     (minus the lateness) is then decided: its rows are late exactly when late within the
     block. The other blocks (rows out of order across blocks) are scanned again knowing
@@ -253,6 +286,21 @@ def late_serials(
     rows = scan(blocks, {})
     late = [r["o"] for r in rows if r["k"] == 0]
     summary = sorted((r["o"], r["hi"], r["lo"]) for r in rows if r["k"] == 1)
+    before, dirty = _dirty(summary, lateness)
+    if not dirty:
+        return late
+    again = blocks.filter(block_of.isin(dirty))
+    redo = {k: before[k] for k in dirty}
+    rows = scan(again, redo)
+    keep = set(dirty)
+    late = [o for o in late if o // size not in keep]
+    return late + [r["o"] for r in rows if r["k"] == 0]
+
+
+def _dirty(summary: list[tuple[int, int, int]], lateness: int) -> tuple[dict[int, int], list[int]]:
+    """Over parts ``(id, largest t, smallest t)`` in arrival order: the largest ``t`` before
+    each part, and the parts some row of which is late because of a row of an earlier part
+    (its smallest ``t`` is below that largest ``t`` minus the lateness)."""
     before: dict[int, int] = {}
     dirty: list[int] = []
     top = None
@@ -262,14 +310,153 @@ def late_serials(
             if lo < top - lateness:
                 dirty.append(k)
         top = hi if top is None else max(top, hi)
-    if not dirty:
-        return late
-    again = blocks.filter(block_of.isin(dirty))
-    redo = {k: before[k] for k in dirty}
-    rows = scan(again, redo)
-    keep = set(dirty)
-    late = [o for o in late if o // size not in keep]
-    return late + [r["o"] for r in rows if r["k"] == 0]
+    return before, dirty
+
+
+# the in-place scan's output rows: a late row's serial (k=LATE_ROW: o); a run of increasing
+# serials (k=RUN: o its first serial, x its last, hi / lo its largest / smallest t); a window
+# end mark of a run's admitted rows (k=MARK: o the run, hi the mark v, lo the smallest serial);
+# a partition whose rows are not in runs (k=GAVE_UP)
+LATE_ROW, RUN, MARK, GAVE_UP = 0, 1, 2, 3
+IN_PLACE_DDL = "`k` tinyint, `o` bigint, `x` bigint, `hi` bigint, `lo` bigint"
+
+
+def in_place_scan_fn(
+    lateness: int, before: dict[int, int] | None, mark_size: int | None
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function of :func:`in_place_scan` over (``o``, ``t``) as a partition
+    holds them: cut into runs of increasing serials, each scanned in order from the largest
+    ``t`` before it (``before[first serial]``; None: every run from nothing; a dict: only the
+    runs it names, the others are skipped)."""
+
+    def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        runs = 0
+        first = last = None  # the current run's first and last serial
+        run = hi = lo = _MIN
+        skip = False
+        marks: dict[int, int] = {}
+        out: list[tuple[int, int, int, int, int]] = []
+
+        def close() -> None:
+            if first is None or skip:
+                return
+            out.append((RUN, first, last, hi, lo))  # type: ignore[arg-type]
+            out.extend((MARK, first, 0, v, m) for v, m in marks.items())  # type: ignore[misc]
+
+        for b in batches:
+            if runs > MAX_SEGMENTS:
+                continue  # drained, not scanned: this partition gave up
+            o = b.column(0).to_numpy(zero_copy_only=False).astype(np.int64)
+            t = b.column(1).to_numpy(zero_copy_only=False).astype(np.int64)
+            if len(o) == 0:
+                continue
+            new = set((np.flatnonzero(o[1:] <= o[:-1]) + 1).tolist())
+            if last is None or o[0] <= last:
+                new.add(0)
+            bounds = sorted({0, len(o)} | new)
+            late_o: list[np.ndarray] = []
+            for a, z in zip(bounds[:-1], bounds[1:], strict=True):
+                if a in new:  # a new run
+                    close()
+                    runs += 1
+                    if runs > MAX_SEGMENTS:
+                        yield _in_place_batch([(GAVE_UP, 0, 0, 0, 0)])
+                        out.clear()
+                        late_o.clear()
+                        break
+                    first, marks, hi, lo = int(o[a]), {}, _MIN, int(t[a])
+                    skip = before is not None and first not in before
+                    run = _MIN if before is None else before.get(first, _MIN)
+                last = int(o[z - 1])
+                if skip:
+                    continue
+                seg, so = t[a:z], o[a:z]
+                prev = np.maximum(np.maximum.accumulate(np.r_[run, seg[:-1]]), run)
+                late = (prev != _MIN) & (seg < prev - lateness)
+                if late.any():
+                    late_o.append(so[late])
+                top = int(seg.max())
+                run, hi, lo = max(run, top), max(hi, top), min(lo, int(seg.min()))
+                if mark_size is not None:
+                    keep = ~late
+                    reach = seg[keep] - lateness
+                    v = reach - np.mod(reach, mark_size)
+                    vs, idx = np.unique(v, return_index=True)
+                    for x, i in zip(vs.tolist(), so[keep][idx].tolist(), strict=True):
+                        marks.setdefault(x, i)  # an earlier piece of the run came first
+            if late_o:
+                gone = np.concatenate(late_o)
+                zero = np.zeros(len(gone), np.int64)
+                yield _in_place_columns(zero + LATE_ROW, gone, zero, zero, zero)
+        if runs <= MAX_SEGMENTS:
+            close()
+            if out:
+                yield _in_place_batch(out)
+
+    return fn
+
+
+def _in_place_batch(rows: list[tuple[int, int, int, int, int]]) -> pa.RecordBatch:
+    a = np.array(rows, dtype=np.int64).reshape(-1, 5)
+    return _in_place_columns(*(a[:, i] for i in range(5)))
+
+
+def _in_place_columns(*cols: np.ndarray) -> pa.RecordBatch:
+    k, *rest = cols
+    return pa.RecordBatch.from_arrays(
+        [pa.array(k.astype(np.int8)), *map(pa.array, rest)], names=["k", "o", "x", "hi", "lo"]
+    )
+
+
+def in_place_scan(
+    narrow: Any, lateness: int, action: Callable[..., Any], mark_size: int | None = None
+) -> tuple[list[int], dict[int, int] | None] | None:
+    """:func:`late_serials` with no shuffle, where each partition of ``narrow`` holds runs of
+    increasing serials that do not overlap one another (rows read file by file, then filtered
+    or mapped): each run is scanned where it is, in order; runs whose rows some earlier run
+    makes late are scanned again knowing the largest ``t`` before them. Marks come from the
+    same pass (None: more than :data:`MAX_MARKS`). None: the partitions are not such runs."""
+    import bisect
+
+    def scan(before: dict[int, int] | None) -> list[Any] | None:
+        fn = in_place_scan_fn(lateness, before, mark_size)
+        rows = action(lambda: narrow.mapInArrow(fn, IN_PLACE_DDL).collect())
+        return None if any(r["k"] == GAVE_UP for r in rows) else rows
+
+    rows = scan(None)
+    if rows is None:
+        return None
+    runs = sorted((r["o"], r["x"], r["hi"], r["lo"]) for r in rows if r["k"] == RUN)
+    if any(a[1] >= b[0] for a, b in zip(runs, runs[1:])):
+        return None  # runs of different partitions interleave
+    before, dirty = _dirty([(f, hi, lo) for f, _, hi, lo in runs], lateness)
+    firsts = [f for f, *_ in runs]
+
+    def run_of(o: int) -> int:
+        return firsts[bisect.bisect_right(firsts, o) - 1]
+
+    late = [r["o"] for r in rows if r["k"] == LATE_ROW]
+    marks = [(r["o"], r["hi"], r["lo"]) for r in rows if r["k"] == MARK]
+    if dirty:
+        again = scan({f: before[f] for f in dirty})
+        if again is None:
+            return None
+        span = {f: x for f, x, *_ in runs}
+        seen = {(r["o"], r["x"]) for r in again if r["k"] == RUN}
+        if seen != {(f, span[f]) for f in dirty}:
+            return None  # the partitions came back different: not a scan we can trust
+        keep = set(dirty)
+        late = [o for o in late if run_of(o) not in keep]
+        late += [r["o"] for r in again if r["k"] == LATE_ROW]
+        marks = [m for m in marks if m[0] not in keep]
+        marks += [(r["o"], r["hi"], r["lo"]) for r in again if r["k"] == MARK]
+    if mark_size is None or len(marks) > MAX_MARKS:
+        return late, None
+    first_at: dict[int, int] = {}
+    for _, v, o in marks:
+        if v not in first_at or o < first_at[v]:
+            first_at[v] = o
+    return late, first_at
 
 
 __all__ = [
@@ -283,6 +470,7 @@ __all__ = [
     "tumbling_fits",
     "first_order",
     "grouped",
+    "in_place_scan",
     "late_scan_fn",
     "late_serials",
 ]
@@ -325,7 +513,7 @@ def tumbling(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
     types = dict(low.in_schema(s))
     size = P.parse_duration(w.size)
     lateness = P.parse_duration(w.lateness)
-    admitted, finish = _admitted(low, j, s, df, lateness)
+    admitted, finish, found = _admitted(low, j, s, df, lateness, size)
     t = F.col("_t")
     start = t - F.pmod(t, F.lit(size))
     by = [qcol(k) for k in s.keys] + [F.col("_ws")]
@@ -335,10 +523,15 @@ def tumbling(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
         .withColumn("_we", F.col("_ws") + F.lit(size))
     )
     # the largest window end each admitted row's watermark reaches, and its first such row
-    reach = t - F.lit(lateness)
-    marks = admitted.groupBy((reach - F.pmod(reach, F.lit(size))).alias("v")).agg(
-        first_order(True).alias("co")
-    )
+    if found is not None:  # the watermark scan found them on its way
+        marks = low.spark.createDataFrame(
+            [(v, [o]) for v, o in found.items()], "`v` bigint, `co` array<bigint>"
+        )
+    else:
+        reach = t - F.lit(lateness)
+        marks = admitted.groupBy((reach - F.pmod(reach, F.lit(size))).alias("v")).agg(
+            first_order(True).alias("co")
+        )
     wins = low.checkpoint(wins)  # one row per window: the ends below come from it, not a rerun
     ends = wins.select(F.col("_we").alias("v")).distinct()
     u = ends.select("v", F.lit(0).alias("tag"), F.lit(None).cast("array<bigint>").alias("co"))
@@ -355,11 +548,11 @@ def tumbling(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
 
 
 def _admitted(
-    low: Any, j: int, s: P.Aggregate, df: Any, lateness: int
-) -> tuple[Any, Callable[[Any], Any]]:
+    low: Any, j: int, s: P.Aggregate, df: Any, lateness: int, mark_size: int | None = None
+) -> tuple[Any, Callable[[Any], Any], dict[int, int] | None]:
     """The rows of a window step that the reference admits (``_t``: their ticks), after
-    filing the dead ones (null time) and the late ones (:func:`late_serials`); and the
-    function that turns the step's windows (``_ws``, ``_we``, ``_wq``, ``close``, the
+    filing the dead ones (null time) and the late ones (:func:`late_serials`); the marks of
+    the admitted rows by ``mark_size`` where the scan found them; and the function that turns the step's windows (``_ws``, ``_we``, ``_wq``, ``close``, the
     aggregates) into its output rows with their order keys and files its counters."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
@@ -384,7 +577,7 @@ def _admitted(
         metrics.append(F.count(F.lit(1)).alias("n"))
     seen, obs = low.observe(x, j, *metrics)
     narrow = seen.filter(t.isNotNull()).select(o0.alias("o"), t.alias("t"))
-    late = late_serials(narrow, lateness, low.partitions, low.action, BLOCK)
+    late, marks = late_serials(narrow, lateness, low.partitions, low.action, BLOCK, mark_size)
     n_dead = int(obs.get["dead"] or 0)
     side: list[tuple[list[int], int, str, Any]] = []
     if n_dead:
@@ -435,7 +628,7 @@ def _admitted(
         low.how[s.step_id] = "spark groupBy"
         return out
 
-    return admitted, finish
+    return admitted, finish, marks
 
 
 def _among(low: Any, o0: Any, serials: list[int]) -> Any:
@@ -478,7 +671,7 @@ def sessions(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
     types = dict(low.in_schema(s))
     gap = P.parse_duration(w.size)
     lateness = P.parse_duration(w.lateness)
-    admitted, finish = _admitted(low, j, s, df, lateness)
+    admitted, finish, _ = _admitted(low, j, s, df, lateness)
     t, o0 = F.col("_t"), F.col("_o")[0]
     keys = [qcol(k) for k in s.keys]
     by_time = Window.partitionBy(*keys).orderBy(t, o0)

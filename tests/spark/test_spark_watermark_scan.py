@@ -1,0 +1,100 @@
+"""The watermark scan that finds a window step's late rows on Spark (``groupby.late_serials``),
+against the reference's definition computed row by row in arrival order here: a row is late
+when its time is below the largest earlier time minus the lateness; a mark ``v`` of the
+admitted rows (``floor((t - lateness) / size) * size``) goes to the first admitted row that
+reaches it. The partitions come in every layout a plan gives them: runs of increasing
+serials in order, out of order, several to a partition, interleaved, shuffled."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pyspark")
+pytestmark = pytest.mark.spark
+
+SIZE = 25
+
+
+def _rows(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Serials with gaps (filtered rows) and times mostly increasing, with rows far behind and
+    jumps back at some places (so a row can be late because of a row many partitions back)."""
+    rng = np.random.default_rng(seed)
+    o = np.cumsum(rng.integers(1, 4, n)).astype(np.int64)
+    t = (np.arange(n) * 3 + rng.integers(-5, 6, n)).astype(np.int64)
+    t[rng.random(n) < 0.03] -= 60
+    t[n // 3 : n // 3 + 40] -= 200  # a stretch far behind: late after the stretch before it
+    return o, t
+
+
+def _want(o: np.ndarray, t: np.ndarray, lateness: int) -> tuple[list[int], dict[int, int]]:
+    late, marks, top = [], {}, None
+    for i in np.argsort(o, kind="stable"):
+        oi, ti = int(o[i]), int(t[i])
+        if top is not None and ti < top - lateness:
+            late.append(oi)
+        else:
+            v = (ti - lateness) // SIZE * SIZE
+            marks.setdefault(v, oi)
+        top = ti if top is None else max(top, ti)
+    return sorted(late), marks
+
+
+def _frame(spark, o: np.ndarray, t: np.ndarray, layout: str):
+    """(o, t) in five pieces of consecutive rows, each its own partition, in ``layout``."""
+    from pyspark.sql import functions as F
+
+    n = len(o)
+    cuts = [0, n // 5, n // 3, n // 2, 4 * n // 5, n]
+    rows = list(zip(o.tolist(), t.tolist(), strict=True))
+    pieces = [spark.sparkContext.parallelize(rows[a:z], 1) for a, z in zip(cuts, cuts[1:])]
+    if layout.startswith("reversed"):
+        pieces = pieces[::-1]
+    df = spark.createDataFrame(spark.sparkContext.union(pieces), "o bigint, t bigint")
+    if layout == "reversed-in-two":  # several runs, out of order, in one partition
+        return df.coalesce(2)
+    if layout == "interleaved":
+        return df.repartition(3)
+    if layout == "shuffled":
+        return df.orderBy(F.rand(seed=3)).repartition(2)
+    return df
+
+
+@pytest.mark.parametrize(
+    "layout", ["in-order", "reversed", "reversed-in-two", "interleaved", "shuffled"]
+)
+@pytest.mark.parametrize("lateness", [0, 10, 250])
+@pytest.mark.parametrize("in_place", [True, False], ids=["in-place", "blocked"])
+def test_late_rows_and_marks_equal_the_sequential_scan(monkeypatch, layout, lateness, in_place):
+    from streamcell.backends.spark import groupby
+    from streamcell.backends.spark.session import get_session
+
+    monkeypatch.setattr(groupby, "SCAN_IN_PLACE", in_place)
+    spark = get_session()
+    o, t = _rows(3000, seed=lateness + 1)
+    late, marks = groupby.late_serials(
+        _frame(spark, o, t, layout), lateness, 4, lambda f: f(), 97, SIZE
+    )
+    want_late, want_marks = _want(o, t, lateness)
+    assert sorted(late) == want_late
+    if lateness < 250:
+        assert want_late  # the data has late rows to find
+    if in_place and layout.startswith(("in-order", "reversed")):
+        assert marks == want_marks  # found by the in-place scan on its way
+    else:
+        assert marks is None  # the caller has Spark find them
+
+
+def test_a_partition_out_of_order_gives_up_the_in_place_scan(monkeypatch):
+    """Rows not in runs of increasing serials (the partition came out of a shuffle) make the
+    in-place scan give up after MAX_SEGMENTS runs: the blocked scan decides instead."""
+    from streamcell.backends.spark import groupby
+    from streamcell.backends.spark.session import get_session
+
+    spark = get_session()
+    o, t = _rows(2000, seed=5)
+    df = _frame(spark, o, t, "shuffled")
+    monkeypatch.setattr(groupby, "MAX_SEGMENTS", 50)
+    assert groupby.in_place_scan(df, 10, lambda f: f(), SIZE) is None
+    late, _ = groupby.late_serials(df, 10, 4, lambda f: f(), 97, SIZE)
+    assert sorted(late) == _want(o, t, 10)[0]
