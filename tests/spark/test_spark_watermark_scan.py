@@ -72,7 +72,7 @@ def test_late_rows_and_marks_equal_the_sequential_scan(monkeypatch, layout, late
     monkeypatch.setattr(groupby, "SCAN_IN_PLACE", in_place)
     spark = get_session()
     o, t = _rows(3000, seed=lateness + 1)
-    late, marks = groupby.late_serials(
+    late, marks, _ = groupby.late_serials(
         _frame(spark, o, t, layout), lateness, 4, lambda f: f(), 97, SIZE
     )
     want_late, want_marks = _want(o, t, lateness)
@@ -96,5 +96,35 @@ def test_a_partition_out_of_order_gives_up_the_in_place_scan(monkeypatch):
     df = _frame(spark, o, t, "shuffled")
     monkeypatch.setattr(groupby, "MAX_SEGMENTS", 50)
     assert groupby.in_place_scan(df, 10, lambda f: f(), SIZE) is None
-    late, _ = groupby.late_serials(df, 10, 4, lambda f: f(), 97, SIZE)
+    late, *_ = groupby.late_serials(df, 10, 4, lambda f: f(), 97, SIZE)
     assert sorted(late) == _want(o, t, 10)[0]
+
+
+@pytest.mark.parametrize("layout", ["in-order", "reversed", "reversed-in-two", "interleaved"])
+@pytest.mark.parametrize("lateness", [0, 10])
+def test_window_ends_close_at_the_first_admitted_row_reaching_them(layout, lateness):
+    """A session closes at the first admitted row (arrival order) with ``t - lateness`` at or
+    beyond its end; ends no row reaches stay open (absent)."""
+    from streamcell.backends.spark import groupby
+    from streamcell.backends.spark.session import get_session
+
+    spark = get_session()
+    o, t = _rows(3000, seed=lateness + 3)
+    narrow = _frame(spark, o, t, layout)
+    scan = groupby.late_serials(narrow, lateness, 4, lambda f: f(), 97, SIZE)
+    rng = np.random.default_rng(4)
+    ends = np.unique(np.r_[rng.integers(int(t.min()) - 50, int(t.max()) + 50, 400), t[:50] + 1])
+    frame = spark.createDataFrame([(int(e),) for e in ends], "v bigint")
+    got = groupby.record_closes(narrow, frame, lateness, scan, lambda f: f(), lambda d: d)
+    if layout == "interleaved":
+        assert got is None  # not in place: the caller has Spark find them
+        return
+    late = set(scan.late)
+    want = {}
+    for e in ends.tolist():
+        reach = [int(x) for x, y in zip(o, t, strict=True) if x not in late and y - lateness >= e]
+        if reach:
+            want[e] = [min(reach)]
+    have = {r["_we"]: list(r["close"]) for r in got.collect()}
+    assert have == want
+    assert 0 < len(want) < len(ends)  # some ends are reached, some not

@@ -700,7 +700,7 @@ class Lowering:
         flat = s.inputs[0].step_id in self.flat
         by = [qcol(k) for k in s.keys]
         out = grouped(df, by, s.aggs, types, flat).agg(
-            *agg_columns(s.aggs, types), first_order(flat).alias("_o")
+            *agg_columns(s.aggs, types), first_order(flat, grouped=True).alias("_o")
         )
         self.final.add(s.step_id)
         self.unique_on[s.step_id] = tuple(s.keys)

@@ -17,7 +17,7 @@ windows over finite sources (:func:`tumbling`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -78,30 +78,34 @@ def grouped(
     the current one: Spark's hash-partitioning exchange and sort, then one addition per row
     in order, exactly the reference's left fold), and its order key in ``ORDER``; the
     ``groupBy`` then reuses the window's partitioning (no second exchange)."""
+    from pyspark.sql import functions as F
+
     floats = [i for i, (_, a) in enumerate(aggs) if _float_sum(a, types)]
+    if flat:  # the serial as a long: what the window sorts by and first_order(grouped=True) takes
+        df = df.withColumn(ORDER, F.col("_o")[0])
     if floats:
         from pyspark.sql import Window
-        from pyspark.sql import functions as F
 
-        o = F.col("_o")[0] if flat else F.col("_o")
+        o = F.col(ORDER) if flat else F.col("_o")
         upto = (
             Window.partitionBy(*by)
             .orderBy(o)
             .rowsBetween(Window.unboundedPreceding, Window.currentRow)
         )
         runs = {_running(i): F.sum(qcol(aggs[i][1].arg.name)).over(upto) for i in floats}
-        df = df.withColumns({**runs, ORDER: o})
+        df = df.withColumns(runs) if flat else df.withColumns({**runs, ORDER: o})
     return df.groupBy(*by)
 
 
-def first_order(flat: bool) -> Any:
+def first_order(flat: bool, grouped: bool = False) -> Any:
     """The aggregate ``min(_o)``: with one serial per order key (``flat``), as the array of
     the smallest serial, which Spark's hash aggregate keeps in a fixed-width buffer (the
-    smallest array needs a sort-based aggregate)."""
+    smallest array needs a sort-based aggregate); of the rows of :func:`grouped`, from its
+    serial column (the order key arrays then stay out of the shuffle)."""
     from pyspark.sql import functions as F
 
     if flat:
-        return F.array(F.min(F.col("_o")[0]))
+        return F.array(F.min(F.col(ORDER) if grouped else F.col("_o")[0]))
     return F.min("_o")
 
 
@@ -236,6 +240,16 @@ MAX_MARKS = 200_000
 """Window-end marks the in-place scan brings to the driver at most; beyond, Spark finds them."""
 
 
+class Scan(NamedTuple):
+    """What the watermark scan found: the late rows' serials; the marks (None: not found);
+    the runs of the in-place scan: first serial -> (last serial, the largest ``t`` before the
+    run) (None: the blocked scan ran)."""
+
+    late: list[int]
+    marks: dict[int, int] | None
+    runs: dict[int, tuple[int, int]] | None
+
+
 def late_serials(
     narrow: Any,
     lateness: int,
@@ -243,7 +257,7 @@ def late_serials(
     action: Callable[..., Any],
     block_rows: int | None = None,
     mark_size: int | None = None,
-) -> tuple[list[int], dict[int, int] | None]:
+) -> Scan:
     """The serials of the late rows among ``narrow`` (columns ``o``: the serial, ``t``: the
     ticks; the rows that are not dead), exactly as the reference's watermark decides in
     arrival order, without a global sort; and, with ``mark_size``, the marks of the admitted
@@ -256,7 +270,7 @@ def late_serials(
         got = in_place_scan(narrow, lateness, action, mark_size)
         if got is not None:
             return got
-    return blocked_scan(narrow, lateness, parts, action, block_rows), None
+    return Scan(blocked_scan(narrow, lateness, parts, action, block_rows), None, None)
 
 
 def blocked_scan(
@@ -321,13 +335,33 @@ LATE_ROW, RUN, MARK, GAVE_UP = 0, 1, 2, 3
 IN_PLACE_DDL = "`k` tinyint, `o` bigint, `x` bigint, `hi` bigint, `lo` bigint"
 
 
+def _pieces(
+    batches: Iterator[pa.RecordBatch],
+) -> Iterator[tuple[np.ndarray, np.ndarray, bool]]:
+    """A partition's (``o``, ``t``) batches as pieces ``(o, t, starts_a_run)``: cut where the
+    serial does not increase, so the pieces form runs of increasing serials."""
+    last = None
+    for b in batches:
+        o = b.column(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        t = b.column(1).to_numpy(zero_copy_only=False).astype(np.int64)
+        if len(o) == 0:
+            continue
+        new = set((np.flatnonzero(o[1:] <= o[:-1]) + 1).tolist())
+        if last is None or o[0] <= last:
+            new.add(0)
+        bounds = sorted({0, len(o)} | new)
+        for a, z in zip(bounds[:-1], bounds[1:], strict=True):
+            yield o[a:z], t[a:z], a in new
+        last = int(o[-1])
+
+
 def in_place_scan_fn(
     lateness: int, before: dict[int, int] | None, mark_size: int | None
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function of :func:`in_place_scan` over (``o``, ``t``) as a partition
-    holds them: cut into runs of increasing serials, each scanned in order from the largest
-    ``t`` before it (``before[first serial]``; None: every run from nothing; a dict: only the
-    runs it names, the others are skipped)."""
+    holds them: cut into runs of increasing serials (:func:`_pieces`), each scanned in order
+    from the largest ``t`` before it (``before[first serial]``; None: every run from nothing;
+    a dict: only the runs it names, the others are skipped)."""
 
     def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         runs = 0
@@ -343,57 +377,138 @@ def in_place_scan_fn(
             out.append((RUN, first, last, hi, lo))  # type: ignore[arg-type]
             out.extend((MARK, first, 0, v, m) for v, m in marks.items())  # type: ignore[misc]
 
-        for b in batches:
-            if runs > MAX_SEGMENTS:
-                continue  # drained, not scanned: this partition gave up
-            o = b.column(0).to_numpy(zero_copy_only=False).astype(np.int64)
-            t = b.column(1).to_numpy(zero_copy_only=False).astype(np.int64)
-            if len(o) == 0:
+        for so, seg, starts in _pieces(batches):
+            if starts:
+                close()
+                runs += 1
+                if runs > MAX_SEGMENTS:  # not in arrival order: give up, drain unscanned
+                    yield _in_place_batch([(GAVE_UP, 0, 0, 0, 0)])
+                    for _ in batches:
+                        pass
+                    return
+                first, marks, hi, lo = int(so[0]), {}, _MIN, int(seg[0])
+                skip = before is not None and first not in before
+                run = _MIN if before is None else before.get(first, _MIN)
+            last = int(so[-1])
+            if skip:
                 continue
-            new = set((np.flatnonzero(o[1:] <= o[:-1]) + 1).tolist())
-            if last is None or o[0] <= last:
-                new.add(0)
-            bounds = sorted({0, len(o)} | new)
-            late_o: list[np.ndarray] = []
-            for a, z in zip(bounds[:-1], bounds[1:], strict=True):
-                if a in new:  # a new run
-                    close()
-                    runs += 1
-                    if runs > MAX_SEGMENTS:
-                        yield _in_place_batch([(GAVE_UP, 0, 0, 0, 0)])
-                        out.clear()
-                        late_o.clear()
-                        break
-                    first, marks, hi, lo = int(o[a]), {}, _MIN, int(t[a])
-                    skip = before is not None and first not in before
-                    run = _MIN if before is None else before.get(first, _MIN)
-                last = int(o[z - 1])
-                if skip:
-                    continue
-                seg, so = t[a:z], o[a:z]
-                prev = np.maximum(np.maximum.accumulate(np.r_[run, seg[:-1]]), run)
-                late = (prev != _MIN) & (seg < prev - lateness)
-                if late.any():
-                    late_o.append(so[late])
-                top = int(seg.max())
-                run, hi, lo = max(run, top), max(hi, top), min(lo, int(seg.min()))
-                if mark_size is not None:
-                    keep = ~late
-                    reach = seg[keep] - lateness
-                    v = reach - np.mod(reach, mark_size)
-                    vs, idx = np.unique(v, return_index=True)
-                    for x, i in zip(vs.tolist(), so[keep][idx].tolist(), strict=True):
-                        marks.setdefault(x, i)  # an earlier piece of the run came first
-            if late_o:
-                gone = np.concatenate(late_o)
+            prev = np.maximum(np.maximum.accumulate(np.r_[run, seg[:-1]]), run)
+            late = (prev != _MIN) & (seg < prev - lateness)
+            if late.any():
+                gone = so[late]
                 zero = np.zeros(len(gone), np.int64)
                 yield _in_place_columns(zero + LATE_ROW, gone, zero, zero, zero)
-        if runs <= MAX_SEGMENTS:
-            close()
-            if out:
-                yield _in_place_batch(out)
+            top = int(seg.max())
+            run, hi, lo = max(run, top), max(hi, top), min(lo, int(seg.min()))
+            if mark_size is not None:
+                keep = ~late
+                reach = seg[keep] - lateness
+                v = reach - np.mod(reach, mark_size)
+                vs, idx = np.unique(v, return_index=True)
+                for x, i in zip(vs.tolist(), so[keep][idx].tolist(), strict=True):
+                    marks.setdefault(x, i)  # an earlier piece of the run came first
+        close()
+        if out:
+            yield _in_place_batch(out)
 
     return fn
+
+
+def record_closes_fn(
+    ends: np.ndarray, lateness: int, runs: dict[int, tuple[int, int]]
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function that closes windows by their ends (``ends``: sorted, distinct)
+    over (``o``, ``t``) as the in-place scan found them (``runs``: first serial -> (last
+    serial, largest ``t`` before the run)). A window ending at ``e`` closes at the first
+    admitted row with ``t - lateness >= e``: the first row of all with ``t >= e + lateness``
+    (a late row is below an earlier row's ``t`` minus the lateness, so never the first), and
+    so the record of the running maximum that first reaches ``e + lateness``. Each record
+    closes the ends between the maximum before it and its ``t``. Emits (k=0: ``e``, ``o`` the
+    closing serial) and, per run scanned, (k=RUN: ``e`` its first serial, ``o`` its last), or
+    (k=GAVE_UP) where a run is not one the scan found."""
+    ys = ends + lateness
+
+    def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        spans: list[tuple[int, int]] = []
+        run = _MIN
+        for so, seg, starts in _pieces(batches):
+            if starts:
+                first = int(so[0])
+                if first not in runs:
+                    yield _closes_batch(
+                        np.array([GAVE_UP]), np.zeros(1, np.int64), np.zeros(1, np.int64)
+                    )
+                    for _ in batches:
+                        pass
+                    return
+                run = runs[first][1]
+                spans.append((first, first))
+            spans[-1] = (spans[-1][0], int(so[-1]))
+            top = np.maximum.accumulate(np.r_[run, seg])
+            before = top[:-1]
+            rec = seg > before
+            run = int(top[-1])
+            if not rec.any():
+                continue
+            lo = np.searchsorted(ys, before[rec], side="right")
+            hi = np.searchsorted(ys, seg[rec], side="right")
+            n = hi - lo
+            if n.sum() == 0:
+                continue
+            idx = np.repeat(lo - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
+            yield _closes_batch(np.zeros(len(idx), np.int64), ends[idx], np.repeat(so[rec], n))
+        if spans:
+            a = np.array(spans, dtype=np.int64)
+            yield _closes_batch(np.full(len(a), RUN), a[:, 0], a[:, 1])
+
+    return fn
+
+
+CLOSES_DDL = "`k` tinyint, `e` bigint, `o` bigint"
+
+
+def _closes_batch(k: np.ndarray, e: np.ndarray, o: np.ndarray) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays(
+        [pa.array(k.astype(np.int8)), pa.array(e), pa.array(o)], names=["k", "e", "o"]
+    )
+
+
+MAX_ENDS = 4_000_000
+"""Window ends :func:`record_closes` takes to the executors at most; beyond, Spark finds the
+closes itself."""
+
+
+def record_closes(
+    narrow: Any,
+    ends: Any,
+    lateness: int,
+    scan: Scan,
+    action: Callable[..., Any],
+    checkpoint: Callable[[Any], Any],
+) -> Any | None:
+    """The close of each window end in ``ends`` (a one-column DataFrame of distinct ends) as
+    a DataFrame (``_we``, ``close``: the closing row's order key), found by one pass over
+    ``narrow`` where the in-place scan found its runs (:func:`record_closes_fn`); ends no row
+    reaches are absent. None: the scan was not in place, there are too many ends, or the
+    partitions came back other than the scan found them."""
+    from pyspark.sql import functions as F
+
+    if scan.runs is None:
+        return None
+    got = action(lambda: ends.toArrow())
+    if got.num_rows > MAX_ENDS:
+        return None
+    e = np.unique(got.column(0).to_numpy(zero_copy_only=False).astype(np.int64))
+    fn = record_closes_fn(e, lateness, scan.runs)
+    out = checkpoint(narrow.mapInArrow(fn, CLOSES_DDL))
+    spans = action(lambda: out.filter(F.col("k") != F.lit(0)).collect())
+    if {(r["e"], r["o"]) for r in spans if r["k"] == RUN} != {
+        (f, x) for f, (x, _) in scan.runs.items()
+    } or any(r["k"] == GAVE_UP for r in spans):
+        return None
+    return out.filter(F.col("k") == F.lit(0)).select(
+        F.col("e").alias("_we"), F.array(F.col("o")).alias("close")
+    )
 
 
 def _in_place_batch(rows: list[tuple[int, int, int, int, int]]) -> pa.RecordBatch:
@@ -410,7 +525,7 @@ def _in_place_columns(*cols: np.ndarray) -> pa.RecordBatch:
 
 def in_place_scan(
     narrow: Any, lateness: int, action: Callable[..., Any], mark_size: int | None = None
-) -> tuple[list[int], dict[int, int] | None] | None:
+) -> Scan | None:
     """:func:`late_serials` with no shuffle, where each partition of ``narrow`` holds runs of
     increasing serials that do not overlap one another (rows read file by file, then filtered
     or mapped): each run is scanned where it is, in order; runs whose rows some earlier run
@@ -450,13 +565,14 @@ def in_place_scan(
         late += [r["o"] for r in again if r["k"] == LATE_ROW]
         marks = [m for m in marks if m[0] not in keep]
         marks += [(r["o"], r["hi"], r["lo"]) for r in again if r["k"] == MARK]
+    runs_before = {f: (x, before.get(f, _MIN)) for f, x, *_ in runs}
     if mark_size is None or len(marks) > MAX_MARKS:
-        return late, None
+        return Scan(late, None, runs_before)
     first_at: dict[int, int] = {}
     for _, v, o in marks:
         if v not in first_at or o < first_at[v]:
             first_at[v] = o
-    return late, first_at
+    return Scan(late, first_at, runs_before)
 
 
 __all__ = [
@@ -513,13 +629,14 @@ def tumbling(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
     types = dict(low.in_schema(s))
     size = P.parse_duration(w.size)
     lateness = P.parse_duration(w.lateness)
-    admitted, finish, found = _admitted(low, j, s, df, lateness, size)
+    admitted, finish, seen = _admitted(low, j, s, df, lateness, size)
+    found = seen.scan.marks
     t = F.col("_t")
     start = t - F.pmod(t, F.lit(size))
     by = [qcol(k) for k in s.keys] + [F.col("_ws")]
     wins = (
         grouped(admitted.withColumn("_ws", start), by, s.aggs, types, True)
-        .agg(*agg_columns(s.aggs, types), first_order(True).alias("_wq"))
+        .agg(*agg_columns(s.aggs, types), first_order(True, grouped=True).alias("_wq"))
         .withColumn("_we", F.col("_ws") + F.lit(size))
     )
     # the largest window end each admitted row's watermark reaches, and its first such row
@@ -549,10 +666,10 @@ def tumbling(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
 
 def _admitted(
     low: Any, j: int, s: P.Aggregate, df: Any, lateness: int, mark_size: int | None = None
-) -> tuple[Any, Callable[[Any], Any], dict[int, int] | None]:
+) -> tuple[Any, Callable[[Any], Any], Admitted]:
     """The rows of a window step that the reference admits (``_t``: their ticks), after
-    filing the dead ones (null time) and the late ones (:func:`late_serials`); the marks of
-    the admitted rows by ``mark_size`` where the scan found them; and the function that turns the step's windows (``_ws``, ``_we``, ``_wq``, ``close``, the
+    filing the dead ones (null time) and the late ones (:func:`late_serials`); the scan
+    (with the marks of the admitted rows by ``mark_size`` where it found them); and the function that turns the step's windows (``_ws``, ``_we``, ``_wq``, ``close``, the
     aggregates) into its output rows with their order keys and files its counters."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
@@ -577,7 +694,8 @@ def _admitted(
         metrics.append(F.count(F.lit(1)).alias("n"))
     seen, obs = low.observe(x, j, *metrics)
     narrow = seen.filter(t.isNotNull()).select(o0.alias("o"), t.alias("t"))
-    late, marks = late_serials(narrow, lateness, low.partitions, low.action, BLOCK, mark_size)
+    scan = late_serials(narrow, lateness, low.partitions, low.action, BLOCK, mark_size)
+    late = scan.late
     n_dead = int(obs.get["dead"] or 0)
     side: list[tuple[list[int], int, str, Any]] = []
     if n_dead:
@@ -628,7 +746,15 @@ def _admitted(
         low.how[s.step_id] = "spark groupBy"
         return out
 
-    return admitted, finish, marks
+    return admitted, finish, Admitted(scan, narrow)
+
+
+class Admitted(NamedTuple):
+    """What the watermark scan of a window step found, and the (serial ``o``, ticks ``t``) of
+    its rows that are not dead, which it scanned."""
+
+    scan: Scan
+    narrow: Any
 
 
 def _among(low: Any, o0: Any, serials: list[int]) -> Any:
@@ -671,7 +797,7 @@ def sessions(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
     types = dict(low.in_schema(s))
     gap = P.parse_duration(w.size)
     lateness = P.parse_duration(w.lateness)
-    admitted, finish, _ = _admitted(low, j, s, df, lateness)
+    admitted, finish, seen = _admitted(low, j, s, df, lateness)
     t, o0 = F.col("_t"), F.col("_o")[0]
     keys = [qcol(k) for k in s.keys]
     by_time = Window.partitionBy(*keys).orderBy(t, o0)
@@ -682,18 +808,21 @@ def sessions(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
         grouped(rows, [*keys, F.col("_sid")], s.aggs, types, True)
         .agg(
             *agg_columns(s.aggs, types),
-            first_order(True).alias("_wq"),
+            first_order(True, grouped=True).alias("_wq"),
             F.min(t).alias("_ws"),
             (F.max(t) + F.lit(gap)).alias("_we"),
         )
         .drop("_sid")
     )
     wins = low.checkpoint(wins)  # one row per session: the ends below come from it
+    ends = wins.select(F.col("_we").alias("v")).distinct()
+    found = record_closes(seen.narrow, ends, lateness, seen.scan, low.action, low.checkpoint)
+    if found is not None:
+        return finish(wins.join(found, on="_we", how="left"))
     # close(e) = the smallest order key among admitted rows with t - lateness >= e: within
     # e's block of `gap` ticks by a window over the block, beyond it by a suffix minimum
     size = F.lit(max(1, gap))
     marks = admitted.select((t - F.lit(lateness)).alias("v"), first_order_row().alias("co"))
-    ends = wins.select(F.col("_we").alias("v")).distinct()
     u = ends.select("v", F.lit(0).alias("tag"), F.lit(None).cast("array<bigint>").alias("co"))
     u = u.unionByName(marks.select("v", F.lit(1).alias("tag"), "co"))
     u = u.withColumn("b", F.floor(F.col("v") / size))
