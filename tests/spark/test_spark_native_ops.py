@@ -407,20 +407,36 @@ def test_sessions_of_columns_are_a_group_by_closing_where_the_reference_closes(
     monkeypatch, block, key, gap, lateness
 ):
     """Sessions split where a key's next row (by time) is a gap or more after the one before;
-    emitted in the reference's close order (the changelog), late rows and dead letters too."""
+    emitted in the reference's close order (the changelog), late rows and dead letters too.
+    A float sum only without a lateness (with one, a bridging row makes the reference add two
+    sessions' sums: the step stays on the C operator, see the test below)."""
     from streamcell.backends.spark import groupby
 
     monkeypatch.setattr(groupby, "BLOCK", block)
+    aggs = {"n": sc.count(), "sv": sc.col("v").sum(), "mx": sc.col("v").max()}
+    if lateness == 0:
+        aggs["sf"] = sc.col("f").sum()
     stream = (
         sc.source(DATA)
         .key_by(key)
         .session(gap, time="t", lateness=lateness)
-        .agg(n=sc.count(), sf=sc.col("f").sum(), mx=sc.col("v").max(), nd=sc.count_distinct("s"))
+        .agg(**aggs, nd=sc.count_distinct("s"))
     )
     for plan in (stream.plan(), _changelog(stream)):
         run = _same_bits(plan)
         assert run.spark_operators == {"aggregate#2": "spark groupBy"}
         assert (run.late().height > 0) == (lateness < 40)
+
+
+def test_a_session_float_sum_with_a_lateness_runs_native_where_a_row_bridges_two_sessions():
+    """A row admitted behind the watermark joins two sessions: the reference adds the two
+    sessions' sums ((1.0 + 1.0) + 1e16), not the merged session's rows in arrival order
+    (((1.0 + 1e16) + 1.0) + 0.0 rounds to 1e16), so the step stays on the C operator."""
+    df = pl.DataFrame({"k": ["a"] * 4, "t": [0, 20, 1, 10], "f": [1.0, 1e16, 1.0, 0.0]})
+    stream = sc.source(df).key_by("k").session(15, time="t", lateness=20)
+    run = _both(stream.agg(s=sc.col("f").sum(), n=sc.count()).plan())
+    assert run.spark_operators == {"aggregate#2": "native"}
+    assert run.table()["s"].to_list() == [2.0 + 1e16]
 
 
 def test_sessions_over_datetimes_feed_a_global_top_k():

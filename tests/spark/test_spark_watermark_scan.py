@@ -16,6 +16,19 @@ pytestmark = pytest.mark.spark
 SIZE = 25
 
 
+@pytest.fixture(autouse=True)
+def small_batches():
+    """Arrow batches of 37 rows into the scans: runs continue across batch boundaries."""
+    from streamcell.backends.spark.session import get_session
+
+    conf = get_session().conf
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    old = conf.get(key)
+    conf.set(key, "37")
+    yield
+    conf.set(key, old)
+
+
 def _rows(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Serials with gaps (filtered rows) and times mostly increasing, with rows far behind and
     jumps back at some places (so a row can be late because of a row many partitions back)."""
