@@ -115,11 +115,18 @@ def test_a_partition_out_of_order_gives_up_the_in_place_scan(monkeypatch):
 
 @pytest.mark.parametrize("layout", ["in-order", "reversed", "reversed-in-two", "interleaved"])
 @pytest.mark.parametrize("lateness", [0, 10])
-def test_window_ends_close_at_the_first_admitted_row_reaching_them(layout, lateness):
+@pytest.mark.parametrize("ends_via", ["local-file", "shipped"])
+def test_window_ends_close_at_the_first_admitted_row_reaching_them(
+    monkeypatch, layout, lateness, ends_via
+):
     """A session closes at the first admitted row (arrival order) with ``t - lateness`` at or
-    beyond its end; ends no row reaches stay open (absent)."""
-    from streamcell.backends.spark import groupby
+    beyond its end; ends no row reaches stay open (absent). The ends reach the executors as a
+    local Parquet file (local master) or with the function (elsewhere)."""
+    from streamcell.backends.spark import groupby, session
     from streamcell.backends.spark.session import get_session
+
+    if ends_via == "shipped":
+        monkeypatch.setattr(session, "is_local", lambda master: False)
 
     spark = get_session()
     o, t = _rows(3000, seed=lateness + 3)
@@ -128,7 +135,9 @@ def test_window_ends_close_at_the_first_admitted_row_reaching_them(layout, laten
     rng = np.random.default_rng(4)
     ends = np.unique(np.r_[rng.integers(int(t.min()) - 50, int(t.max()) + 50, 400), t[:50] + 1])
     frame = spark.createDataFrame([(int(e),) for e in ends], "v bigint")
-    got = groupby.record_closes(narrow, frame, lateness, scan, lambda f: f(), lambda d: d)
+    got = groupby.record_closes(
+        narrow, frame, lateness, scan, lambda f: f(), lambda d: d.localCheckpoint(eager=True)
+    )
     if layout == "interleaved":
         assert got is None  # not in place: the caller has Spark find them
         return
@@ -141,3 +150,7 @@ def test_window_ends_close_at_the_first_admitted_row_reaching_them(layout, laten
     have = {r["_we"]: list(r["close"]) for r in got.collect()}
     assert have == want
     assert 0 < len(want) < len(ends)  # some ends are reached, some not
+    if ends_via == "shipped":  # more ends than may ride with the function: Spark finds them
+        monkeypatch.setattr(groupby, "MAX_SHIPPED_ENDS", len(ends) - 1)
+        args = (narrow, frame, lateness, scan, lambda f: f(), lambda d: d)
+        assert groupby.record_closes(*args) is None

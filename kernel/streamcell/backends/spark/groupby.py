@@ -16,6 +16,9 @@ windows over finite sources (:func:`tumbling`).
 
 from __future__ import annotations
 
+import functools
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
@@ -483,20 +486,22 @@ def in_place_scan_fn(
 
 
 def record_closes_fn(
-    ends: np.ndarray, lateness: int, runs: dict[int, tuple[int, int]]
+    ends: np.ndarray | str, lateness: int, runs: dict[int, tuple[int, int]]
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function that closes windows by their ends (``ends``: sorted, distinct)
-    over (``o``, ``t``) as the in-place scan found them (``runs``: first serial -> (last
-    serial, largest ``t`` before the run)). A window ending at ``e`` closes at the first
-    admitted row with ``t - lateness >= e``: the first row of all with ``t >= e + lateness``
-    (a late row is below an earlier row's ``t`` minus the lateness, so never the first), and
-    so the record of the running maximum that first reaches ``e + lateness``. Each record
-    closes the ends between the maximum before it and its ``t``. Emits (k=0: ``e``, ``o`` the
-    closing serial) and, per run scanned, (k=RUN: ``e`` its first serial, ``o`` its last), or
-    (k=GAVE_UP) where a run is not one the scan found."""
-    ys = ends + lateness
+    """The ``mapInArrow`` function that closes windows by their ends (``ends``: sorted and
+    distinct, or the local folder of the Parquet file that holds them) over (``o``, ``t``) as
+    the in-place scan found them (``runs``: first serial -> (last serial, largest ``t`` before
+    the run)). A window ending at ``e`` closes at the first admitted row with
+    ``t - lateness >= e``: the first row of all with ``t >= e + lateness`` (a late row is
+    below an earlier row's ``t`` minus the lateness, so never the first), and so the record of
+    the running maximum that first reaches ``e + lateness``. Each record closes the ends
+    between the maximum before it and its ``t``. Emits (k=0: ``e``, ``o`` the closing serial)
+    and, per run scanned, (k=RUN: ``e`` its first serial, ``o`` its last), or (k=GAVE_UP)
+    where a run is not one the scan found."""
 
     def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        e = _ends_at(ends) if isinstance(ends, str) else ends
+        ys = e + lateness
         spans: list[tuple[int, int]] = []
         run = _MIN
         for so, seg, starts in _pieces(batches):
@@ -524,7 +529,7 @@ def record_closes_fn(
             if n.sum() == 0:
                 continue
             idx = np.repeat(lo - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
-            yield _closes_batch(np.zeros(len(idx), np.int64), ends[idx], np.repeat(so[rec], n))
+            yield _closes_batch(np.zeros(len(idx), np.int64), e[idx], np.repeat(so[rec], n))
         if spans:
             a = np.array(spans, dtype=np.int64)
             yield _closes_batch(np.full(len(a), RUN), a[:, 0], a[:, 1])
@@ -541,9 +546,19 @@ def _closes_batch(k: np.ndarray, e: np.ndarray, o: np.ndarray) -> pa.RecordBatch
     )
 
 
-MAX_ENDS = 4_000_000
-"""Window ends :func:`record_closes` takes to the executors at most; beyond, Spark finds the
-closes itself."""
+@functools.lru_cache(maxsize=2)
+def _ends_at(path: str) -> np.ndarray:
+    """The window ends in the Parquet file(s) of folder ``path``, sorted and distinct (read once
+    per Python worker)."""
+    import pyarrow.parquet as pq
+
+    col = pq.read_table(path).column(0)
+    return np.unique(col.to_numpy().astype(np.int64))
+
+
+MAX_SHIPPED_ENDS = 200_000
+"""Window ends :func:`record_closes` ships to the executors with its function at most, where
+they cannot read a local file; beyond, Spark finds the closes itself."""
 
 
 def record_closes(
@@ -557,18 +572,34 @@ def record_closes(
     """The close of each window end in ``ends`` (a one-column DataFrame of distinct ends) as
     a DataFrame (``_we``, ``close``: the closing row's order key), found by one pass over
     ``narrow`` where the in-place scan found its runs (:func:`record_closes_fn`); ends no row
-    reaches are absent. None: the scan was not in place, there are too many ends, or the
-    partitions came back other than the scan found them."""
+    reaches are absent. On a local master the ends go to the executors as a Parquet file in a
+    local folder (the notebook process never holds them); elsewhere, up to
+    :data:`MAX_SHIPPED_ENDS` of them with the function. None: the scan was not in place, there
+    are too many ends to ship, or the partitions came back other than the scan found them."""
     from pyspark.sql import functions as F
+
+    from .session import is_local
 
     if scan.runs is None:
         return None
-    got = action(lambda: ends.limit(MAX_ENDS + 1).toArrow())
-    if got.num_rows > MAX_ENDS:
-        return None
-    e = np.unique(got.column(0).to_numpy(zero_copy_only=False).astype(np.int64))
-    fn = record_closes_fn(e, lateness, scan.runs)
-    out = checkpoint(narrow.mapInArrow(fn, CLOSES_DDL))
+    folder = None
+    try:
+        source: np.ndarray | str
+        if is_local(str(narrow.sparkSession.sparkContext.master)):
+            folder = tempfile.mkdtemp(prefix="streamcell-ends-")
+            one = ends.repartition(1).sortWithinPartitions(ends.columns[0])
+            action(lambda: one.write.mode("overwrite").parquet(folder))
+            source = folder
+        else:
+            got = action(lambda: ends.limit(MAX_SHIPPED_ENDS + 1).toArrow())
+            if got.num_rows > MAX_SHIPPED_ENDS:
+                return None
+            source = np.unique(got.column(0).to_numpy(zero_copy_only=False).astype(np.int64))
+        fn = record_closes_fn(source, lateness, scan.runs)
+        out = checkpoint(narrow.mapInArrow(fn, CLOSES_DDL))
+    finally:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
     spans = action(lambda: out.filter(F.col("k") != F.lit(0)).collect())
     if {(r["e"], r["o"]) for r in spans if r["k"] == RUN} != {
         (f, x) for f, (x, _) in scan.runs.items()
