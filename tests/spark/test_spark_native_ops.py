@@ -229,22 +229,9 @@ SUMS = pl.DataFrame(
 )
 
 
-@pytest.mark.parametrize("sorted_sums", [True, False], ids=["sorted-sum", "running-sum"])
 @pytest.mark.parametrize("sink", ["table", "parquet"])
-def test_float_sums_first_and_last_of_a_final_table_are_a_group_by_in_arrival_order(
-    monkeypatch, tmp_path, sink, sorted_sums
-):
-    """Both ways to a float sum in arrival order: Spark's ``sum`` over rows sorted by serial
-    (its plan checked to aggregate them in that order) and the running-sum window."""
-    from streamcell.backends.spark import groupby
+def test_float_sums_first_and_last_of_a_final_table_are_a_group_by_in_arrival_order(tmp_path, sink):
     from streamcell.options import RunOptions as Opts
-
-    monkeypatch.setattr(groupby, "SORTED_SUMS", sorted_sums)
-    checked: list[bool] = []
-    check = groupby.sequential_plan
-    monkeypatch.setattr(
-        groupby, "sequential_plan", lambda out: checked.append(check(out)) or checked[-1]
-    )
 
     def plan(where: str) -> sc.Plan:
         agg = (
@@ -271,31 +258,6 @@ def test_float_sums_first_and_last_of_a_final_table_are_a_group_by_in_arrival_or
     # 1e16 + 1.0 rounds back to 1e16: any order other than arrival order gives another sum
     assert a.filter(pl.col("k") == "a")["s"].item() == 0.7
     assert_frame_equal(got.counts(), want.counts())
-    assert checked == ([True] if sorted_sums else [])
-
-
-def test_a_hash_aggregate_over_sorted_rows_is_not_taken_for_an_ordered_sum():
-    """Without ``replaceHashWithSortAgg`` Spark plans a hash aggregate (which may merge partial
-    sums when it runs out of memory): the plan check refuses it, the running sum runs."""
-    from pyspark.sql import functions as F
-
-    from streamcell.backends.spark import groupby
-    from streamcell.backends.spark.session import get_session
-
-    spark = get_session()
-    df = spark.createDataFrame(
-        [(1, 0.5, [0]), (1, 1.5, [1]), (2, 2.0, [2])], "k int, f double, _o array<bigint>"
-    )
-    key = "spark.sql.execution.replaceHashWithSortAgg"
-    rows = df.withColumn(groupby.ORDER, F.col("_o")[0])
-    rows = rows.repartition("k").sortWithinPartitions("k", groupby.ORDER)
-    assert groupby.sequential_plan(rows.groupBy("k").agg(F.sum("f")))
-    assert not groupby.sequential_plan(df.groupBy("k").agg(F.sum("f")))  # no sort: no
-    spark.conf.set(key, "false")
-    try:
-        assert not groupby.sequential_plan(rows.groupBy("k").agg(F.sum("f")))
-    finally:
-        spark.conf.set(key, "true")
 
 
 def test_transfer_runs_native_in_one_partition():

@@ -68,11 +68,6 @@ ORDER = "__sc_order"
 """The column of the row's order key that a running sum's last row is found by."""
 
 
-SORTED_SUMS = True
-"""Whether :func:`aggregate` sums floats by Spark's ``sum`` over sorted rows (read on the
-driver when a plan is lowered; False: always the running-sum window, which the tests also run)."""
-
-
 def aggregate(
     df: Any,
     by: list[Any],
@@ -82,52 +77,8 @@ def aggregate(
     extra: list[Any],
 ) -> Any:
     """``df.groupBy(*by).agg(*agg_columns(...), *extra)``, each float sum the reference's left
-    fold in arrival order. The rows are hash-partitioned on the group and sorted by it and the
-    serial; Spark's sort-based aggregate then adds a group's values one row after another in
-    that order, exactly the reference's fold (:func:`sequential_plan` checks that the planned
-    query does just that: Spark's hash aggregate could fall back to merging partial sums when it
-    runs out of memory). Where it does not (count_distinct's own shuffle, a session without
-    ``replaceHashWithSortAgg``), a running-sum window does it (:func:`grouped`)."""
-    from pyspark.sql import functions as F
-
-    floats = any(_float_sum(a, types) for _, a in aggs)
-    if SORTED_SUMS and floats and not any(a.fn == "count_distinct" for _, a in aggs):
-        rows = df.withColumn(ORDER, F.col("_o")[0] if flat else F.col("_o"))
-        rows = rows.repartition(*by).sortWithinPartitions(*by, ORDER)
-        out = rows.groupBy(*by).agg(*agg_columns(aggs, types, sequential=True), *extra)
-        if sequential_plan(out):
-            return out
+    fold in arrival order (:func:`grouped`)."""
     return grouped(df, by, aggs, types, flat).agg(*agg_columns(aggs, types), *extra)
-
-
-def sequential_plan(out: Any) -> bool:
-    """Whether Spark's plan for ``out`` aggregates rows as :func:`aggregate` sorted them: its
-    first aggregate (from the top) is sort-based, over (through other sort-based ones, code
-    generation and projections) a sort on the serial column, over the exchange."""
-    node = out._jdf.queryExecution().executedPlan()
-
-    def only_child(n: Any) -> Any | None:
-        kids = n.children()
-        return kids.apply(0) if kids.size() == 1 else None
-
-    def name(n: Any) -> str:
-        return str(n.nodeName())
-
-    while node is not None and "Aggregate" not in name(node):
-        node = only_child(node)
-    if node is None or name(node) != "SortAggregate":
-        return False
-    skip = ("SortAggregate", "InputAdapter", "Project")
-    while node is not None and (name(node) in skip or name(node).startswith("WholeStageCodegen")):
-        node = only_child(node)
-    if node is None or name(node) != "Sort" or ORDER not in str(node.toString()).split("\n")[0]:
-        return False
-    below = only_child(node)
-    while below is not None and (
-        name(below) == "InputAdapter" or name(below).startswith("WholeStageCodegen")
-    ):
-        below = only_child(below)
-    return below is not None and name(below) == "Exchange"
 
 
 def grouped(
@@ -174,15 +125,12 @@ def first_order(flat: bool, grouped: bool = False) -> Any:
     return F.min("_o")
 
 
-def agg_columns(
-    aggs: tuple[tuple[str, Any], ...], types: dict[str, Any], sequential: bool = False
-) -> list[Any]:
+def agg_columns(aggs: tuple[tuple[str, Any], ...], types: dict[str, Any]) -> list[Any]:
     """The aggregates as Spark aggregate columns (``exact_aggs`` said they can be). Integer
     sums wrap around at 64 bits as the reference's do; count_distinct counts null as a value,
     as the reference does (and NaN as one value); first / last are the values at the
-    smallest / largest order key (null included, as the reference keeps them). A float sum is
-    Spark's ``sum`` over rows in arrival order (``sequential``: :func:`aggregate`) or read off
-    the running sums of :func:`grouped`."""
+    smallest / largest order key (null included, as the reference keeps them); a float sum is
+    read off the running sums of :func:`grouped`."""
     from pyspark.sql import functions as F
 
     out = []
@@ -204,7 +152,7 @@ def agg_columns(
         elif a.fn == "last":
             e = F.max_by(c, "_o")
         elif _float_sum(a, types):
-            e = _ordered_sum(c, None if sequential else _running(i))
+            e = _ordered_sum(c, _running(i))
         elif a.fn == "sum":
             total = F.sum(c.cast("bigint").cast("decimal(38,0)"))
             wrapped = F.pmod(total + two63, two63 * F.lit(2)) - two63
@@ -216,18 +164,16 @@ def agg_columns(
     return out
 
 
-def _ordered_sum(c: Any, run: str | None) -> Any:
-    """The reference's float sum of ``c``: Spark's ``sum`` over rows in arrival order (``run``
-    None), or the running sum ``run`` of :func:`grouped` at the group's last row; 0.0 when no
-    value is set. Spark's sums start from 0.0 where the reference starts from the first
-    value; the two differ only when every value is -0.0 (``0.0 + -0.0`` is 0.0), which the
-    reference keeps as -0.0."""
+def _ordered_sum(c: Any, run: str) -> Any:
+    """The reference's float sum of ``c`` from the running sums of :func:`grouped`: the one
+    at the group's last row (0.0 when no value is set). Spark's running sum starts from 0.0
+    where the reference starts from the first value; the two differ only when every value is
+    -0.0 (``0.0 + -0.0`` is 0.0), which the reference keeps as -0.0."""
     from pyspark.sql import functions as F
 
     neg_zero = (c == F.lit(0.0)) & c.cast("string").startswith("-")
     only_neg_zeros = (F.count(c) > 0) & (F.count(F.when(~neg_zero, F.lit(1))) == 0)
-    total = F.sum(c) if run is None else F.max_by(F.col(run), F.col(ORDER))
-    last = F.coalesce(total, F.lit(0.0))
+    last = F.coalesce(F.max_by(F.col(run), F.col(ORDER)), F.lit(0.0))
     return F.when(only_neg_zeros, F.lit(-0.0)).otherwise(last)
 
 

@@ -51,8 +51,6 @@ CONF = {
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
     ),
     "spark.sql.adaptive.enabled": "false",
-    # a group sorted by order key is aggregated in that order (float sums: groupby.aggregate)
-    "spark.sql.execution.replaceHashWithSortAgg": "true",
     "spark.driver.memory": os.environ.get("STREAMCELL_SPARK_DRIVER_MEMORY", "2g"),
     "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
 }
