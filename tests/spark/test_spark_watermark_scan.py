@@ -73,11 +73,16 @@ def _frame(spark, o: np.ndarray, t: np.ndarray, layout: str):
     return df
 
 
+LAYOUTS = ["in-order", "reversed", "reversed-in-two", "interleaved", "shuffled"]
+
+
+# the blocked scan shuffles the rows into blocks whatever their layout: two layouts suffice
 @pytest.mark.parametrize(
-    "layout", ["in-order", "reversed", "reversed-in-two", "interleaved", "shuffled"]
+    ("layout", "in_place"),
+    [(x, True) for x in LAYOUTS] + [("in-order", False), ("shuffled", False)],
+    ids=[f"{x}-in-place" for x in LAYOUTS] + ["in-order-blocked", "shuffled-blocked"],
 )
 @pytest.mark.parametrize("lateness", [0, 10, 250])
-@pytest.mark.parametrize("in_place", [True, False], ids=["in-place", "blocked"])
 def test_late_rows_and_marks_equal_the_sequential_scan(monkeypatch, layout, lateness, in_place):
     from streamcell.backends.spark import groupby
     from streamcell.backends.spark.session import get_session
@@ -113,9 +118,11 @@ def test_a_partition_out_of_order_gives_up_the_in_place_scan(monkeypatch):
     assert sorted(late) == _want(o, t, 10)[0]
 
 
-@pytest.mark.parametrize("layout", ["in-order", "reversed", "reversed-in-two", "interleaved"])
+@pytest.mark.parametrize(
+    ("layout", "ends_via"),
+    [(x, "local-file") for x in LAYOUTS[:4]] + [("reversed-in-two", "shipped")],
+)
 @pytest.mark.parametrize("lateness", [0, 10])
-@pytest.mark.parametrize("ends_via", ["local-file", "shipped"])
 def test_window_ends_close_at_the_first_admitted_row_reaching_them(
     monkeypatch, layout, lateness, ends_via
 ):
