@@ -53,9 +53,10 @@ from ..evaluate import RowError, compile_row_expr
 from . import native_ops
 from .expr import NAME, Translator, can_fail, qcol, spark_type
 from .groupby import (
-    aggregate,
+    agg_columns,
     exact_aggs,
     first_order,
+    grouped,
     session_fits,
     sessions,
     tumbling,
@@ -698,7 +699,9 @@ class Lowering:
         types = dict(self.in_schema(s))
         flat = s.inputs[0].step_id in self.flat
         by = [qcol(k) for k in s.keys]
-        out = aggregate(df, by, s.aggs, types, flat, [first_order(flat, grouped=True).alias("_o")])
+        out = grouped(df, by, s.aggs, types, flat).agg(
+            *agg_columns(s.aggs, types), first_order(flat, grouped=True).alias("_o")
+        )
         self.final.add(s.step_id)
         self.unique_on[s.step_id] = tuple(s.keys)
         return out.select(*[qcol(n) for n, _ in self.c.schemas[s.step_id]], "_o")

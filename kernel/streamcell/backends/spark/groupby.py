@@ -68,19 +68,6 @@ ORDER = "__sc_order"
 """The column of the row's order key that a running sum's last row is found by."""
 
 
-def aggregate(
-    df: Any,
-    by: list[Any],
-    aggs: tuple[tuple[str, Any], ...],
-    types: dict[str, Any],
-    flat: bool,
-    extra: list[Any],
-) -> Any:
-    """``df.groupBy(*by).agg(*agg_columns(...), *extra)``, each float sum the reference's left
-    fold in arrival order (:func:`grouped`)."""
-    return grouped(df, by, aggs, types, flat).agg(*agg_columns(aggs, types), *extra)
-
-
 def grouped(
     df: Any,
     by: list[Any],
@@ -239,10 +226,14 @@ def late_scan_fn(
 SCAN_DDL = "`k` tinyint, `o` bigint, `hi` bigint, `lo` bigint"
 
 
+def _kind_batch(names: list[str], k: np.ndarray, *cols: np.ndarray) -> pa.RecordBatch:
+    """A batch of a scan's output rows: their kind ``k`` (tinyint) and long columns."""
+    arrays = [pa.array(np.asarray(k).astype(np.int8)), *(pa.array(c) for c in cols)]
+    return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
 def _scan_batch(k: np.ndarray, o: np.ndarray, hi: np.ndarray, lo: np.ndarray) -> pa.RecordBatch:
-    return pa.RecordBatch.from_arrays(
-        [pa.array(k), pa.array(o), pa.array(hi), pa.array(lo)], names=["k", "o", "hi", "lo"]
-    )
+    return _kind_batch(["k", "o", "hi", "lo"], k, o, hi, lo)
 
 
 SCAN_IN_PLACE = True
@@ -487,9 +478,7 @@ CLOSES_DDL = "`k` tinyint, `e` bigint, `o` bigint"
 
 
 def _closes_batch(k: np.ndarray, e: np.ndarray, o: np.ndarray) -> pa.RecordBatch:
-    return pa.RecordBatch.from_arrays(
-        [pa.array(k.astype(np.int8)), pa.array(e), pa.array(o)], names=["k", "e", "o"]
-    )
+    return _kind_batch(["k", "e", "o"], k, e, o)
 
 
 @functools.lru_cache(maxsize=2)
@@ -562,10 +551,7 @@ def _in_place_batch(rows: list[tuple[int, int, int, int, int]]) -> pa.RecordBatc
 
 
 def _in_place_columns(*cols: np.ndarray) -> pa.RecordBatch:
-    k, *rest = cols
-    return pa.RecordBatch.from_arrays(
-        [pa.array(k.astype(np.int8)), *map(pa.array, rest)], names=["k", "o", "x", "hi", "lo"]
-    )
+    return _kind_batch(["k", "o", "x", "hi", "lo"], *cols)
 
 
 def in_place_scan(
@@ -624,7 +610,6 @@ __all__ = [
     "BLOCK",
     "FNS",
     "agg_columns",
-    "aggregate",
     "exact_aggs",
     "session_fits",
     "sessions",
@@ -680,14 +665,11 @@ def tumbling(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
     t = F.col("_t")
     start = t - F.pmod(t, F.lit(size))
     by = [qcol(k) for k in s.keys] + [F.col("_ws")]
-    wins = aggregate(
-        admitted.withColumn("_ws", start),
-        by,
-        s.aggs,
-        types,
-        True,
-        [first_order(True, grouped=True).alias("_wq")],
-    ).withColumn("_we", F.col("_ws") + F.lit(size))
+    wins = (
+        grouped(admitted.withColumn("_ws", start), by, s.aggs, types, True)
+        .agg(*agg_columns(s.aggs, types), first_order(True, grouped=True).alias("_wq"))
+        .withColumn("_we", F.col("_ws") + F.lit(size))
+    )
     # the largest window end each admitted row's watermark reaches, and its first such row
     if found is not None:  # the watermark scan found them on its way
         marks = low.spark.createDataFrame(
@@ -718,7 +700,8 @@ def _admitted(
 ) -> tuple[Any, Callable[[Any], Any], Admitted]:
     """The rows of a window step that the reference admits (``_t``: their ticks), after
     filing the dead ones (null time) and the late ones (:func:`late_serials`); the scan
-    (with the marks of the admitted rows by ``mark_size`` where it found them); and the function that turns the step's windows (``_ws``, ``_we``, ``_wq``, ``close``, the
+    (with the marks of the admitted rows by ``mark_size`` where it found them); and the
+    function that turns the step's windows (``_ws``, ``_we``, ``_wq``, ``close``, the
     aggregates) into its output rows with their order keys and files its counters."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
@@ -859,12 +842,16 @@ def sessions(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
     cut = F.when((t - F.lag(t).over(by_time)) >= F.lit(gap), 1).otherwise(0)
     upto = by_time.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     rows = admitted.withColumn("_sid", F.sum(cut).over(upto))
-    extra = [
-        first_order(True, grouped=True).alias("_wq"),
-        F.min(t).alias("_ws"),
-        (F.max(t) + F.lit(gap)).alias("_we"),
-    ]
-    wins = aggregate(rows, [*keys, F.col("_sid")], s.aggs, types, True, extra).drop("_sid")
+    wins = (
+        grouped(rows, [*keys, F.col("_sid")], s.aggs, types, True)
+        .agg(
+            *agg_columns(s.aggs, types),
+            first_order(True, grouped=True).alias("_wq"),
+            F.min(t).alias("_ws"),
+            (F.max(t) + F.lit(gap)).alias("_we"),
+        )
+        .drop("_sid")
+    )
     wins = low.checkpoint(wins)  # one row per session: the ends below come from it
     ends = wins.select(F.col("_we").alias("v")).distinct()
     found = record_closes(seen.narrow, ends, lateness, seen.scan, low.action, low.checkpoint)
