@@ -596,13 +596,29 @@ def plain_batches(
       the others are BadRows with the reason (wrong type, missing column).
     """
     target = pa.schema([(n, to_arrow(t)) for n, t in schema])
+    plain = _already_plain(first)  # once: the frame's chunks share this schema
     base = 0
     for b in batches:
         if b.schema.equals(first):
-            yield from _split_bad(_plain_batch(b), _too_big(b), base, label)
+            if plain:
+                if b.num_rows:
+                    yield b
+            else:
+                yield from _split_bad(_plain_batch(b), _too_big(b), base, label)
         else:
             yield from _refit(b, schema, target, base)
         base += b.num_rows
+
+
+def _already_plain(schema: pa.Schema) -> bool:
+    """Whether batches of ``schema`` pass :func:`_plain_batch` and :func:`_too_big` as they
+    are: no dictionary, fixed-size list or UInt64 column."""
+    return not any(
+        pa.types.is_dictionary(f.type)
+        or pa.types.is_fixed_size_list(f.type)
+        or f.type == pa.uint64()
+        for f in schema
+    )
 
 
 def _plain_batch(b: pa.RecordBatch) -> pa.RecordBatch:
@@ -682,12 +698,33 @@ def _refit(
         yield pa.RecordBatch.from_pylist(good, schema=target)
 
 
-def _polars_arrow(df: Any) -> pa.Table:
-    """A Polars frame in its own layout (strings as string_view), chunk by chunk, zero-copy:
-    its __arrow_c_stream__ would first rechunk the frame into one (a copy of every row)."""
+POLARS_SLICE_ROWS = 65_536  # a Polars frame is exported a slice of whole chunks at a time
+
+
+def _polars_schema(df: Any) -> pa.Schema:
+    """The Arrow schema of a Polars frame in its own layout (strings as string_view)."""
     import polars as pl
 
-    return df.to_arrow(compat_level=pl.CompatLevel.newest())  # type: ignore[no-any-return]
+    return df.head(0).to_arrow(compat_level=pl.CompatLevel.newest()).schema  # type: ignore[no-any-return]
+
+
+def _polars_batches(df: Any) -> Iterator[pa.RecordBatch]:
+    """A Polars frame in its own layout (strings as string_view), zero-copy, as it is read:
+    a slice of whole chunks (at least POLARS_SLICE_ROWS rows) at a time. Its
+    __arrow_c_stream__ would first rechunk the frame into one (a copy of every row), and one
+    export of the whole frame (~6 us per chunk and column) would delay the first row."""
+    import polars as pl
+
+    newest = pl.CompatLevel.newest()
+    n = df.height
+    lengths = df.to_series(0).chunk_lengths() if df.width else [n]
+    start = end = 0
+    for m in lengths:
+        end += m
+        if end - start < POLARS_SLICE_ROWS and end < n:
+            continue
+        yield from df.slice(start, end - start).to_arrow(compat_level=newest).to_batches()
+        start = end
 
 
 def _is_polars_frame(o: Any) -> bool:
@@ -704,10 +741,9 @@ class ArrowReader(Reader):
         self.never_waits = not isinstance(obj, pa.RecordBatchReader) and not hasattr(
             obj, "__next__"
         )
-        # a Polars frame is exported once (~6 us per chunk and column): the table that gave
-        # the schema is the one the first read reads
-        self._table: pa.Table | None = _polars_arrow(obj) if _is_polars_frame(obj) else None
-        self._first = self._table.schema if self._table is not None else self._reader().schema
+        # a Polars frame is exported as it is read (_polars_batches), not here: the schema is
+        # that of an empty slice
+        self._first = _polars_schema(obj) if _is_polars_frame(obj) else self._reader().schema
         self.schema = schema_from_arrow(self._first)
         self._used = False
 
@@ -718,8 +754,7 @@ class ArrowReader(Reader):
         if isinstance(o, pa.Table):
             return o.to_reader()
         if _is_polars_frame(o):
-            t, self._table = self._table, None
-            return (t if t is not None else _polars_arrow(o)).to_reader()
+            return pa.RecordBatchReader.from_batches(self._first, _polars_batches(o))
         # anything else through the C stream interface, zero-copy
         return pa.RecordBatchReader.from_stream(o)
 

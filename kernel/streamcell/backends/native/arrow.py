@@ -5,6 +5,7 @@ types the runtime reads.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import polars as pl
@@ -108,9 +109,16 @@ def stream_frame(batches: Any, schema: Schema) -> pl.DataFrame:
 
 def _named(df: pl.DataFrame, schema: Schema) -> pl.DataFrame:
     """A frame read from a C stream (columns c0, c1, ...) with ``schema``'s names and types."""
-    df.columns = [n for n, _ in schema]
-    want = polars_schema(schema)
-    return df if df.schema == want else df.cast(want)  # type: ignore[arg-type]
+    names, want = _polars_target(schema)
+    df.columns = names
+    return df if df.dtypes == want else df.cast(dict(zip(names, want)))  # type: ignore[arg-type]
+
+
+@functools.lru_cache(maxsize=256)
+def _polars_target(schema: Schema) -> tuple[list[str], list[pl.DataType]]:
+    """``schema``'s column names and Polars types (once per schema: a run builds a frame per
+    few hundred thousand rows, each checked against them)."""
+    return [n for n, _ in schema], list(polars_schema(schema).values())
 
 
 class _CStream:
@@ -125,23 +133,35 @@ class _CStream:
         return self.tbl.__arrow_c_stream__(requested_schema)
 
 
-def _conform_batch(b: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
-    if b.schema.equals(target):
+def _conform_batch(b: pa.RecordBatch, target: pa.Schema, plan: Any = False) -> pa.RecordBatch:
+    """``b`` with the column types the runtime reads for ``target``: each column as it is
+    where the runtime reads it so, else cast. ``plan``: :func:`_conform_plan` of ``b``'s
+    schema, when the caller keeps it (a frame's chunks share one schema, and checking each
+    column of every chunk costs more than the runtime's import of it)."""
+    if plan is False:
+        plan = _conform_plan(b.schema, target)
+    if plan is None:
         return b
-    arrays = []
-    for k, f in enumerate(target):
-        a = b.column(k)
-        if f.type == pa.large_string() and a.type in (pa.string(), pa.string_view()):
-            arrays.append(a)  # read as is (u / vu)
-            continue
-        if pa.types.is_timestamp(a.type) and pa.types.is_timestamp(f.type) and a.type.unit == "us":
-            arrays.append(a)
-            continue
-        if pa.types.is_large_list(f.type) and _list_readable(a.type, f.type.value_type):
-            arrays.append(a)  # read as is (+l / +L with a child the runtime reads)
-            continue
-        arrays.append(a.cast(f.type))
+    arrays = [b.column(k) if t is None else b.column(k).cast(t) for k, t in enumerate(plan)]
     return pa.RecordBatch.from_arrays(arrays, names=target.names)
+
+
+def _conform_plan(have: pa.Schema, target: pa.Schema) -> tuple[pa.DataType | None, ...] | None:
+    """Per column of ``target``: None where the column of ``have`` is read as it is, else the
+    type to cast it to; None for the whole when every column is read as it is."""
+    plan: list[pa.DataType | None] = []
+    for f, h in zip(target, have):
+        t = h.type
+        as_is = (
+            t == f.type
+            or (f.type == pa.large_string() and t in (pa.string(), pa.string_view()))  # u / vu
+            or (pa.types.is_timestamp(t) and pa.types.is_timestamp(f.type) and t.unit == "us")
+            or (pa.types.is_large_list(f.type) and _list_readable(t, f.type.value_type))
+        )
+        plan.append(None if as_is else f.type)
+    if len(have) == len(target) and all(x is None for x in plan):
+        return None
+    return tuple(plan)
 
 
 def _list_readable(t: pa.DataType, value: pa.DataType) -> bool:

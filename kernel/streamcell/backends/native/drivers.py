@@ -19,7 +19,7 @@ from ...options import RunOptions
 from ...sources import BadRow, locate_serial, merged_serials, row_batches
 from ..evaluate import RowError, compile_row_expr
 from ..pacing import TokenBucket
-from .arrow import _arrow_target, _conform_batch, to_frame
+from .arrow import _arrow_target, _conform_batch, _conform_plan, to_frame
 from .lowering import lower, tagged_schema, untag_row
 from .program import PHASES, build
 from .sinks import _SinkOut
@@ -118,8 +118,15 @@ class Driver:
         target = _arrow_target(self.c.schemas[s.step_id])
         batches = reader.arrow_batches()
         if batches is not None:
+            have, plan = None, None
             for b in batches:
-                yield b if isinstance(b, BadRow) else _conform_batch(b, target)
+                if isinstance(b, BadRow):
+                    yield b
+                    continue
+                if have is None or not b.schema.equals(have):  # worked out once per schema
+                    have = b.schema
+                    plan = _conform_plan(have, target)
+                yield _conform_batch(b, target, plan)
             return
         yield from row_batches(reader.rows(), target, 4096, self.env.should_stop)
 
