@@ -126,11 +126,15 @@ static void values64(sc_column *c, const void *buf, int64_t start, int64_t n, sc
 }
 
 /* A "vu" column's rows [start, start + n) taken as they are (views column, borrowed) when every
- * string is inline: the views then need none of the array's data buffers. */
+ * string is inline: the views then need none of the array's data buffers. An array without
+ * data buffers (buffers: validity, views, variadic sizes) and without nulls has only inline
+ * strings by construction, and its views are not read one by one here (a pass over 16 bytes
+ * a row); with nulls they are, a null's view being undefined in the format. */
 static bool borrow_views(sc_column *c, const struct ArrowArray *a, int64_t start, int64_t n) {
     if (a->n_buffers < 2 || !a->buffers[1] || n <= 0) return false;
     const uint8_t *v = (const uint8_t *)a->buffers[1] + 16 * start;
-    for (int64_t r = 0; r < n; r++) {
+    bool inline_only = a->n_buffers <= 3 && a->null_count == 0;
+    for (int64_t r = 0; !inline_only && r < n; r++) {
         int32_t len;
         memcpy(&len, v + 16 * r, 4);
         if (len < 0 || len > 12) return false;
