@@ -1345,6 +1345,28 @@ cdef class Program:
             return None
         return _export(joined, &sch.s)
 
+    def dag_take_batches(self, int sink, int64_t max_rows=65536):
+        """As :meth:`dag_take`, the joined batch kept in C (an ``OutBatches``, read by Polars
+        as one Arrow C stream: no pyarrow object); None when none is waiting."""
+        cdef _Schema sch = self.sink_schemas[sink]
+        cdef sc_batch *b = NULL
+        cdef sc_batch *joined = NULL
+        cdef sc_batch_list parts
+        cdef int rc2 = SC_OK
+        memset(&parts, 0, sizeof(parts))
+        with nogil:
+            while rc2 == SC_OK and parts.rows < max_rows and sc_dag_take(self.d, sink, &b) == SC_OK:
+                rc2 = sc_batch_list_add(&parts, b)
+            rc2 = _join(&parts, &sch.s, &joined, rc2)
+            if rc2 == SC_OK and joined != NULL:
+                rc2 = sc_batch_list_add(&parts, joined)  # releases it on ENOMEM
+        check_status(rc2, "dag take")
+        if parts.n == 0:
+            return None
+        out = OutBatches(sch)
+        out._absorb(&parts)
+        return out
+
     def dag_wait(self, int64_t timeout_ns):
         """1 once the end-of-stream phase is done, 0 otherwise (after waiting up to
         ``timeout_ns`` for an output), CLOSED when stopped or failed."""

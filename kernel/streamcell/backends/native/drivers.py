@@ -466,7 +466,7 @@ class DagDriver(Driver):
         self.sources = [x.source for x in verts if x.source is not None]
         self.source = self.sources[0]
         self.outs = [
-            _SinkOut(self.env, x.sink, self.c.schemas[x.sink.inputs[0].step_id])
+            _SinkOut(self.env, x.sink, self.c.schemas[x.sink.inputs[0].step_id], takes=True)
             for x in verts
             if x.sink is not None
         ]
@@ -647,6 +647,12 @@ class DagDriver(Driver):
                 self.env.counters[o.sink.step_id].rows_in += prog.dag_discard(k)
                 continue
             while True:
+                if o.direct:  # kept in C until the frame is built (one Arrow C stream)
+                    ob = prog.dag_take_batches(k)
+                    if ob is None:
+                        break
+                    o.write_batches(ob)
+                    continue
                 rb = prog.dag_take(k)
                 if rb is None:
                     break
