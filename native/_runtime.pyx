@@ -1345,26 +1345,44 @@ cdef class Program:
             return None
         return _export(joined, &sch.s)
 
-    def dag_take_batches(self, int sink, int64_t max_rows=65536):
-        """As :meth:`dag_take`, the joined batch kept in C (an ``OutBatches``, read by Polars
-        as one Arrow C stream: no pyarrow object); None when none is waiting."""
+    def dag_take_batches(self, int sink, int64_t max_rows=65536, int64_t join_below=4096):
+        """The output batches of sink queue ``sink`` waiting now (up to about ``max_rows``
+        rows), kept in C (an ``OutBatches``, read by Polars as one Arrow C stream: no pyarrow
+        object); None when none is waiting. Batches of ``join_below`` rows or more pass as
+        they are; each run of smaller ones is joined into one (a frame of many tiny chunks
+        would cost every later query)."""
         cdef _Schema sch = self.sink_schemas[sink]
         cdef sc_batch *b = NULL
         cdef sc_batch *joined = NULL
-        cdef sc_batch_list parts
+        cdef sc_batch_list small, parts
         cdef int rc2 = SC_OK
+        cdef int64_t rows = 0
+        memset(&small, 0, sizeof(small))
         memset(&parts, 0, sizeof(parts))
         with nogil:
-            while rc2 == SC_OK and parts.rows < max_rows and sc_dag_take(self.d, sink, &b) == SC_OK:
-                rc2 = sc_batch_list_add(&parts, b)
-            rc2 = _join(&parts, &sch.s, &joined, rc2)
-            if rc2 == SC_OK and joined != NULL:
-                rc2 = sc_batch_list_add(&parts, joined)  # releases it on ENOMEM
-        check_status(rc2, "dag take")
-        if parts.n == 0:
-            return None
+            while rc2 == SC_OK and rows < max_rows and sc_dag_take(self.d, sink, &b) == SC_OK:
+                rows += b.nrows
+                if b.nrows < join_below:
+                    rc2 = sc_batch_list_add(&small, b)
+                    continue
+                if small.n:  # the small ones before it, joined, first
+                    rc2 = _join(&small, &sch.s, &joined, rc2)
+                    if rc2 == SC_OK and joined != NULL:
+                        rc2 = sc_batch_list_add(&parts, joined)  # releases it on ENOMEM
+                    joined = NULL
+                if rc2 == SC_OK:
+                    rc2 = sc_batch_list_add(&parts, b)
+                else:
+                    sc_batch_release(b)
+            if small.n:
+                rc2 = _join(&small, &sch.s, &joined, rc2)
+                if rc2 == SC_OK and joined != NULL:
+                    rc2 = sc_batch_list_add(&parts, joined)
         out = OutBatches(sch)
-        out._absorb(&parts)
+        out._absorb(&parts)  # owns them now, also on the error below
+        check_status(rc2, "dag take")
+        if out.nbatches == 0:
+            return None
         return out
 
     def dag_wait(self, int64_t timeout_ns):

@@ -243,6 +243,51 @@ static int64_t chain_rows(const sc_batch *b) {
 
 /* One batch of every port's rows in arrival order (seq, then port), through the map: first
  * the merge order (which port, batch and row each output row copies), then column by column. */
+/* One int64 / double column of the merged batch: row r is the next row of port rp[r]'s chain
+ * (each port's rows are taken in order), so a cursor per port walks its chain and keeps its
+ * current batch's values and validity at hand: no per-row lookup of the source batch, and no
+ * validity read where the source column has no nulls. */
+static void merge_fixed(const dag_vertex *x, sc_batch **in, const uint32_t *rp, int64_t total, int32_t c,
+                        sc_batch *ob) {
+    enum { MAXP = SC_DAG_MAX_VERTICES };
+    const sc_batch *cur[MAXP];
+    const int64_t *vals[MAXP];
+    const uint8_t *valid[MAXP]; /* NULL: no nulls in the current batch's column (or no column) */
+    int64_t row[MAXP];
+    int32_t col[MAXP];
+    uint32_t nin = x->nin, nc = (uint32_t)x->merged.ncols;
+    int64_t *dv = ob->cols[c].values;
+    for (uint32_t p = 0; p < nin; p++) {
+        col[p] = x->map[(size_t)p * nc + (size_t)c];
+        vals[p] = NULL;
+        valid[p] = NULL;
+        cur[p] = in[p];
+        while (cur[p] && cur[p]->nrows == 0) cur[p] = cur[p]->next;
+        row[p] = 0;
+        if (cur[p] && col[p] >= 0) {
+            const sc_column *sc = &cur[p]->cols[col[p]];
+            vals[p] = sc->values;
+            valid[p] = sc->null_count ? sc->validity : NULL;
+        }
+    }
+    for (int64_t r = 0; r < total; r++) {
+        uint32_t p = rp[r];
+        int64_t i = row[p];
+        if (col[p] < 0 || (valid[p] && !sc_bit_get(valid[p], i))) sc_batch_set_null(ob, c, r);
+        else dv[r] = vals[p][i];
+        if (++row[p] >= cur[p]->nrows) { /* the port's next batch */
+            row[p] = 0;
+            do cur[p] = cur[p]->next;
+            while (cur[p] && cur[p]->nrows == 0);
+            if (cur[p] && col[p] >= 0) {
+                const sc_column *sc = &cur[p]->cols[col[p]];
+                vals[p] = sc->values;
+                valid[p] = sc->null_count ? sc->validity : NULL;
+            }
+        }
+    }
+}
+
 static int merge_ports(dag_vertex *x, sc_batch **in, sc_batch **out) {
     *out = NULL;
     int64_t total = 0;
@@ -288,6 +333,10 @@ static int merge_ports(dag_vertex *x, sc_batch **in, sc_batch **out) {
             continue;
         }
         sc_col_type t = ob->cols[c].type;
+        if (t == SC_COL_INT64 || t == SC_COL_DOUBLE) {
+            merge_fixed(x, in, rp, total, c, ob);
+            continue;
+        }
         for (int64_t r = 0; !rc && r < total; r++) {
             int32_t m = x->map[(size_t)rp[r] * (size_t)nc + (size_t)c];
             const sc_column *sc = m < 0 ? NULL : &rb[r]->cols[m];
