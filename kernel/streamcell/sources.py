@@ -742,7 +742,10 @@ class ArrowReader(Reader):
             obj, "__next__"
         )
         # a Polars frame is exported as it is read (_polars_batches), not here: the schema is
-        # that of an empty slice
+        # that of an empty slice, and the first read reads the frame as it was now (a clone
+        # shares its buffers: changing the frame in place later, a rename or an extend, does
+        # not change what the run reads)
+        self._snap = obj.clone() if _is_polars_frame(obj) else None
         self._first = _polars_schema(obj) if _is_polars_frame(obj) else self._reader().schema
         self.schema = schema_from_arrow(self._first)
         self._used = False
@@ -754,7 +757,8 @@ class ArrowReader(Reader):
         if isinstance(o, pa.Table):
             return o.to_reader()
         if _is_polars_frame(o):
-            return pa.RecordBatchReader.from_batches(self._first, _polars_batches(o))
+            df, self._snap = (self._snap if self._snap is not None else o), None
+            return pa.RecordBatchReader.from_batches(self._first, _polars_batches(df))
         # anything else through the C stream interface, zero-copy
         return pa.RecordBatchReader.from_stream(o)
 

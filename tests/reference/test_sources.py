@@ -263,6 +263,19 @@ def test_a_polars_frame_of_several_chunks_is_read_chunk_by_chunk(engine):
     assert df.n_chunks() == 3
 
 
+def test_a_polars_frame_changed_in_place_after_the_source_opened_is_read_as_it_was():
+    """The source reads the frame as it was when it opened (the start of a run), whatever the
+    notebook does to it in place meanwhile (a rename, an extend): the frame is exported as it
+    is read, from a clone taken at open, which shares its buffers."""
+    df = pl.DataFrame({"a": [1, 2, 3]})
+    reader = ArrowReader(df, "src")
+    df.columns = ["b"]
+    df.extend(pl.DataFrame({"b": [4]}))
+    batches = list(reader.arrow_batches())
+    assert [type(b).__name__ for b in batches] == ["RecordBatch"]
+    assert batches[0].column_names == ["a"] and batches[0].column(0).to_pylist() == [1, 2, 3]
+
+
 def test_arrow_table(engine):
     got = table(sc.source(TYPED.to_arrow()).plan(), engine.options)
     assert_frame_equal(got, TYPED)
