@@ -746,7 +746,9 @@ class ArrowReader(Reader):
         # shares its buffers: changing the frame in place later, a rename or an extend, does
         # not change what the run reads)
         self._snap = obj.clone() if _is_polars_frame(obj) else None
-        self._first = _polars_schema(obj) if _is_polars_frame(obj) else self._reader().schema
+        self._first = (
+            _polars_schema(self._snap) if self._snap is not None else self._reader().schema
+        )
         self.schema = schema_from_arrow(self._first)
         self._used = False
 

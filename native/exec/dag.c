@@ -241,8 +241,18 @@ static int64_t chain_rows(const sc_batch *b) {
     return n;
 }
 
-/* One batch of every port's rows in arrival order (seq, then port), through the map: first
- * the merge order (which port, batch and row each output row copies), then column by column. */
+/* Port p's cursor at its chain's first batch with rows from cur[p] on (NULL: none left), with
+ * that batch's values and validity of column col[p] (validity NULL when it has no nulls). */
+static void port_batch(const sc_batch **cur, const int64_t **vals, const uint8_t **valid, const int32_t *col,
+                       uint32_t p) {
+    while (cur[p] && cur[p]->nrows == 0) cur[p] = cur[p]->next;
+    if (cur[p] && col[p] >= 0) {
+        const sc_column *sc = &cur[p]->cols[col[p]];
+        vals[p] = sc->values;
+        valid[p] = sc->null_count ? sc->validity : NULL;
+    }
+}
+
 /* One int64 / double column of the merged batch: row r is the next row of port rp[r]'s chain
  * (each port's rows are taken in order), so a cursor per port walks its chain and keeps its
  * current batch's values and validity at hand: no per-row lookup of the source batch, and no
@@ -262,13 +272,8 @@ static void merge_fixed(const dag_vertex *x, sc_batch **in, const uint32_t *rp, 
         vals[p] = NULL;
         valid[p] = NULL;
         cur[p] = in[p];
-        while (cur[p] && cur[p]->nrows == 0) cur[p] = cur[p]->next;
         row[p] = 0;
-        if (cur[p] && col[p] >= 0) {
-            const sc_column *sc = &cur[p]->cols[col[p]];
-            vals[p] = sc->values;
-            valid[p] = sc->null_count ? sc->validity : NULL;
-        }
+        port_batch(cur, vals, valid, col, p);
     }
     for (int64_t r = 0; r < total; r++) {
         uint32_t p = rp[r];
@@ -277,16 +282,14 @@ static void merge_fixed(const dag_vertex *x, sc_batch **in, const uint32_t *rp, 
         else dv[r] = vals[p][i];
         if (++row[p] >= cur[p]->nrows) { /* the port's next batch */
             row[p] = 0;
-            do cur[p] = cur[p]->next;
-            while (cur[p] && cur[p]->nrows == 0);
-            if (cur[p] && col[p] >= 0) {
-                const sc_column *sc = &cur[p]->cols[col[p]];
-                vals[p] = sc->values;
-                valid[p] = sc->null_count ? sc->validity : NULL;
-            }
+            cur[p] = cur[p]->next;
+            port_batch(cur, vals, valid, col, p);
         }
     }
 }
+
+/* One batch of every port's rows in arrival order (seq, then port), through the map: first
+ * the merge order (which port, batch and row each output row copies), then column by column. */
 
 static int merge_ports(dag_vertex *x, sc_batch **in, sc_batch **out) {
     *out = NULL;

@@ -133,13 +133,12 @@ class _CStream:
         return self.tbl.__arrow_c_stream__(requested_schema)
 
 
-def _conform_batch(b: pa.RecordBatch, target: pa.Schema, plan: Any = False) -> pa.RecordBatch:
-    """``b`` with the column types the runtime reads for ``target``: each column as it is
-    where the runtime reads it so, else cast. ``plan``: :func:`_conform_plan` of ``b``'s
-    schema, when the caller keeps it (a frame's chunks share one schema, and checking each
-    column of every chunk costs more than the runtime's import of it)."""
-    if plan is False:
-        plan = _conform_plan(b.schema, target)
+def _conform_batch(
+    b: pa.RecordBatch, target: pa.Schema, plan: tuple[pa.DataType | None, ...] | None
+) -> pa.RecordBatch:
+    """``b`` with the column types the runtime reads for ``target``, by ``plan``: the
+    :func:`_conform_plan` of ``b``'s schema, which the caller keeps (a frame's chunks share one
+    schema, and checking each column of every chunk costs more than the runtime's import)."""
     if plan is None:
         return b
     arrays = [b.column(k) if t is None else b.column(k).cast(t) for k, t in enumerate(plan)]

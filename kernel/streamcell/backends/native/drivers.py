@@ -646,17 +646,12 @@ class DagDriver(Driver):
             if o.sink.target == "none":  # dropped rows are only counted
                 self.env.counters[o.sink.step_id].rows_in += prog.dag_discard(k)
                 continue
-            while True:
-                if o.direct:  # kept in C until the frame is built (one Arrow C stream)
-                    ob = prog.dag_take_batches(k)
-                    if ob is None:
-                        break
-                    o.write_batches(ob)
-                    continue
-                rb = prog.dag_take(k)
-                if rb is None:
-                    break
-                o.write(rb)
+            # a direct sink's batches stay in C until its frame is built (one Arrow C stream)
+            take, write = (
+                (prog.dag_take_batches, o.write_batches) if o.direct else (prog.dag_take, o.write)
+            )
+            while (got := take(k)) is not None:
+                write(got)
         self._periodic(prog)
 
     def _flush_all(self) -> None:
