@@ -581,8 +581,11 @@ int sc_op_late(sc_op_base *b, const sc_batch *in, int64_t row) {
 }
 
 int sc_op_new_out(sc_op_base *b, const sc_batch *in, sc_batch **out) {
-    int64_t cap = in && in->nrows > b->capacity ? in->nrows : b->capacity;
-    int rc = sc_batch_new(out, &b->out, cap);
+    return sc_op_new_out_rows(b, in, in && in->nrows > b->capacity ? in->nrows : b->capacity, out);
+}
+
+int sc_op_new_out_rows(sc_op_base *b, const sc_batch *in, int64_t cap, sc_batch **out) {
+    int rc = sc_batch_new(out, &b->out, cap > 0 ? cap : 1);
     if (rc) return rc;
     if (in) {
         (*out)->serial = in->serial;

@@ -218,6 +218,8 @@ int sc_op_late(sc_op_base *b, const sc_batch *in, int64_t row);
 /* New output batch of the op's output schema, header copied from `in` (serial, first_row,
  * marker are the pool's; part/group copied). */
 int sc_op_new_out(sc_op_base *b, const sc_batch *in, sc_batch **out);
+/* as sc_op_new_out, with room for exactly `cap` rows */
+int sc_op_new_out_rows(sc_op_base *b, const sc_batch *in, int64_t cap, sc_batch **out);
 /* An operator that keeps nothing at end of stream forwards the eos batch (which must have
  * no rows: SC_EINVAL, and `in` released, otherwise). */
 static inline int sc_forward_eos(sc_batch *in, sc_batch **out) {

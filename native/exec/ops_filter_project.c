@@ -554,7 +554,12 @@ static int fused_output(fused_st *st, fview *w, sc_batch *in, sc_batch **out) {
     *out = NULL;
     if (w->nsel == 0) return SC_OK;
     sc_batch *o = NULL;
-    int rc = sc_op_new_out(last, in, &o);
+    /* The output's capacity: that of the scratch batches whose columns it takes when it
+     * keeps every row of the view, of a batch otherwise. One its rows would fill less than
+     * half of (a paced source's small batches) holds exactly its rows instead: the sink then
+     * queues it as it is rather than copy it into a chunk (exec/program.c, sink_passes). */
+    int64_t cap = w->nsel == w->n ? s->cap : in->nrows > last->capacity ? in->nrows : last->capacity;
+    int rc = sc_op_new_out_rows(last, in, 2 * w->nsel < cap ? w->nsel : cap, &o);
     if (rc) return rc;
     if (w->nsel == w->n) { /* every row of the view: move each column its owner gives up */
         for (int32_t k = 0; !rc && k < nc; k++) {
@@ -571,7 +576,9 @@ static int fused_output(fused_st *st, fview *w, sc_batch *in, sc_batch **out) {
         }
     } else {
         int64_t k = sc_sel_from_mask(s->keep, w->n, s->sel);
-        rc = sc_sel_compress_cols(o->cols, s->view, nc, s->keep, w->n, s->sel, k, true);
+        /* compressing by the mask stores whole lanes past row k: only into room for the view */
+        rc = o->capacity >= w->n ? sc_sel_compress_cols(o->cols, s->view, nc, s->keep, w->n, s->sel, k, true)
+                                 : sc_sel_gather_cols(o->cols, s->view, nc, s->sel, k, true);
     }
     if (rc) {
         sc_batch_release(o);

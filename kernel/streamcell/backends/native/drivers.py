@@ -20,13 +20,12 @@ from ...sources import BadRow, locate_serial, merged_serials, row_batches
 from ..evaluate import RowError, compile_row_expr
 from ..pacing import TokenBucket
 from .arrow import _arrow_target, _conform_batch, _conform_plan, to_frame
-from .lowering import lower, tagged_schema, untag_row
+from .lowering import lower, paced_rows, tagged_schema, untag_row
 from .program import PHASES, build
 from .sinks import _SinkOut
 
 CHUNK = 8  # phases the DAG driver reads and pushes per call (it takes outputs between)
 PUSH_ROWS = 65_536  # rows per push call (stop / pause / drain are checked between)
-PACED_BATCH_S = 0.0002  # a throttled source pushes what is due at least this often
 DAG_PHASE_ROUNDS = 1024
 
 
@@ -211,7 +210,7 @@ class Driver:
                     return False
                 if rate:
                     # paced in C: each batch_size slice is pushed when its rows are due; a
-                    # slower stream pushes what is due at least every PACED_BATCH_S: a batch
+                    # slower stream pushes what is due at least every PACED_BATCH_S (lowering.py): a batch
                     # then takes tens of microseconds to run, its rows' latency. One call
                     # covers at most ~20 ms and 32 batches and returns once the output queue
                     # is a quarter full, so stop / pause stay prompt and the driver drains
@@ -219,7 +218,7 @@ class Driver:
                     # schedule's origin comes from the token bucket: after a pause or a stall
                     # it restarts from now, a cap, not a quota to catch up on
                     assert bucket is not None
-                    b = min(bs, max(1, int(rate * PACED_BATCH_S)))
+                    b = paced_rows(rate, bs)
                     m = min(n - off, max(1, int(rate * 0.02)), 32 * b)
                     bucket.due(seq)
                     t0 = int(bucket.origin * 1e9)

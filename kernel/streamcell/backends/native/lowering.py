@@ -302,10 +302,22 @@ def _agg_args(
     return out, specs, False
 
 
+PACED_BATCH_S = 0.0002
+"""A throttled source pushes what is due at least this often (seconds)."""
+
+
+def paced_rows(rate: float, batch_size: int) -> int:
+    """Rows per batch of a source throttled to ``rate`` rows/s: what is due every
+    :data:`PACED_BATCH_S`, at most ``batch_size``."""
+    return min(batch_size, max(1, int(rate * PACED_BATCH_S)))
+
+
 def lower(c: Compiled, options: RunOptions) -> Lowered:  # noqa: C901 - one dispatch per step
     steps = list(c.plan.steps)
-    cap = options.batch_size
     source = next(s for s in steps if isinstance(s, P.Source))
+    # operators size their batches for what arrives: a paced source's batches are small, and
+    # outputs that fill their batches pass to the sink without a copy (exec/program.c)
+    cap = paced_rows(source.rate, options.batch_size) if source.rate else options.batch_size
     sink = next(s for s in steps if isinstance(s, P.Sink))
     low = Lowered(len(steps), source, sink, c.schemas[source.step_id])
     low.partitions = PARTITIONS_PER_WORKER * max(1, options.workers)
