@@ -306,6 +306,10 @@ PACED_BATCH_S = 0.0002
 """A throttled source pushes what is due at least this often (seconds)."""
 
 
+PACED_MIN_ROWS = 1024
+"""The smallest batch an operator of a paced run allocates for."""
+
+
 def paced_rows(rate: float, batch_size: int) -> int:
     """Rows per batch of a source throttled to ``rate`` rows/s: what is due every
     :data:`PACED_BATCH_S`, at most ``batch_size``."""
@@ -316,8 +320,11 @@ def lower(c: Compiled, options: RunOptions) -> Lowered:  # noqa: C901 - one disp
     steps = list(c.plan.steps)
     source = next(s for s in steps if isinstance(s, P.Source))
     # operators size their batches for what arrives: a paced source's batches are small, and
-    # outputs that fill their batches pass to the sink without a copy (exec/program.c)
-    cap = paced_rows(source.rate, options.batch_size) if source.rate else options.batch_size
+    # outputs that fill their batches pass to the sink without a copy (exec/program.c: from
+    # 1,024 rows; smaller ones are joined into chunks whatever their room)
+    cap = options.batch_size
+    if source.rate:
+        cap = min(cap, max(PACED_MIN_ROWS, paced_rows(source.rate, cap)))
     sink = next(s for s in steps if isinstance(s, P.Sink))
     low = Lowered(len(steps), source, sink, c.schemas[source.step_id])
     low.partitions = PARTITIONS_PER_WORKER * max(1, options.workers)
