@@ -554,12 +554,16 @@ static int fused_output(fused_st *st, fview *w, sc_batch *in, sc_batch **out) {
     *out = NULL;
     if (w->nsel == 0) return SC_OK;
     sc_batch *o = NULL;
-    /* The output's capacity: that of the scratch batches whose columns it takes when it
-     * keeps every row of the view, of a batch otherwise. One its rows would fill less than
-     * half of (a paced source's small batches) holds exactly its rows instead: the sink then
-     * queues it as it is rather than copy it into a chunk (exec/program.c, sink_passes). */
+    /* The output's capacity. One that keeps every row of the view takes the columns of the
+     * scratch batches as they are, so it has their capacity; a gathered one a batch's. Rows
+     * that would fill less than half of that get exactly their room instead, copied (a
+     * scratch batch keeps the room of the largest batch it served: a paced run's catch-up
+     * pushes): the sink then queues the output as it is rather than copy it into a chunk
+     * (exec/program.c, sink_passes; a paced run's operators have batches of the pushed size,
+     * lowering.py), and a consumer that holds it holds no empty room. */
     int64_t cap = w->nsel == w->n ? s->cap : in->nrows > last->capacity ? in->nrows : last->capacity;
-    int rc = sc_op_new_out_rows(last, in, 2 * w->nsel < cap ? w->nsel : cap, &o);
+    if (2 * w->nsel < cap) cap = w->nsel;
+    int rc = sc_op_new_out_rows(last, in, cap, &o);
     if (rc) return rc;
     if (w->nsel == w->n) { /* every row of the view: move each column its owner gives up */
         for (int32_t k = 0; !rc && k < nc; k++) {

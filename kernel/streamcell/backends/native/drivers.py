@@ -210,8 +210,8 @@ class Driver:
                     return False
                 if rate:
                     # paced in C: each batch_size slice is pushed when its rows are due; a
-                    # slower stream pushes what is due at least every PACED_BATCH_S (lowering.py): a batch
-                    # then takes tens of microseconds to run, its rows' latency. One call
+                    # slower stream pushes what is due every 200 us (lowering.paced_rows): a
+                    # batch then takes tens of microseconds to run, its rows' latency. One call
                     # covers at most ~20 ms and 32 batches and returns once the output queue
                     # is a quarter full, so stop / pause stay prompt and the driver drains
                     # outputs before the sink blocks a worker, not once per batch. The

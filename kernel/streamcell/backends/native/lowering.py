@@ -319,11 +319,12 @@ def paced_rows(rate: float, batch_size: int) -> int:
 def lower(c: Compiled, options: RunOptions) -> Lowered:  # noqa: C901 - one dispatch per step
     steps = list(c.plan.steps)
     source = next(s for s in steps if isinstance(s, P.Source))
-    # operators size their batches for what arrives: a paced source's batches are small, and
+    # operators size their batches for what arrives: a paced chain's batches are small, and
     # outputs that fill their batches pass to the sink without a copy (exec/program.c: from
-    # 1,024 rows; smaller ones are joined into chunks whatever their room)
+    # 1,024 rows; smaller ones are joined into chunks whatever their room). The DAG driver
+    # pushes a paced source's rows in phases of its own size
     cap = options.batch_size
-    if source.rate:
+    if source.rate and c.plan.is_chain():
         cap = min(cap, max(PACED_MIN_ROWS, paced_rows(source.rate, cap)))
     sink = next(s for s in steps if isinstance(s, P.Sink))
     low = Lowered(len(steps), source, sink, c.schemas[source.step_id])
