@@ -290,7 +290,6 @@ static void merge_fixed(const dag_vertex *x, sc_batch **in, const uint32_t *rp, 
 
 /* One batch of every port's rows in arrival order (seq, then port), through the map: first
  * the merge order (which port, batch and row each output row copies), then column by column. */
-
 static int merge_ports(dag_vertex *x, sc_batch **in, sc_batch **out) {
     *out = NULL;
     int64_t total = 0;

@@ -306,8 +306,12 @@ PACED_BATCH_S = 0.0002
 """A throttled source pushes what is due at least this often (seconds)."""
 
 
-PACED_MIN_ROWS = 1024
-"""The smallest batch an operator of a paced run allocates for."""
+OUT_ROWS = 65_536
+"""Rows per chunk the runtime hands to the sink (exec/program.c joins smaller batches)."""
+
+PACED_MIN_ROWS = OUT_ROWS // 64
+"""The smallest batch an operator of a paced run allocates for: a batch of fewer rows is
+joined into a chunk whatever its room (exec/program.c, sink_passes: ``chunk_rows / 64``)."""
 
 
 def paced_rows(rate: float, batch_size: int) -> int:
@@ -320,9 +324,8 @@ def lower(c: Compiled, options: RunOptions) -> Lowered:  # noqa: C901 - one disp
     steps = list(c.plan.steps)
     source = next(s for s in steps if isinstance(s, P.Source))
     # operators size their batches for what arrives: a paced chain's batches are small, and
-    # outputs that fill their batches pass to the sink without a copy (exec/program.c: from
-    # 1,024 rows; smaller ones are joined into chunks whatever their room). The DAG driver
-    # pushes a paced source's rows in phases of its own size
+    # outputs that fill their batches pass to the sink without a copy (from PACED_MIN_ROWS
+    # rows). The DAG driver pushes a paced source's rows in phases of its own size
     cap = options.batch_size
     if source.rate and c.plan.is_chain():
         cap = min(cap, max(PACED_MIN_ROWS, paced_rows(source.rate, cap)))

@@ -10,11 +10,10 @@ from ... import plan as P
 from ...compiler import Compiled
 from ...errors import NotSupportedError
 from ...types import Schema
-from .lowering import Lowered, tagged_schema
+from .lowering import OUT_ROWS, Lowered, tagged_schema
 from .typecodes import NAME, _lts
 
 PHASES = 16  # phases in flight at once on the DAG runtime
-OUT_ROWS = 65_536  # rows per chunk handed to the sink
 # while rows arrive, a publishing aggregate publishes first after PUBLISH_NS, then at an
 # interval doubling up to PUBLISH_MAX_NS (each publish costs a row per changed key)
 PUBLISH_NS = 100_000_000

@@ -14,7 +14,7 @@ import pyarrow as pa
 from ... import plan as P
 from ...types import Schema, polars_schema
 from .arrow import direct_frames, stream_frame, to_frame
-from .program import OUT_ROWS
+from .lowering import OUT_ROWS
 
 # rows the sink gathers before it builds one frame: each frame costs ~0.2 ms of Polars' Python-side
 # construction, so a bulk run builds few; a slow stream still flushes every 20 ms
