@@ -374,3 +374,16 @@ def test_float_of_a_string_that_is_no_number_is_a_positioned_error():
     with pytest.raises(DSLSyntaxError) as e:
         parse('source clickstream(rows=5)\nfilter float("")')
     assert (e.value.line, e.value.column) == (2, 14)
+
+
+@pytest.mark.parametrize("arg", ['within=-"10m"', "within=-True", "within=-None"])
+def test_a_minus_before_a_constant_that_is_not_a_number_is_a_syntax_error(arg):
+    # found by test_fuzz_many_cells_slow: it raised Python's TypeError from the parser
+    text = (
+        "sales = source store_sales(rows=20)\nsource clickstream(rows=20)\n"
+        f"with_columns customer_id=user_id\njoin sales, on=customer_id, {arg}, time=ts"
+    )
+    with pytest.raises(DSLSyntaxError) as e:
+        parse(text)
+    assert "'-' goes before a number only" in str(e.value)
+    assert e.value.line == 4

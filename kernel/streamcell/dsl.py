@@ -259,7 +259,10 @@ class _Stage:
             and isinstance(node.op, ast.USub)
             and isinstance(node.operand, ast.Constant)
         ):
-            return -node.operand.value  # type: ignore[operator]
+            v = node.operand.value
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                return self.fail(node, "'-' goes before a number only")
+            return -v
         if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, (ast.List, ast.Tuple)):
