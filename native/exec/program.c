@@ -72,6 +72,7 @@ struct sc_prog {
     sc_batch *acc;      /* the open chunk while parked here (NULL while the sink appends) */
     int64_t qrows;      /* rows waiting in the queue (coalescing: the bound on its memory) */
     bool blocked;       /* the sink said SC_EFULL: the next take wakes parked workers */
+    int64_t next_room;  /* rows the next open chunk gets at least (see open_rows) */
 };
 
 /* -------------------------------------------------------------------------- split */
@@ -567,6 +568,19 @@ static int full(sc_prog *p) {
     return SC_EFULL;
 }
 
+/* The room a new open chunk starts with when its first batch has `rows` rows: the whole
+ * chunk for large batches, room for 16 such batches for small ones. A chunk that fills closes
+ * and the next one gets twice its room (p->next_room), up to chunk_rows; one the driver takes
+ * while open is followed by a small one again. A slow paced source sends batches of a few
+ * rows and the driver takes the open chunk every few milliseconds: allocating a whole chunk
+ * each time cost more than the rows themselves. */
+static int64_t open_rows(const sc_prog *p, int64_t rows) {
+    if (rows >= p->chunk_rows) return rows;
+    int64_t room = 16 * rows > p->chunk_rows / 64 ? 16 * rows : p->chunk_rows / 64;
+    room = room < p->chunk_rows ? room : p->chunk_rows;
+    return room > 0 ? room : 1;
+}
+
 static int sink_coalesce(sc_prog *p, sc_batch *b) {
     pthread_mutex_lock(&p->mu);
     sc_batch *acc = p->acc;
@@ -596,19 +610,23 @@ static int sink_coalesce(sc_prog *p, sc_batch *b) {
         pthread_mutex_unlock(&p->mu);
         return SC_OK;
     }
-    bool closes = acc && acc->nrows + b->nrows > p->chunk_rows;
+    bool closes = acc && acc->nrows + b->nrows > (acc->capacity < p->chunk_rows ? acc->capacity : p->chunk_rows);
     if (closes && (p->qlen >= p->qcap || (p->qlen && p->qrows + acc->nrows > max_rows))) {
         return full(p);
     }
-    if (closes) {
+    if (closes) { /* the next chunk gets twice the room: a chunk is never grown (copied) */
+        p->next_room = 2 * acc->capacity < p->chunk_rows ? 2 * acc->capacity : p->chunk_rows;
         q_put(p, acc);
         acc = NULL;
     }
     p->acc = NULL; /* the sink thread appends without the lock; take() cannot steal it meanwhile */
+    int64_t room = open_rows(p, b->nrows);
+    if (room < p->next_room) room = p->next_room;
+    if (!acc) p->next_room = 0;
     pthread_mutex_unlock(&p->mu);
     int rc = SC_OK;
     if (!acc) {
-        rc = sc_batch_new(&acc, &p->out_schema, b->nrows > p->chunk_rows ? b->nrows : p->chunk_rows);
+        rc = sc_batch_new(&acc, &p->out_schema, room);
         if (rc == SC_OK) {
             acc->serial = b->serial;
             acc->first_row = b->first_row;

@@ -188,8 +188,56 @@ static void test_take_due(void) {
     sc_schema_free(&out);
 }
 
+/* The coalescing sink's open chunk starts with room for 16 of the batches that arrive (here
+ * 10 rows: 160 of the 6,400-row chunk) and a chunk that fills hands twice its room to the
+ * next: small batches (a slow paced source) do not allocate whole chunks, and no chunk is
+ * ever grown by copying. The open chunk taken early keeps its small room. */
+static void test_open_chunk_room(void) {
+    sc_schema in, out;
+    sc_prog *p = running_count(8, 1, &in, &out);
+    CHECK(sc_prog_set_coalesce(p, &out, 6400) == SC_OK);
+    sc_pool_config pc = { 0 };
+    pc.workers = 2;
+    pc.partitions = 1;
+    CHECK(sc_prog_start(p, &pc) == SC_OK);
+    for (int64_t k = 0; k < 30; k++) {
+        sc_batch *b;
+        CHECK(sc_batch_new(&b, &in, 10) == SC_OK);
+        for (int64_t r = 0; r < 10; r++) {
+            sc_batch_set_i64(b, 0, r, 10 * k + r);
+            sc_batch_set_i64(b, 1, r, 0);
+            sc_batch_set_i64(b, 2, r, 0);
+            CHECK(sc_batch_put_utf8(b, 3, r, "x", 1) == SC_OK);
+        }
+        b->nrows = 10;
+        CHECK(sc_prog_push(p, b, 1000000000) == SC_OK);
+    }
+    CHECK(sc_prog_finish(p, 1000000000) == SC_OK); /* the open chunk is queued before the end */
+    const int64_t want_rows[] = { 160, 140 }, want_room[] = { 160, 320 };
+    int64_t seq = 0;
+    for (int k = 0; k < 3; k++) {
+        sc_batch *o = NULL;
+        CHECK(sc_prog_take(p, 5000000000, &o) == SC_OK); /* waits for a queued chunk */
+        if (k == 2) { /* then the end marker */
+            CHECK(o->eos);
+            sc_batch_release(o);
+            break;
+        }
+        CHECK(o->nrows == want_rows[k]);
+        CHECK(o->capacity == want_room[k]);
+        for (int64_t r = 0; r < o->nrows; r++) CHECK(sc_batch_get_i64(o, 0, r) == seq++);
+        sc_batch_release(o);
+    }
+    CHECK(seq == 300);
+    CHECK(sc_prog_stop(p) == 0);
+    sc_prog_destroy(p);
+    sc_schema_free(&in);
+    sc_schema_free(&out);
+}
+
 int main(void) {
     test_take_due();
+    test_open_chunk_room();
     const uint32_t workers[] = { 1, 2, 3, 6 };
     const uint32_t batches[] = { 1, 7, 97 };
     int n = 0;
