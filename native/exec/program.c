@@ -551,13 +551,17 @@ static void q_put(sc_prog *p, sc_batch *b) { /* under mu, with room */
 /* Coalescing: rows in the queue before it counts as full (bounded memory), in chunks. */
 #define COALESCED_CHUNKS 4
 
+/* The fewest rows a batch needs to be a chunk of its own (sink_passes), and the least room an
+ * open chunk starts with (open_rows); lowering.py's PACED_MIN_ROWS mirrors it. */
+static int64_t least_chunk(const sc_prog *p) { return p->chunk_rows / 64; }
+
 /* A batch large and full enough to be a chunk of its own: it is queued as it is (exported
  * later without a copy) instead of being appended to the open chunk. Only a standalone batch
  * that owns all its buffers qualifies: a pool batch must go back to its pool, and one that
  * points into an imported Arrow array (ext) would keep that array alive for as long as the
  * consumer keeps the chunk. */
 static bool sink_passes(const sc_prog *p, const sc_batch *b) {
-    return !b->pool && !b->ext && !b->next && b->nrows >= p->chunk_rows / 64 && 2 * b->nrows >= b->capacity;
+    return !b->pool && !b->ext && !b->next && b->nrows >= least_chunk(p) && 2 * b->nrows >= b->capacity;
 }
 
 /* The sink's "no room" (under p->mu, which it releases): the next take wakes parked workers,
@@ -576,7 +580,7 @@ static int full(sc_prog *p) {
  * each time cost more than the rows themselves. */
 static int64_t open_rows(const sc_prog *p, int64_t rows) {
     if (rows >= p->chunk_rows) return rows;
-    int64_t room = 16 * rows > p->chunk_rows / 64 ? 16 * rows : p->chunk_rows / 64;
+    int64_t room = 16 * rows > least_chunk(p) ? 16 * rows : least_chunk(p);
     room = room < p->chunk_rows ? room : p->chunk_rows;
     return room > 0 ? room : 1;
 }
@@ -620,9 +624,12 @@ static int sink_coalesce(sc_prog *p, sc_batch *b) {
         acc = NULL;
     }
     p->acc = NULL; /* the sink thread appends without the lock; take() cannot steal it meanwhile */
-    int64_t room = open_rows(p, b->nrows);
-    if (room < p->next_room) room = p->next_room;
-    if (!acc) p->next_room = 0;
+    int64_t room = 0; /* of a new open chunk */
+    if (!acc) {
+        room = open_rows(p, b->nrows);
+        if (room < p->next_room) room = p->next_room;
+        p->next_room = 0;
+    }
     pthread_mutex_unlock(&p->mu);
     int rc = SC_OK;
     if (!acc) {

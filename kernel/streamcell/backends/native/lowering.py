@@ -311,7 +311,7 @@ OUT_ROWS = 65_536
 
 PACED_MIN_ROWS = OUT_ROWS // 64
 """The smallest batch an operator of a paced run allocates for: a batch of fewer rows is
-joined into a chunk whatever its room (exec/program.c, sink_passes: ``chunk_rows / 64``)."""
+joined into a chunk whatever its room (exec/program.c, least_chunk: ``chunk_rows / 64``)."""
 
 
 def paced_rows(rate: float, batch_size: int) -> int:
