@@ -8,7 +8,7 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-#define SC_HAVE_AVX512_PATH 1
+#define SC_HAVE_X86_PATHS 1
 #endif
 
 int64_t sc_sel_from_mask(const uint8_t *keep, int64_t n, int32_t *sel) {
@@ -170,7 +170,45 @@ static int64_t compress_scalar(int64_t *const *dv, const int64_t *const *sv, int
     return out;
 }
 
-#ifdef SC_HAVE_AVX512_PATH
+/* 16-byte values (string views): the same, one row at a time. */
+static int64_t compress16_scalar(uint8_t *dv, const uint8_t *sv, const uint8_t *keep, int64_t from, int64_t n,
+                                 int64_t out) {
+    for (int64_t r = from; r < n; r++) {
+        memcpy(dv + 16 * out, sv + 16 * r, 16);
+        out += keep[r] != 0;
+    }
+    return out;
+}
+
+/* The keep bytes of rows [from, n), n - from <= 64, as a bit mask (bit i: row from + i). */
+static uint64_t keep_bits_tail(const uint8_t *keep, int64_t from, int64_t n) {
+    uint64_t m = 0;
+    for (int64_t i = 0; from + i < n; i++) m |= (uint64_t)(keep[from + i] != 0) << i;
+    return m;
+}
+
+#ifdef SC_HAVE_X86_PATHS
+/* Which vector paths this CPU takes, checked once at run time (workers may race to check:
+ * same answer). */
+enum { SIMD_UNKNOWN = -1, SIMD_AVX2 = 1, SIMD_PEXT = 2, SIMD_AVX512 = 4 };
+static int simd_flags = SIMD_UNKNOWN;
+static int simd_allowed = -1; /* sc_sel_allow_paths */
+static int simd(void) {
+    int f = __atomic_load_n(&simd_flags, __ATOMIC_RELAXED);
+    if (f >= 0) return f & __atomic_load_n(&simd_allowed, __ATOMIC_RELAXED);
+    f = 0;
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt")) f |= SIMD_AVX2;
+    /* pext is microcoded (hundreds of cycles) on AMD before Zen 3 */
+    if (__builtin_cpu_supports("bmi2") && __builtin_cpu_supports("popcnt") && !__builtin_cpu_is("znver1") &&
+        !__builtin_cpu_is("znver2"))
+        f |= SIMD_PEXT;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("popcnt"))
+        f |= SIMD_AVX512;
+    __atomic_store_n(&simd_flags, f, __ATOMIC_RELAXED);
+    return f & __atomic_load_n(&simd_allowed, __ATOMIC_RELAXED);
+}
+
 /* The same eight rows at a time: the keep bytes of 64 rows become one bit mask, and each group
  * of eight values is compressed in a register and stored whole (a store of eight lanes at
  * `out`, which never passes row n: out <= r). A compress straight to memory is microcoded on
@@ -193,23 +231,100 @@ compress_avx512(int64_t *const *dv, const int64_t *const *sv, int32_t m, const u
     return compress_scalar(dv, sv, m, keep, r, n, out);
 }
 
-static int avx512_ok = -1; /* -1: not checked yet; workers may race to check: same answer */
-static bool use_avx512(void) {
-    int ok = __atomic_load_n(&avx512_ok, __ATOMIC_RELAXED);
-    if (ok < 0) {
-        __builtin_cpu_init();
-        ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("popcnt");
-        __atomic_store_n(&avx512_ok, ok, __ATOMIC_RELAXED);
+/* AVX2 has no compress instruction: four 8-byte lanes are compressed by a permutation of
+ * their 32-bit halves, looked up by the lanes' 4-bit keep mask, and stored whole (a store of
+ * four lanes at `out` never passes row n: out <= r). */
+__attribute__((aligned(32))) static const int32_t perm4[16][8] = {
+    { 0, 0, 0, 0, 0, 0, 0, 0 }, { 0, 1, 0, 0, 0, 0, 0, 0 }, { 2, 3, 0, 0, 0, 0, 0, 0 }, { 0, 1, 2, 3, 0, 0, 0, 0 },
+    { 4, 5, 0, 0, 0, 0, 0, 0 }, { 0, 1, 4, 5, 0, 0, 0, 0 }, { 2, 3, 4, 5, 0, 0, 0, 0 }, { 0, 1, 2, 3, 4, 5, 0, 0 },
+    { 6, 7, 0, 0, 0, 0, 0, 0 }, { 0, 1, 6, 7, 0, 0, 0, 0 }, { 2, 3, 6, 7, 0, 0, 0, 0 }, { 0, 1, 2, 3, 6, 7, 0, 0 },
+    { 4, 5, 6, 7, 0, 0, 0, 0 }, { 0, 1, 4, 5, 6, 7, 0, 0 }, { 2, 3, 4, 5, 6, 7, 0, 0 }, { 0, 1, 2, 3, 4, 5, 6, 7 },
+};
+
+/* The keep bytes of 32 rows as a bit mask. */
+__attribute__((target("avx2"))) static inline uint32_t keep_bits32(const uint8_t *keep) {
+    __m256i kb = _mm256_loadu_si256((const __m256i *)keep);
+    return ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(kb, _mm256_setzero_si256()));
+}
+
+__attribute__((target("avx2,popcnt"))) static int64_t
+compress_avx2(int64_t *const *dv, const int64_t *const *sv, int32_t m, const uint8_t *keep, int64_t n) {
+    int64_t out = 0, r = 0;
+    for (; r + 32 <= n; r += 32) {
+        uint32_t bits = keep_bits32(keep + r);
+        for (int32_t c = 0; c < m; c++) {
+            const int64_t *s = sv[c] + r;
+            int64_t *d = dv[c] + out;
+            uint32_t b = bits;
+            for (int g = 0; g < 8; g++, b >>= 4) {
+                __m256i v = _mm256_loadu_si256((const __m256i *)(s + 4 * g));
+                __m256i ix = _mm256_load_si256((const __m256i *)perm4[b & 15]);
+                _mm256_storeu_si256((__m256i *)d, _mm256_permutevar8x32_epi32(v, ix));
+                d += __builtin_popcount(b & 15);
+            }
+        }
+        out += __builtin_popcount(bits);
     }
-    return ok;
+    return compress_scalar(dv, sv, m, keep, r, n, out);
+}
+
+/* String views, two rows (four 8-byte lanes) per permutation. */
+__attribute__((target("avx2,popcnt"))) static int64_t compress16_avx2(uint8_t *dv, const uint8_t *sv,
+                                                                      const uint8_t *keep, int64_t n) {
+    static const uint8_t both[4] = { 0, 3, 12, 15 }; /* a row's keep bit for both its lanes */
+    int64_t out = 0, r = 0;
+    for (; r + 32 <= n; r += 32) {
+        uint32_t b = keep_bits32(keep + r);
+        for (int g = 0; g < 16; g++, b >>= 2) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(sv + 16 * (r + 2 * g)));
+            __m256i ix = _mm256_load_si256((const __m256i *)perm4[both[b & 3]]);
+            _mm256_storeu_si256((__m256i *)(dv + 16 * out), _mm256_permutevar8x32_epi32(v, ix));
+            out += (b & 1) + ((b >> 1) & 1);
+        }
+    }
+    return compress16_scalar(dv, sv, keep, r, n, out);
+}
+
+/* Bits [0, k) of dst = the bits of src at the rows r < n with keep[r] != 0 (k of them), 64
+ * rows per pext; dst's bits from k on are left as they were. */
+__attribute__((target("avx2,bmi2,popcnt"))) static void bits_compress(uint8_t *dst, const uint8_t *src,
+                                                                      const uint8_t *keep, int64_t n) {
+    uint64_t acc = 0; /* nacc output bits not stored yet */
+    int nacc = 0;
+    int64_t o = 0; /* bytes stored */
+    for (int64_t r = 0; r < n; r += 64) {
+        int64_t w = n - r < 64 ? n - r : 64;
+        uint64_t m = w == 64 ? keep_bits32(keep + r) | (uint64_t)keep_bits32(keep + r + 32) << 32
+                             : keep_bits_tail(keep, r, n);
+        uint64_t s = 0;
+        memcpy(&s, src + r / 8, (size_t)(w + 7) / 8);
+        uint64_t v = _pext_u64(s, m);
+        int c = __builtin_popcountll(m);
+        acc |= v << nacc;
+        if (nacc + c >= 64) {
+            memcpy(dst + o, &acc, 8);
+            o += 8;
+            acc = nacc ? v >> (64 - nacc) : 0;
+            nacc += c - 64;
+        } else {
+            nacc += c;
+        }
+    }
+    memcpy(dst + o, &acc, (size_t)(nacc / 8));
+    if (nacc & 7) {
+        int64_t at = o + nacc / 8;
+        uint8_t lo = (uint8_t)((1u << (nacc & 7)) - 1);
+        dst[at] = (uint8_t)((dst[at] & ~lo) | ((acc >> (8 * (nacc / 8))) & lo));
+    }
 }
 #endif
 
 static int64_t compress_fixed(int64_t *const *dv, const int64_t *const *sv, int32_t m, const uint8_t *keep,
                               int64_t n) {
-#ifdef SC_HAVE_AVX512_PATH
-    if (use_avx512()) return compress_avx512(dv, sv, m, keep, n);
+#ifdef SC_HAVE_X86_PATHS
+    int f = simd();
+    if (f & SIMD_AVX512) return compress_avx512(dv, sv, m, keep, n);
+    if (f & SIMD_AVX2) return compress_avx2(dv, sv, m, keep, n);
 #endif
     return compress_scalar(dv, sv, m, keep, 0, n, 0);
 }
@@ -224,6 +339,55 @@ static int fixed_cols(int64_t *const *dv, const int64_t *const *sv, int32_t m, c
     return compress_fixed(dv, sv, m, keep, n) == k ? SC_OK : SC_EINTERNAL;
 }
 
+/* A bitmap's rows by the mask: pext where the CPU has a fast one, else through sel. */
+static void bits_by_mask(uint8_t *dst, const uint8_t *src, const uint8_t *keep, int64_t n, const int32_t *sel,
+                         int64_t k) {
+#ifdef SC_HAVE_X86_PATHS
+    if ((simd() & (SIMD_AVX2 | SIMD_PEXT)) == (SIMD_AVX2 | SIMD_PEXT)) {
+        bits_compress(dst, src, keep, n);
+        return;
+    }
+#endif
+    (void)n;
+    bits_gather(dst, 0, src, sel, k);
+}
+
+/* gather_validity at d0 = 0, by the mask. */
+static void compress_validity(sc_column *d, const sc_column *x, const uint8_t *keep, int64_t n, const int32_t *sel,
+                              int64_t k) {
+    if (x->null_count == 0 && d->null_count == 0) return;
+    int64_t was = d->null_count ? sc_bits_count(d->validity, 0, k) : k;
+    if (x->null_count == 0) bits_set_range(d->validity, 0, k);
+    else bits_by_mask(d->validity, x->validity, keep, n, sel, k);
+    int64_t now = x->null_count == 0 ? k : sc_bits_count(d->validity, 0, k);
+    d->null_count += was - now;
+}
+
+/* A bool or string column by the mask (rows [0, k) of d): bools by their bits, string views
+ * as 16-byte values (d gets room for n views: whole stores may pass row k); other strings
+ * through sel. */
+static int compress_other(sc_column *d, const sc_column *x, const uint8_t *keep, int64_t n, const int32_t *sel,
+                          int64_t k, bool grow) {
+    if (x->type == SC_COL_BOOL) {
+        compress_validity(d, x, keep, n, sel, k);
+        bits_by_mask(d->values, x->values, keep, n, sel, k);
+        return SC_OK;
+    }
+    if (x->type == SC_COL_UTF8 && x->views) {
+        int rc = sc_column_views_room(d, n);
+        if (rc) return rc;
+        compress_validity(d, x, keep, n, sel, k);
+        int64_t got;
+#ifdef SC_HAVE_X86_PATHS
+        if (simd() & SIMD_AVX2) got = compress16_avx2(d->values, x->values, keep, n);
+        else
+#endif
+            got = compress16_scalar(d->values, x->values, keep, 0, n, 0);
+        return got == k ? SC_OK : SC_EINTERNAL;
+    }
+    return sc_sel_gather(d, 0, x, sel, k, grow);
+}
+
 static int sel_cols(sc_column *dst, const sc_column *src, int32_t ncols, const int32_t *sel, int64_t k, bool grow,
                     const uint8_t *keep, int64_t n) {
     int64_t *dv[4];
@@ -233,11 +397,12 @@ static int sel_cols(sc_column *dst, const sc_column *src, int32_t ncols, const i
         const sc_column *x = &src[c];
         if (dst[c].type != x->type) return SC_EINVAL;
         if (x->type != SC_COL_INT64 && x->type != SC_COL_DOUBLE) {
-            int rc = sc_sel_gather(&dst[c], 0, x, sel, k, grow);
+            int rc = keep ? compress_other(&dst[c], x, keep, n, sel, k, grow) : sc_sel_gather(&dst[c], 0, x, sel, k, grow);
             if (rc) return rc;
             continue;
         }
-        gather_validity(&dst[c], 0, x, sel, k);
+        if (keep) compress_validity(&dst[c], x, keep, n, sel, k);
+        else gather_validity(&dst[c], 0, x, sel, k);
         dv[m] = dst[c].values;
         sv[m++] = x->values;
         if (m == 4) {
@@ -247,6 +412,15 @@ static int sel_cols(sc_column *dst, const sc_column *src, int32_t ncols, const i
         }
     }
     return m ? fixed_cols(dv, sv, m, sel, k, keep, n) : SC_OK;
+}
+
+int sc_sel_allow_paths(int allowed) {
+#ifdef SC_HAVE_X86_PATHS
+    return __atomic_exchange_n(&simd_allowed, allowed, __ATOMIC_RELAXED);
+#else
+    (void)allowed;
+    return -1;
+#endif
 }
 
 int sc_sel_gather_cols(sc_column *dst, const sc_column *src, int32_t ncols, const int32_t *sel, int64_t k, bool grow) {

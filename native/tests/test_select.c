@@ -139,11 +139,12 @@ static void test_gather(void) {
     sc_schema_free(&s);
 }
 
-/* ---- compress by mask: the same rows as the gather through sel, for many widths (the
- * AVX-512 path where the CPU has it: 64-row blocks, then the scalar tail), five fixed-width
- * columns (a group of four and one more), nulls and strings alongside */
-enum { NC = 7 };
-static const uint8_t CLT[NC] = { SC_LT_INT, SC_LT_FLOAT, SC_LT_INT, SC_LT_FLOAT, SC_LT_INT, SC_LT_STR, SC_LT_BOOL };
+/* ---- compress by mask: the same rows as the gather through sel, for many widths (each
+ * vector path the CPU has, and none: 64-row AVX-512 / 32-row AVX2 blocks and pext words,
+ * then the scalar tails), five fixed-width columns (a group of four and one more), nulls,
+ * strings, bools and string views alongside */
+enum { NC = 8, CV = 7 };
+static const uint8_t CLT[NC] = { SC_LT_INT, SC_LT_FLOAT, SC_LT_INT, SC_LT_FLOAT, SC_LT_INT, SC_LT_STR, SC_LT_BOOL, SC_LT_STR };
 
 static void test_compress(void) {
     sc_schema s;
@@ -152,10 +153,13 @@ static void test_compress(void) {
     static int32_t sel[MAXN];
     static uint8_t keep[MAXN];
     char str[20];
-    for (int it = 0; it < 400; it++) {
+    static const int paths[] = { -1, 1, 2, 0 }; /* every path; AVX2 alone; pext alone; scalar */
+    for (int it = 0; it < 800; it++) {
+        int was = sc_sel_allow_paths(paths[(it / 2) % 4]);
         int64_t n = 1 + (int64_t)(next() % MAXN);
         sc_batch *src = NULL, *a = NULL, *b = NULL;
         CHECK_RC(sc_batch_new(&src, &s, n));
+        CHECK_RC(sc_column_views_room(&src->cols[CV], n));
         for (int64_t r = 0; r < n; r++) {
             for (int32_t c = 0; c < 5; c++) {
                 if (c & 1) sc_batch_set_f64(src, c, r, (double)(next() % 100000) / 3.0);
@@ -166,6 +170,13 @@ static void test_compress(void) {
             for (int i = 0; i < len; i++) str[i] = (char)('a' + next() % 26);
             CHECK_RC(sc_batch_put_utf8(src, 5, r, str, len));
             sc_batch_set_bool(src, 6, r, next() & 1);
+            if (it & 1 && next() % 5 == 0) sc_batch_set_null(src, 6, r);
+            uint8_t *v = (uint8_t *)src->cols[CV].values + 16 * r; /* a view: length, then inline bytes */
+            int32_t vl = (int32_t)(next() % 13);
+            memset(v, 0, 16);
+            memcpy(v, &vl, 4);
+            for (int i = 0; i < vl; i++) v[4 + i] = (uint8_t)('A' + next() % 26);
+            if (it & 1 && next() % 6 == 0) sc_batch_set_null(src, CV, r);
         }
         src->nrows = n;
         unsigned pct = (unsigned)(it % 12) * 10; /* 0% .. 110%: none, some, all kept */
@@ -176,13 +187,16 @@ static void test_compress(void) {
         CHECK_RC(sc_sel_gather_cols(a->cols, src->cols, NC, sel, k, true));
         CHECK_RC(sc_sel_compress_cols(b->cols, src->cols, NC, keep, n, sel, k, true));
         a->nrows = b->nrows = k;
+        CHECK(b->cols[CV].views);
         for (int32_t c = 0; c < NC; c++) {
             for (int64_t j = 0; j < k; j++) CHECK(cell_eq(a, c, j, b, c, j) && cell_eq(b, c, j, src, c, sel[j]));
-            CHECK(a->cols[c].null_count == b->cols[c].null_count);
+            CHECK(a->cols[c].null_count == b->cols[c].null_count && b->cols[c].null_count == nulls_of(b, c, k));
+            for (int64_t r = k; r < n; r++) CHECK(sc_batch_is_valid(b, c, r)); /* rows past k: still valid */
         }
         sc_batch_release(a);
         sc_batch_release(b);
         sc_batch_release(src);
+        sc_sel_allow_paths(was);
     }
     sc_schema_free(&s);
 }
