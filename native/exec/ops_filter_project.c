@@ -449,7 +449,7 @@ static int fused_compact(fview *w, sc_batch **mat, const sc_schema *sch, ctx *c)
     fscratch *s = w->s;
     int rc = scratch_batch(mat, sch, s->cap);
     if (rc) return rc;
-    int64_t k = sc_sel_from_mask(s->keep, w->n, s->sel);
+    int64_t k = w->nsel;
     rc = sc_sel_compress_cols((*mat)->cols, s->view, sch->ncols, s->keep, w->n, s->sel, k, true);
     for (int32_t j = 0; !rc && j < sch->ncols; j++) {
         s->view[j] = (*mat)->cols[j];
@@ -579,10 +579,14 @@ static int fused_output(fused_st *st, fview *w, sc_batch *in, sc_batch **out) {
             }
         }
     } else {
-        int64_t k = sc_sel_from_mask(s->keep, w->n, s->sel);
+        int64_t k = w->nsel;
         /* compressing by the mask stores whole lanes past row k: only into room for the view */
-        rc = o->capacity >= w->n ? sc_sel_compress_cols(o->cols, s->view, nc, s->keep, w->n, s->sel, k, true)
-                                 : sc_sel_gather_cols(o->cols, s->view, nc, s->sel, k, true);
+        if (o->capacity >= w->n) {
+            rc = sc_sel_compress_cols(o->cols, s->view, nc, s->keep, w->n, s->sel, k, true);
+        } else {
+            sc_sel_from_mask(s->keep, w->n, s->sel);
+            rc = sc_sel_gather_cols(o->cols, s->view, nc, s->sel, k, true);
+        }
     }
     if (rc) {
         sc_batch_release(o);

@@ -339,26 +339,41 @@ static int fixed_cols(int64_t *const *dv, const int64_t *const *sv, int32_t m, c
     return compress_fixed(dv, sv, m, keep, n) == k ? SC_OK : SC_EINTERNAL;
 }
 
+/* The rows a compress keeps: the mask (k of its n bytes nonzero), and the selection vector
+ * filled from it only when a column needs one (kept_sel). */
+typedef struct kept {
+    const uint8_t *keep;
+    int64_t n, k;
+    int32_t *sel;
+    bool ready;
+} kept;
+
+static const int32_t *kept_sel(kept *r) {
+    if (!r->ready) {
+        sc_sel_from_mask(r->keep, r->n, r->sel);
+        r->ready = true;
+    }
+    return r->sel;
+}
+
 /* A bitmap's rows by the mask: pext where the CPU has a fast one, else through sel. */
-static void bits_by_mask(uint8_t *dst, const uint8_t *src, const uint8_t *keep, int64_t n, const int32_t *sel,
-                         int64_t k) {
+static void bits_by_mask(uint8_t *dst, const uint8_t *src, kept *r) {
 #ifdef SC_HAVE_X86_PATHS
     if ((simd() & (SIMD_AVX2 | SIMD_PEXT)) == (SIMD_AVX2 | SIMD_PEXT)) {
-        bits_compress(dst, src, keep, n);
+        bits_compress(dst, src, r->keep, r->n);
         return;
     }
 #endif
-    (void)n;
-    bits_gather(dst, 0, src, sel, k);
+    bits_gather(dst, 0, src, kept_sel(r), r->k);
 }
 
 /* gather_validity at d0 = 0, by the mask. */
-static void compress_validity(sc_column *d, const sc_column *x, const uint8_t *keep, int64_t n, const int32_t *sel,
-                              int64_t k) {
+static void compress_validity(sc_column *d, const sc_column *x, kept *r) {
     if (x->null_count == 0 && d->null_count == 0) return;
+    int64_t k = r->k;
     int64_t was = d->null_count ? sc_bits_count(d->validity, 0, k) : k;
     if (x->null_count == 0) bits_set_range(d->validity, 0, k);
-    else bits_by_mask(d->validity, x->validity, keep, n, sel, k);
+    else bits_by_mask(d->validity, x->validity, r);
     int64_t now = x->null_count == 0 ? k : sc_bits_count(d->validity, 0, k);
     d->null_count += was - now;
 }
@@ -366,30 +381,30 @@ static void compress_validity(sc_column *d, const sc_column *x, const uint8_t *k
 /* A bool or string column by the mask (rows [0, k) of d): bools by their bits, string views
  * as 16-byte values (d gets room for n views: whole stores may pass row k); other strings
  * through sel. */
-static int compress_other(sc_column *d, const sc_column *x, const uint8_t *keep, int64_t n, const int32_t *sel,
-                          int64_t k, bool grow) {
+static int compress_other(sc_column *d, const sc_column *x, kept *r, bool grow) {
     if (x->type == SC_COL_BOOL) {
-        compress_validity(d, x, keep, n, sel, k);
-        bits_by_mask(d->values, x->values, keep, n, sel, k);
+        compress_validity(d, x, r);
+        bits_by_mask(d->values, x->values, r);
         return SC_OK;
     }
     if (x->type == SC_COL_UTF8 && x->views) {
-        int rc = sc_column_views_room(d, n);
+        int rc = sc_column_views_room(d, r->n);
         if (rc) return rc;
-        compress_validity(d, x, keep, n, sel, k);
+        compress_validity(d, x, r);
         int64_t got;
 #ifdef SC_HAVE_X86_PATHS
-        if (simd() & SIMD_AVX2) got = compress16_avx2(d->values, x->values, keep, n);
+        if (simd() & SIMD_AVX2) got = compress16_avx2(d->values, x->values, r->keep, r->n);
         else
 #endif
-            got = compress16_scalar(d->values, x->values, keep, 0, n, 0);
-        return got == k ? SC_OK : SC_EINTERNAL;
+            got = compress16_scalar(d->values, x->values, r->keep, 0, r->n, 0);
+        return got == r->k ? SC_OK : SC_EINTERNAL;
     }
-    return sc_sel_gather(d, 0, x, sel, k, grow);
+    return sc_sel_gather(d, 0, x, kept_sel(r), r->k, grow);
 }
 
+/* Rows [0, k) of each dst column: through sel, or (r != NULL) compressed by r's mask. */
 static int sel_cols(sc_column *dst, const sc_column *src, int32_t ncols, const int32_t *sel, int64_t k, bool grow,
-                    const uint8_t *keep, int64_t n) {
+                    kept *r) {
     int64_t *dv[4];
     const int64_t *sv[4];
     int32_t m = 0;
@@ -397,21 +412,22 @@ static int sel_cols(sc_column *dst, const sc_column *src, int32_t ncols, const i
         const sc_column *x = &src[c];
         if (dst[c].type != x->type) return SC_EINVAL;
         if (x->type != SC_COL_INT64 && x->type != SC_COL_DOUBLE) {
-            int rc = keep ? compress_other(&dst[c], x, keep, n, sel, k, grow) : sc_sel_gather(&dst[c], 0, x, sel, k, grow);
+            int rc = r ? compress_other(&dst[c], x, r, grow) : sc_sel_gather(&dst[c], 0, x, sel, k, grow);
             if (rc) return rc;
             continue;
         }
-        if (keep) compress_validity(&dst[c], x, keep, n, sel, k);
+        if (r) compress_validity(&dst[c], x, r);
         else gather_validity(&dst[c], 0, x, sel, k);
         dv[m] = dst[c].values;
         sv[m++] = x->values;
         if (m == 4) {
-            int rc = fixed_cols(dv, sv, m, sel, k, keep, n);
+            int rc = r ? fixed_cols(dv, sv, m, NULL, k, r->keep, r->n) : fixed_cols(dv, sv, m, sel, k, NULL, 0);
             if (rc) return rc;
             m = 0;
         }
     }
-    return m ? fixed_cols(dv, sv, m, sel, k, keep, n) : SC_OK;
+    if (!m) return SC_OK;
+    return r ? fixed_cols(dv, sv, m, NULL, k, r->keep, r->n) : fixed_cols(dv, sv, m, sel, k, NULL, 0);
 }
 
 int sc_sel_allow_paths(int allowed) {
@@ -424,10 +440,11 @@ int sc_sel_allow_paths(int allowed) {
 }
 
 int sc_sel_gather_cols(sc_column *dst, const sc_column *src, int32_t ncols, const int32_t *sel, int64_t k, bool grow) {
-    return sel_cols(dst, src, ncols, sel, k, grow, NULL, 0);
+    return sel_cols(dst, src, ncols, sel, k, grow, NULL);
 }
 
 int sc_sel_compress_cols(sc_column *dst, const sc_column *src, int32_t ncols, const uint8_t *keep, int64_t n,
-                         const int32_t *sel, int64_t k, bool grow) {
-    return sel_cols(dst, src, ncols, sel, k, grow, keep, n);
+                         int32_t *sel, int64_t k, bool grow) {
+    kept r = { .keep = keep, .n = n, .k = k, .sel = sel, .ready = false };
+    return sel_cols(dst, src, ncols, NULL, k, grow, &r);
 }

@@ -37,15 +37,17 @@ int sc_sel_gather(sc_column *dst, int64_t d0, const sc_column *src, const int32_
 int sc_sel_gather_cols(sc_column *dst, const sc_column *src, int32_t ncols, const int32_t *sel, int64_t k, bool grow);
 
 /* The same result from the keep mask itself: rows [0, k) of dst[c] = src[c]'s rows r < n with
- * keep[r] != 0 (sel[0..k) their indices, from sc_sel_from_mask). Int64 / double columns are
- * compressed by the mask, four columns per pass: eight rows per AVX-512 instruction, or four
- * rows per AVX2 permutation, where the CPU has them (checked once at run time). String views
- * are compressed as 16-byte values (AVX2: two rows per permutation); bool values and validity
- * bitmaps 64 rows per pext where the CPU has a fast one (BMI2, not AMD before Zen 3); the rest
- * is gathered through sel. Every dst int64 / double column must have room for n rows (whole
- * vector stores may write past row k); a views dst gets room for n. */
+ * keep[r] != 0 (k of them). Int64 / double columns are compressed by the mask, four columns
+ * per pass: eight rows per AVX-512 instruction, or four rows per AVX2 permutation, where the
+ * CPU has them (checked once at run time). String views are compressed as 16-byte values
+ * (AVX2: two rows per permutation); bool values and validity bitmaps 64 rows per pext where
+ * the CPU has a fast one (BMI2, not AMD before Zen 3). The rest (strings in offsets / data,
+ * and every bitmap on CPUs without those paths) is gathered through a selection vector, which
+ * is then written to sel (room for n indices) from the mask: callers need not make one. Every
+ * dst int64 / double column must have room for n rows (whole vector stores may write past row
+ * k); a views dst gets room for n. */
 int sc_sel_compress_cols(sc_column *dst, const sc_column *src, int32_t ncols, const uint8_t *keep, int64_t n,
-                         const int32_t *sel, int64_t k, bool grow);
+                         int32_t *sel, int64_t k, bool grow);
 
 /* Tests: restrict the vector paths to those in `allowed` (bits: 1 AVX2, 2 pext, 4 AVX-512;
  * -1 every one the CPU has); returns the previous restriction. */
