@@ -131,6 +131,32 @@ int ev_arith_fast(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec *b
             break;
         default: return SC_EINTERNAL;
         }
+    } else if (!divides && (a->lt == SC_LT_INT) != (b->lt == SC_LT_INT) && !(a->lt == SC_LT_INT ? sa : sb)) {
+        /* an int column with a float: each int converted (as Python does) in the same pass,
+         * not into a scratch column first */
+        double *z = o->f;
+        if (a->lt == SC_LT_INT) {
+            const int64_t *x = a->i;
+            const double *y = sb ? &bs : b->f;
+            switch (op) {
+            case SC_E_ADD: ROWS2(int64_t, x, false, double, y, sb, z[r] = (double)A + B); break;
+            case SC_E_SUB: ROWS2(int64_t, x, false, double, y, sb, z[r] = (double)A - B); break;
+            case SC_E_MUL: ROWS2(int64_t, x, false, double, y, sb, z[r] = (double)A * B); break;
+            case SC_E_DIV: ROWS2(int64_t, x, false, double, y, sb, z[r] = (double)A / B); break;
+            default: return SC_EINTERNAL;
+            }
+        } else {
+            double as = a->f[0];
+            const double *x = sa ? &as : a->f;
+            const int64_t *y = b->i;
+            switch (op) {
+            case SC_E_ADD: ROWS2(double, x, sa, int64_t, y, false, z[r] = A + (double)B); break;
+            case SC_E_SUB: ROWS2(double, x, sa, int64_t, y, false, z[r] = A - (double)B); break;
+            case SC_E_MUL: ROWS2(double, x, sa, int64_t, y, false, z[r] = A * (double)B); break;
+            case SC_E_DIV: ROWS2(double, x, sa, int64_t, y, false, z[r] = A / (double)B); break;
+            default: return SC_EINTERNAL;
+            }
+        }
     } else { /* int op float: the int converted, as Python does */
         double as = a->lt == SC_LT_FLOAT ? a->f[0] : (double)a->i[0];
         const double *x = sa ? &as : as_f64(c, a), *y = sb ? &bs : as_f64(c, b);
