@@ -46,6 +46,19 @@ static void test_from_mask(void) {
     }
 }
 
+/* sc_bits_count (the popcnt loop where the CPU has it) against a bit-by-bit count, at every
+ * alignment of the start and lengths around whole words */
+static void test_bits_count(void) {
+    uint8_t bm[128];
+    for (int it = 0; it < 2000; it++) {
+        for (size_t i = 0; i < sizeof bm; i++) bm[i] = (uint8_t)next();
+        int64_t from = (int64_t)(next() % 200), n = (int64_t)(next() % (8 * sizeof bm - 200 + 1));
+        int64_t want = 0;
+        for (int64_t r = from; r < from + n; r++) want += sc_bit_get(bm, r);
+        CHECK(sc_bits_count(bm, from, n) == want);
+    }
+}
+
 /* ---- gather */
 
 enum { CI = 0, CF, CB, CS, NG };
@@ -456,6 +469,7 @@ static void test_fused_threads(void) {
 
 int main(void) {
     test_from_mask();
+    test_bits_count();
     test_gather();
     test_compress();
     for (int np = 3; np <= 4; np++) {
