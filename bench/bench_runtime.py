@@ -459,7 +459,7 @@ def fig9(clicks: pl.DataFrame, repeat: int) -> None:
 
 def fig4(clicks: pl.DataFrame, repeat: int) -> None:
     """Stateless scaling (Prasaad et al.): the compute-heavy chain on 1 and 2 workers, run
-    interleaved (:func:`measure_each`, at least 5 rounds) until ``wait()`` returns, with the
+    interleaved (:func:`measure_each`, at least 9 rounds) until ``wait()`` returns, with the
     CPU per row of each and the 1-worker run's busy time in the operator (the runtime's per-op
     metrics; the rest is the driver thread pushing, taking outputs and building frames, and
     Python). With 1 worker the driver runs on the second core; with 2 the workers and the
@@ -473,7 +473,7 @@ def fig4(clicks: pl.DataFrame, repeat: int) -> None:
         busy.append(sum(o["ns"] for o in (run.native_metrics or {}).get("ops", [])) / 1e9)
 
     times = measure_each(
-        {"1": one, "2": lambda: timed_run(heavy(clicks), native(2))}, max(repeat, 5)
+        {"1": one, "2": lambda: timed_run(heavy(clicks), native(2))}, max(repeat, 9)
     )
     (t1, c1), (t2, c2) = times["1"], times["2"]
     b1 = statistics.median(busy[1:])  # not the warm-up
