@@ -180,13 +180,6 @@ static int64_t compress16_scalar(uint8_t *dv, const uint8_t *sv, const uint8_t *
     return out;
 }
 
-/* The keep bytes of rows [from, n), n - from <= 64, as a bit mask (bit i: row from + i). */
-static uint64_t keep_bits_tail(const uint8_t *keep, int64_t from, int64_t n) {
-    uint64_t m = 0;
-    for (int64_t i = 0; from + i < n; i++) m |= (uint64_t)(keep[from + i] != 0) << i;
-    return m;
-}
-
 #ifdef SC_HAVE_X86_PATHS
 /* Which vector paths this CPU takes, checked once at run time (workers may race to check:
  * same answer). */
@@ -283,6 +276,13 @@ __attribute__((target("avx2,popcnt"))) static int64_t compress16_avx2(uint8_t *d
         }
     }
     return compress16_scalar(dv, sv, keep, r, n, out);
+}
+
+/* The keep bytes of rows [from, n), n - from <= 64, as a bit mask (bit i: row from + i). */
+static uint64_t keep_bits_tail(const uint8_t *keep, int64_t from, int64_t n) {
+    uint64_t m = 0;
+    for (int64_t i = 0; from + i < n; i++) m |= (uint64_t)(keep[from + i] != 0) << i;
+    return m;
 }
 
 /* Bits [0, k) of dst = the bits of src at the rows r < n with keep[r] != 0 (k of them), 64

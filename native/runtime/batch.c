@@ -11,29 +11,26 @@
 
 /* ------------------------------------------------------------------ bitmaps */
 
-/* Set bits of `words` 64-bit words from p. */
-static int64_t count_words(const uint8_t *p, int64_t words) {
+/* Set bits of `words` 64-bit words from p; `hw`: by the builtin (the popcnt instruction in
+ * a caller built for it), else by sc_popcount64. Inlined into each caller below. */
+static inline __attribute__((always_inline)) int64_t count_words_by(const uint8_t *p, int64_t words, bool hw) {
     int64_t cnt = 0;
     for (int64_t k = 0; k < words; k++) {
         uint64_t w;
         memcpy(&w, p + 8 * k, 8);
-        cnt += sc_popcount64(w);
+        cnt += hw ? __builtin_popcountll(w) : sc_popcount64(w);
     }
     return cnt;
 }
+
+static int64_t count_words(const uint8_t *p, int64_t words) { return count_words_by(p, words, false); }
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__POPCNT__)
 /* The same with the popcnt instruction, where the CPU has it (checked once at run time): a
  * baseline x86-64 build counts in a dozen operations a word. The driver thread counts every
  * exported column's bitmap (arrow_bridge.c, count_nulls). */
 __attribute__((target("popcnt"))) static int64_t count_words_popcnt(const uint8_t *p, int64_t words) {
-    int64_t cnt = 0;
-    for (int64_t k = 0; k < words; k++) {
-        uint64_t w;
-        memcpy(&w, p + 8 * k, 8);
-        cnt += __builtin_popcountll(w);
-    }
-    return cnt;
+    return count_words_by(p, words, true);
 }
 
 static int has_popcnt = -1; /* -1: not checked yet; threads may race to check: same answer */
