@@ -20,6 +20,11 @@ The input has no late rows (``late_fraction=0``): with every event in time order
 user's ``groupBy(window(...))`` / ``session_window`` is the same query as streamcell's windows
 (which would send rows behind the watermark to the late side output).
 
+Each workload first runs ``--warmup`` times unmeasured in both Spark variants (the JVM
+compiles a query's hot code during its first runs, and the variant that ran first would pay
+for both), then ``--repeat`` measured rounds, the two Spark variants taking turns at going
+first.
+
 Printed per workload: wall time of each variant (median of ``--repeat``, runs interleaved),
 the CPU seconds the bench process, the driver JVM and Spark's Python workers spent meanwhile
 (median; on a shared machine other users' load shows in the wall time, less in the CPU
@@ -29,7 +34,7 @@ streamcell Spark run ran (sampled every 10 ms; target <= 100 MB), plus the drive
 information.
 The issue's target size is 10M rows (``--rows 10000000``).
 
-    python bench/bench_spark.py [--rows N] [--files N] [--repeat R] [--check-rows N]
+    python bench/bench_spark.py [--rows N] [--files N] [--repeat R] [--warmup W] [--check-rows N]
                                 [--workloads filter_map,keyed_agg,...] [--master URL | --cluster]
 
 ``--cluster`` starts a standalone master and two 1-core workers on this machine (the tests'
@@ -412,6 +417,12 @@ def main() -> int:
         action="store_true",
         help="start a standalone master + 2 one-core workers here (the tests' fixture) and use it",
     )
+    ap.add_argument(
+        "--warmup",
+        type=int,
+        default=1,
+        help="unmeasured runs of both variants per workload first (0: measure cold runs)",
+    )
     ap.add_argument("--no-native", action="store_true")
     a = ap.parse_args()
     chosen = [w for w in WORKLOADS if w.name in a.workloads.split(",")]
@@ -437,7 +448,8 @@ def main() -> int:
             f"streamcell engine='spark' vs hand-written PySpark (same session: "
             f"{current_master()}, Spark {spark.version}) vs native (2 workers); "
             f"{a.rows:,} rows in {a.files} Parquet files per input (written in "
-            f"{time.perf_counter() - t0:.1f} s); median of {a.repeat}; {os.cpu_count()} cpus; "
+            f"{time.perf_counter() - t0:.1f} s); {a.warmup} unmeasured run(s) of each, then "
+            f"median of {a.repeat} (which runs first alternates); {os.cpu_count()} cpus; "
             f"Spark start-up {startup:.1f} s; sinks: parquet"
             f"{' (mode=complete)' if _has_output_modes() else ' (the engine has no output modes: append)'}",
             flush=True,
@@ -447,12 +459,27 @@ def main() -> int:
             check(w, spark, small[w.data])
             path, out = big[w.data], os.path.join(root, "out", w.name)
             ts, th, tn, rss, jrss = [], [], [], [], []
-            for _ in range(a.repeat):
-                with PeakRss() as m:
-                    ts.append(timed(lambda w=w, p=path, o=out: run_plan(w, p, o + "-spark", SPARK)))
-                rss.append(m.growth_mb)
-                jrss.append(m.jvm_growth_mb)
-                th.append(timed(lambda w=w, p=path, o=out: run_hand(w, spark, p, o + "-hand")))
+            for _ in range(a.warmup):  # the JVM compiles each query's hot code on its first runs
+                run_plan(w, path, out + "-spark", SPARK)
+                run_hand(w, spark, path, out + "-hand")
+            for k in range(a.repeat):
+
+                def streamcell(
+                    w: Workload = w,
+                    p: str = path,
+                    o: str = out,
+                    got: tuple[list, ...] = (ts, rss, jrss),
+                ) -> None:
+                    with PeakRss() as m:
+                        got[0].append(timed(lambda: run_plan(w, p, o + "-spark", SPARK)))
+                    got[1].append(m.growth_mb)
+                    got[2].append(m.jvm_growth_mb)
+
+                def hand(w: Workload = w, p: str = path, o: str = out, th: list = th) -> None:
+                    th.append(timed(lambda: run_hand(w, spark, p, o + "-hand")))
+
+                for variant in (streamcell, hand) if k % 2 == 0 else (hand, streamcell):
+                    variant()
                 if not a.no_native:
                     tn.append(run_plan(w, path, out + "-native", NATIVE))
 

@@ -444,6 +444,7 @@ def test_spark_infers_a_physical_schema_once_per_kernel(tmp_path, monkeypatch):
 
     write_files(tmp_path / "in")  # Int64 and Int32 files of one streamcell schema, a bad one
     monkeypatch.setattr(io, "_SPARK_SCHEMAS", {})
+    monkeypatch.setattr(io, "_SOURCE_FRAMES", {})
     given: list[object] = []
     schema = DataFrameReader.schema
 
@@ -456,5 +457,47 @@ def test_spark_infers_a_physical_schema_once_per_kernel(tmp_path, monkeypatch):
     check_against_reference(plan, SPARK)
     assert len(io._SPARK_SCHEMAS) == 2 and len(given) == 4 - 2  # 4 good files, 2 inferred
     given.clear()
+    io._SOURCE_FRAMES.clear()  # the files read again (else the run reuses the source's frame)
     check_against_reference(plan, SPARK)
     assert len(io._SPARK_SCHEMAS) == 2 and len(given) == 4
+
+
+def test_a_rerun_over_the_same_files_reuses_the_source_frame_until_a_file_changes(
+    tmp_path, monkeypatch
+):
+    """Re-running a cell over unchanged files reuses the source's Spark DataFrame (no
+    ``spark.read`` at all); a file rewritten meanwhile (another size or time) is read anew, and
+    every run's answer is the reference's for the files as they are then."""
+    import os
+
+    from pyspark.sql.readwriter import DataFrameReader
+
+    from streamcell.backends.spark import io
+
+    write_files(tmp_path / "in")
+    monkeypatch.setattr(io, "_SOURCE_FRAMES", {})
+    reads: list[str] = []
+    parquet = DataFrameReader.parquet
+
+    def spy(self, *paths, **kw):
+        reads.extend(paths)
+        return parquet(self, *paths, **kw)
+
+    monkeypatch.setattr(DataFrameReader, "parquet", spy)
+    plan = sc.source(sc.parquet(str(tmp_path / "in"))).filter(sc.col("v") != 3).plan()
+    first = check_against_reference(plan, SPARK)
+    assert len(reads) == 4 and len(io._SOURCE_FRAMES) == 1  # the four good files
+    reads.clear()
+    again = check_against_reference(plan, SPARK)
+    assert reads == [] and len(io._SOURCE_FRAMES) == 1
+    assert_frame_equal(next(iter(again["tables"].values())), next(iter(first["tables"].values())))
+
+    d = tmp_path / "in" / "d.parquet"
+    before = os.stat(d).st_mtime_ns
+    pl.DataFrame({"v": [8, 9, 3], "s": ["p", "q", "r"]}).write_parquet(d)
+    os.utime(d, ns=(before + 10**9, before + 10**9))  # a coarse clock may not have moved
+    changed = check_against_reference(plan, SPARK)
+    assert len(reads) == 4 and len(io._SOURCE_FRAMES) == 2
+    table = next(iter(changed["tables"].values()))
+    assert table["v"].to_list()[-2:] == [8, 9]
+    assert table.height == 9 + 2 + 10 + 2  # v != 3 drops a row of "a a.parquet" and of d's

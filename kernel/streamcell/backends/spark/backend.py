@@ -477,6 +477,8 @@ class Lowering:
         # needs no metric of its own (BatchDriver._counted_by_sink), and that count
         self.counted_by_sink: str | None = None
         self.sink_rows: dict[str, int] = {}
+        # each stateless step's Spark columns, translated once (``can_fail`` asks first)
+        self._columns: dict[str, tuple[dict[str, Any], Any]] = {}
 
     def in_schema(self, s: P.Step) -> Schema:
         return self.c.schemas[s.inputs[0].step_id]
@@ -524,6 +526,12 @@ class Lowering:
         """A filter's predicate (under the key ``""``) or a select / with_columns step's
         computed columns, as Spark columns, and the error column of the rows any of them fails
         on (None when none can fail)."""
+        got = self._columns.get(s.step_id)
+        if got is None:
+            got = self._columns[s.step_id] = self._translate(s)
+        return got
+
+    def _translate(self, s: P.Step) -> tuple[dict[str, Any], Any]:
         tr = Translator(self.in_schema(s), s)
         if isinstance(s, P.Filter):
             v, err = tr.translate(s.predicate, BOOL)
@@ -551,7 +559,9 @@ class Lowering:
         computed, err = self._translated(s)
         if isinstance(s, P.Filter):
             exprs: list[Any] = []
-            keep = F.coalesce(computed[""], F.lit(False))
+            # a null predicate drops the row, as Spark's filter does with it bare: left bare,
+            # Spark pushes it into the Parquet scan (row groups skipped by their statistics)
+            keep = computed[""]
         else:
             exprs = [computed[n].alias(n) if n in computed else qcol(n) for n, _ in out]
             keep = F.lit(True)
