@@ -347,7 +347,7 @@ def _stamp(f: DataFile) -> tuple[int, int] | None:
             st = os.stat(f.path)
             return st.st_size, st.st_mtime_ns
         info = f.fs.get_file_info(f.path)
-    except OSError:
+    except Exception:  # no stamp, no reuse: the run reads the files as before
         return None
     if info.mtime_ns is None or info.size is None:
         return None
