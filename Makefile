@@ -93,7 +93,7 @@ lab: build ext
 
 ## sanitize: every native C test in debug, ASan+UBSan and TSan modes
 sanitize:
-	$(MAKE) -B -C native/tests debug asan tsan
+	$(MAKE) -j$$(nproc) -B -C native/tests debug asan tsan
 
 ## bench: native runtime figures (issue 3) as ratios against baselines measured in the same run
 bench: build

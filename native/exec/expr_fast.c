@@ -227,20 +227,12 @@ __attribute__((target("avx2"))) static int cmp_literal_avx2(int op, const double
 }
 #endif
 
-static int avx2_ok = -1; /* -1: not checked yet; workers may race to check: same answer */
+static int vectors_on = 1; /* sc_expr_fast_vectors */
 static bool use_avx2(void) {
-    int ok = __atomic_load_n(&avx2_ok, __ATOMIC_RELAXED);
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (ok < 0) {
-        __builtin_cpu_init();
-        ok = __builtin_cpu_supports("avx2") != 0;
-        __atomic_store_n(&avx2_ok, ok, __ATOMIC_RELAXED);
-    }
-#endif
-    return ok > 0;
+    return __atomic_load_n(&vectors_on, __ATOMIC_RELAXED) && (sc_cpu_flags() & SC_CPU_AVX2);
 }
 
-void sc_expr_fast_vectors(bool on) { __atomic_store_n(&avx2_ok, on ? -1 : 0, __ATOMIC_RELAXED); }
+void sc_expr_fast_vectors(bool on) { __atomic_store_n(&vectors_on, on ? 1 : 0, __ATOMIC_RELAXED); }
 
 /* ``flip``: the literal is on the left ("L op column"), turned around (the order is total). */
 static int cmp_literal(int op, const double *x, double L, bool flip, int64_t n, uint8_t *z) {

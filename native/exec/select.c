@@ -181,26 +181,10 @@ static int64_t compress16_scalar(uint8_t *dv, const uint8_t *sv, const uint8_t *
 }
 
 #ifdef SC_HAVE_X86_PATHS
-/* Which vector paths this CPU takes, checked once at run time (workers may race to check:
- * same answer). */
-enum { SIMD_UNKNOWN = -1, SIMD_AVX2 = 1, SIMD_PEXT = 2, SIMD_AVX512 = 4 };
-static int simd_flags = SIMD_UNKNOWN;
+/* Which vector paths this CPU takes (sc_cpu_flags), less those a test turned off. */
+enum { SIMD_AVX2 = SC_CPU_AVX2, SIMD_PEXT = SC_CPU_PEXT, SIMD_AVX512 = SC_CPU_AVX512BW };
 static int simd_allowed = -1; /* sc_sel_allow_paths */
-static int simd(void) {
-    int f = __atomic_load_n(&simd_flags, __ATOMIC_RELAXED);
-    if (f >= 0) return f & __atomic_load_n(&simd_allowed, __ATOMIC_RELAXED);
-    f = 0;
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt")) f |= SIMD_AVX2;
-    /* pext is microcoded (hundreds of cycles) on AMD before Zen 3 */
-    if (__builtin_cpu_supports("bmi2") && __builtin_cpu_supports("popcnt") && !__builtin_cpu_is("znver1") &&
-        !__builtin_cpu_is("znver2"))
-        f |= SIMD_PEXT;
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("popcnt"))
-        f |= SIMD_AVX512;
-    __atomic_store_n(&simd_flags, f, __ATOMIC_RELAXED);
-    return f & __atomic_load_n(&simd_allowed, __ATOMIC_RELAXED);
-}
+static int simd(void) { return sc_cpu_flags() & __atomic_load_n(&simd_allowed, __ATOMIC_RELAXED); }
 
 /* The same eight rows at a time: the keep bytes of 64 rows become one bit mask, and each group
  * of eight values is compressed in a register and stored whole (a store of eight lanes at

@@ -9,6 +9,27 @@
 #include "atomic_ext.h"
 #include "ring.h"
 
+/* ------------------------------------------------------------------ the CPU */
+
+static int cpu_flags = -1; /* -1: not asked yet */
+int sc_cpu_flags(void) {
+    int f = __atomic_load_n(&cpu_flags, __ATOMIC_RELAXED);
+    if (f >= 0) return f;
+    f = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("popcnt")) {
+        f |= SC_CPU_POPCNT;
+        if (__builtin_cpu_supports("avx2")) f |= SC_CPU_AVX2;
+        if (__builtin_cpu_supports("bmi2") && !__builtin_cpu_is("znver1") && !__builtin_cpu_is("znver2"))
+            f |= SC_CPU_PEXT;
+        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) f |= SC_CPU_AVX512BW;
+    }
+#endif
+    __atomic_store_n(&cpu_flags, f, __ATOMIC_RELAXED);
+    return f;
+}
+
 /* ------------------------------------------------------------------ bitmaps */
 
 /* Set bits of `words` 64-bit words from p; `hw`: by the builtin (the popcnt instruction in
@@ -33,15 +54,8 @@ __attribute__((target("popcnt"))) static int64_t count_words_popcnt(const uint8_
     return count_words_by(p, words, true);
 }
 
-static int has_popcnt = -1; /* -1: not checked yet; threads may race to check: same answer */
 static int64_t count_words_fast(const uint8_t *p, int64_t words) {
-    int ok = __atomic_load_n(&has_popcnt, __ATOMIC_RELAXED);
-    if (ok < 0) {
-        __builtin_cpu_init();
-        ok = __builtin_cpu_supports("popcnt") ? 1 : 0;
-        __atomic_store_n(&has_popcnt, ok, __ATOMIC_RELAXED);
-    }
-    return ok ? count_words_popcnt(p, words) : count_words(p, words);
+    return sc_cpu_flags() & SC_CPU_POPCNT ? count_words_popcnt(p, words) : count_words(p, words);
 }
 #else
 #define count_words_fast count_words

@@ -163,6 +163,13 @@ static inline int sc_popcount64(uint64_t w) {
 #endif
 }
 
+/* What this CPU can run beyond baseline x86-64, checked once per process (the first caller
+ * asks the CPU; callers may race: same answer). Every kernel with a vector or popcnt form asks
+ * here; 0 on other architectures. SC_CPU_PEXT: bmi2's pext is fast (it is microcoded, hundreds
+ * of cycles, on AMD before Zen 3). */
+enum { SC_CPU_POPCNT = 1, SC_CPU_AVX2 = 2, SC_CPU_PEXT = 4, SC_CPU_AVX512BW = 8 };
+int sc_cpu_flags(void);
+
 /* Set bits among bm bits [from, from + n) (whole 64-bit words where it can). */
 int64_t sc_bits_count(const uint8_t *bm, int64_t from, int64_t n);
 static inline void sc_bit_set(uint8_t *bm, int64_t i, bool v) {
