@@ -11,6 +11,7 @@ Environment:
   STREAMCELL_CFLAGS   extra compiler flags (e.g. sanitizers, ``-O0 -g``)
   STREAMCELL_DEBUG=1  compile invariant checks in (``-DSC_DEBUG=1``); wheels keep debug info
   STREAMCELL_STRIP=0  wheels keep debug info and symbols (e.g. to profile a wheel's build)
+  STREAMCELL_BUILD_JOBS  C files compiled at once (default: the CPUs this process may use)
 
 Also usable as a script for development: ``python hatch_build.py [names...]`` builds the
 named extensions (default: all in EXTENSIONS) in place.
@@ -24,6 +25,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent
 PKG = ROOT / "kernel" / "streamcell"
@@ -62,6 +64,56 @@ def _strip_link_args() -> list[str]:
     return ["-Wl,-x"] if sys.platform == "darwin" else ["-s"]
 
 
+def _build_jobs() -> int:
+    env = os.environ.get("STREAMCELL_BUILD_JOBS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _compile_side_by_side(compiler: Any, jobs: int) -> None:
+    """Make ``compiler.compile`` (distutils' ``CCompiler``) compile an extension's C files
+    ``jobs`` at a time, the largest first (Cython's generated module, then the runtime's
+    sources; one compiler process each): ``_runtime`` alone lists about forty files, which
+    distutils compiles one after another."""
+    if jobs <= 1:
+        return
+
+    def compile(  # the signature of CCompiler.compile
+        sources: list[str],
+        output_dir: str | None = None,
+        macros: Any = None,
+        include_dirs: Any = None,
+        debug: Any = 0,
+        extra_preargs: Any = None,
+        extra_postargs: Any = None,
+        depends: Any = None,
+    ) -> list[str]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        macros, objects, extra_postargs, pp_opts, build = compiler._setup_compile(
+            output_dir, macros, include_dirs, sources, depends, extra_postargs
+        )
+        cc_args = compiler._get_cc_args(pp_opts, debug, extra_preargs)
+        todo = sorted(
+            ((obj, *build[obj]) for obj in objects if obj in build),
+            key=lambda job: -os.path.getsize(job[1]),
+        )
+        with ThreadPoolExecutor(jobs) as pool:
+            running = [
+                pool.submit(compiler._compile, obj, src, ext, cc_args, extra_postargs, pp_opts)
+                for obj, src, ext in todo
+            ]
+            for job in running:
+                job.result()  # a compiler error stops the build, as it does one file at a time
+        return objects
+
+    compiler.compile = compile
+
+
 def build_extensions(names: list[str], out_dir: Path, strip: bool = False) -> list[Path]:
     """Compile ``native/<name>.pyx`` for each name into ``out_dir/streamcell``.
 
@@ -97,8 +149,16 @@ def build_extensions(names: list[str], out_dir: Path, strip: bool = False) -> li
             include_path=["native"],
             quiet=True,
         )
+        jobs = _build_jobs()
+
+        class BuildExt(build_ext):  # type: ignore[misc,valid-type]
+            def build_extensions(self) -> None:
+                _compile_side_by_side(self.compiler, jobs)
+                super().build_extensions()
+
         dist = Distribution({"ext_modules": modules})
-        cmd = build_ext(dist)
+        cmd = BuildExt(dist)
+        cmd.parallel = jobs  # the extensions side by side too: each has one large generated file
         cmd.build_lib = str(out_dir)
         cmd.build_temp = str(ROOT / "native" / "build" / ("release" if strip else ""))
         cmd.ensure_finalized()
