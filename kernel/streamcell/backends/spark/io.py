@@ -287,6 +287,14 @@ def _generator(spark: Any, schema: Schema, spec: P.SourceSpec) -> SparkSource:
     return SparkSource(df, total, [], total - 1 if total else None)
 
 
+def _keep(cache: dict[Any, Any], key: Any, value: Any, most: int) -> None:
+    """``cache[key] = value`` in a kernel-wide cache of at most ``most`` entries (all dropped
+    when it is full: the entries are cheap to remake and a notebook uses few at a time)."""
+    if len(cache) >= most:
+        cache.clear()
+    cache[key] = value
+
+
 _SPARK_SCHEMAS: dict[tuple[Any, ...], Any] = {}
 """Spark's schema of a Parquet file, by what Spark infers it from: inferring it reads a
 footer in a Spark job (~80 ms), once per physical schema in the kernel, not once per run."""
@@ -326,18 +334,17 @@ def _read_parquet(spark: Any, f: DataFile, key: tuple[Any, ...]) -> Any:
     if known is not None:
         return spark.read.schema(known).parquet(f.spark_uri)
     read = spark.read.parquet(f.spark_uri)
-    if len(_SPARK_SCHEMAS) > 256:
-        _SPARK_SCHEMAS.clear()
-    _SPARK_SCHEMAS[key] = read.schema
+    _keep(_SPARK_SCHEMAS, key, read.schema, 257)
     return read
 
 
-_SOURCE_FRAMES: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+_SOURCE_FRAMES: dict[tuple[Any, ...], Any] = {}
 """A Parquet source's DataFrame (the union of its per-file scans, ``_o`` included) by its
 session, files and their sizes and modification times, schema and read settings: building it
 costs one ``spark.read`` and a few dozen JVM calls per file (~40 ms a file here), on every run
 of a cell, while re-running a cell over the same files is the notebook's common case. A file
-that changed (size or time) makes a new key; the session is compared by identity."""
+that changed (size or time) makes a new key; the session is compared by identity (the
+frame's own ``sparkSession``)."""
 
 
 def _stamp(f: DataFile) -> tuple[int, int] | None:
@@ -373,7 +380,7 @@ def _frame_key(
 
 def _source_frame(spark: Any, key: tuple[Any, ...] | None) -> Any:
     got = _SOURCE_FRAMES.get(key) if key is not None else None
-    return got[1] if got is not None and got[0] is spark else None
+    return got if got is not None and got.sparkSession is spark else None
 
 
 def _parquet(
@@ -433,9 +440,7 @@ def _parquet(
                 part = _read_parquet(spark, f, (*physical[f], conf)).select(*cols, o.alias("_o"))
                 df = part if df is None else df.unionByName(part)
             if key is not None:
-                if len(_SOURCE_FRAMES) >= 32:
-                    _SOURCE_FRAMES.clear()
-                _SOURCE_FRAMES[key] = (spark, df)
+                _keep(_SOURCE_FRAMES, key, df, 32)
         return SparkSource(df, seq, bad, last_good, by_file=ordered, scans=len(files))
     base_of = F.create_map(*[x for k, v in bases.items() for x in (F.lit(k), F.lit(v))])
     name = _decoded_name()
