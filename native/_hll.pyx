@@ -34,7 +34,8 @@ cdef extern from "sketch/hll.h" nogil:
     double sc_hll_estimate(const sc_hll *h)
     double sc_hll_lower_bound(const sc_hll *h, int z)
     double sc_hll_upper_bound(const sc_hll *h, int z)
-    const uint8_t *sc_hll_registers(const sc_hll *h)
+    bint sc_hll_is_coupon_mode(const sc_hll *h)
+    void sc_hll_registers(const sc_hll *h, uint8_t *out)
     int sc_hll_merge(sc_hll *dst, const sc_hll *src)
     size_t sc_hll_serialized_size(const sc_hll *h)
     int sc_hll_serialize(const sc_hll *h, uint8_t *buf, size_t cap)
@@ -198,8 +199,11 @@ cdef class HllSketch:
         return (HllSketch.from_bytes, (self.to_bytes(),))
 
     def registers(self):
-        """The 2**lg_k register values as bytes."""
-        return bytes((<const char *>sc_hll_registers(self.h))[:1 << sc_hll_lg_k(self.h)])
+        """The 2**lg_k register values as bytes (in coupon mode: those its coupons set)."""
+        out = bytearray(1 << sc_hll_lg_k(self.h))
+        cdef uint8_t[::1] view = out
+        sc_hll_registers(self.h, &view[0])
+        return bytes(out)
 
     @property
     def lg_k(self):
@@ -208,6 +212,11 @@ cdef class HllSketch:
     @property
     def is_empty(self):
         return bool(sc_hll_is_empty(self.h))
+
+    @property
+    def is_coupon_mode(self):
+        """True while the sketch holds its distinct coupons (small cardinalities, exact)."""
+        return bool(sc_hll_is_coupon_mode(self.h))
 
     @property
     def is_out_of_order(self):

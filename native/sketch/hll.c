@@ -13,22 +13,35 @@
 #define KEY_MASK_26 ((1u << KEY_BITS_26) - 1)
 #define HIP_RSE 0.8325546111576977   /* sqrt(ln 2) */
 #define NON_HIP_RSE 1.03896           /* sqrt(3 ln 2 - 1) */
+#define COUPON_RSE (0.409 / 8192.0)   /* coupon mode: the 26-bit address space's collisions */
 
 enum { MODE_LIST = 0, MODE_SET = 1, MODE_HLL = 2 };
 enum { TGT_HLL4 = 0, TGT_HLL6 = 1, TGT_HLL8 = 2 };
 enum { FLAG_EMPTY = 4, FLAG_COMPACT = 8, FLAG_OOO = 16 };
 #define HLL_PREINTS 10
 #define HLL_HEADER 40
+#define LIST_MAX 7 /* a coupon list holds up to 7; the 8th makes a set (or HLL below lg_k 8) */
 
 struct sc_hll {
     double hip, kxq0, kxq1;
     uint32_t num_zeros;
     uint8_t lg_k;
     bool ooo;
-    uint8_t *regs;
+    bool coupons; /* coupon mode: the distinct coupons in `coup`, registers unused */
+    uint8_t lg_tab; /* coupon table: 2^lg_tab slots, 0 = free (a coupon is never 0) */
+    uint32_t ncoup;
+    uint8_t *regs; /* one block: 2^lg_k registers, then the coupon table */
+    uint32_t *coup;
 };
 
 static inline double inv_pow2(unsigned v) { return ldexp(1.0, -(int)v); }
+
+/* the coupon table: 8 slots below lg_k 8, else 2^(lg_k-3) (DataSketches' largest coupon
+ * set); the sketch leaves coupon mode when it would hold more than coupon_max */
+static inline uint8_t table_lg(uint8_t lg_k) { return lg_k < 8 ? 3 : (uint8_t)(lg_k - 3); }
+static inline uint32_t coupon_max(const sc_hll *h) {
+    return h->lg_k < 8 ? LIST_MAX : (3u << h->lg_tab) / 4;
+}
 
 static inline uint32_t coupon_of(sc_hash128 h) {
     unsigned lz = h.h2 ? (unsigned)__builtin_clzll(h.h2) : 64u;
@@ -36,12 +49,11 @@ static inline uint32_t coupon_of(sc_hash128 h) {
     return (value << KEY_BITS_26) | (uint32_t)(h.h1 & KEY_MASK_26);
 }
 
-static inline void set_register(sc_hll *h, uint32_t slot, uint8_t v) {
+/* a register raised without the HIP accumulator (replays); kxq and the zero count follow */
+static inline void raise_register(sc_hll *h, uint32_t slot, uint8_t v) {
     uint8_t cur = h->regs[slot];
     if (v <= cur) return;
     h->regs[slot] = v;
-    /* HIP: accumulate before kxq changes (DataSketches' incremental update) */
-    h->hip += (double)(1u << h->lg_k) / (h->kxq0 + h->kxq1);
     if (cur < 32) h->kxq0 -= inv_pow2(cur);
     else h->kxq1 -= inv_pow2(cur);
     if (v < 32) h->kxq0 += inv_pow2(v);
@@ -49,8 +61,50 @@ static inline void set_register(sc_hll *h, uint32_t slot, uint8_t v) {
     if (cur == 0) h->num_zeros--;
 }
 
+static inline void set_register(sc_hll *h, uint32_t slot, uint8_t v) {
+    if (v <= h->regs[slot]) return;
+    /* HIP: accumulate before kxq changes (DataSketches' incremental update) */
+    h->hip += (double)(1u << h->lg_k) / (h->kxq0 + h->kxq1);
+    raise_register(h, slot, v);
+}
+
+static void clear_registers(sc_hll *h) {
+    memset(h->regs, 0, 1u << h->lg_k);
+    h->kxq0 = (double)(1u << h->lg_k);
+    h->kxq1 = 0.0;
+    h->num_zeros = 1u << h->lg_k;
+}
+
+/* coupon mode -> HLL mode: the coupons replayed into the registers, and the HIP accumulator
+ * starts at the coupon count (as DataSketches starts it at the coupon estimate) */
+static void promote(sc_hll *h) {
+    const uint32_t mask = (1u << h->lg_k) - 1, slots = 1u << h->lg_tab;
+    clear_registers(h);
+    for (uint32_t j = 0; j < slots; j++) {
+        uint32_t c = h->coup[j];
+        if (c) raise_register(h, c & mask, (uint8_t)(c >> KEY_BITS_26));
+    }
+    h->hip = (double)h->ncoup;
+    h->coupons = false;
+    h->ncoup = 0;
+    memset(h->coup, 0, sizeof(uint32_t) << h->lg_tab);
+}
+
+/* open addressing with linear probing; the table is never full while in coupon mode */
+static inline void insert_coupon(sc_hll *h, uint32_t c) {
+    const uint32_t mask = (1u << h->lg_tab) - 1;
+    uint32_t j = (c * 0x9e3779b1u) >> (32 - h->lg_tab);
+    while (h->coup[j]) {
+        if (h->coup[j] == c) return;
+        j = (j + 1) & mask;
+    }
+    h->coup[j] = c;
+    if (++h->ncoup > coupon_max(h)) promote(h);
+}
+
 void sc_hll_update_coupon(sc_hll *h, uint32_t coupon) {
-    set_register(h, coupon & ((1u << h->lg_k) - 1), (uint8_t)(coupon >> KEY_BITS_26));
+    if (h->coupons) insert_coupon(h, coupon);
+    else set_register(h, coupon & ((1u << h->lg_k) - 1), (uint8_t)(coupon >> KEY_BITS_26));
 }
 
 static inline void update_hash(sc_hll *h, sc_hash128 hh) { sc_hll_update_coupon(h, coupon_of(hh)); }
@@ -59,11 +113,14 @@ int sc_hll_create(sc_hll **out, uint8_t lg_k) {
     *out = NULL;
     if (lg_k < SC_HLL_MIN_LG_K || lg_k > SC_HLL_MAX_LG_K) return SC_EINVAL;
     sc_hll *h = calloc(1, sizeof *h);
-    if (!h || !(h->regs = malloc(1u << lg_k))) {
+    uint8_t lg_tab = table_lg(lg_k);
+    if (!h || !(h->regs = malloc((1u << lg_k) + (sizeof(uint32_t) << lg_tab)))) {
         free(h);
         return SC_ENOMEM;
     }
+    h->coup = (uint32_t *)(void *)(h->regs + (1u << lg_k)); /* 2^lg_k >= 16: aligned */
     h->lg_k = lg_k;
+    h->lg_tab = lg_tab;
     sc_hll_reset(h);
     *out = h;
     return SC_OK;
@@ -76,21 +133,23 @@ void sc_hll_destroy(sc_hll *h) {
 }
 
 void sc_hll_reset(sc_hll *h) {
-    memset(h->regs, 0, 1u << h->lg_k);
+    clear_registers(h);
+    memset(h->coup, 0, sizeof(uint32_t) << h->lg_tab);
     h->hip = 0.0;
-    h->kxq0 = (double)(1u << h->lg_k);
-    h->kxq1 = 0.0;
-    h->num_zeros = 1u << h->lg_k;
     h->ooo = false;
+    h->coupons = true;
+    h->ncoup = 0;
 }
 
 int sc_hll_copy(sc_hll **out, const sc_hll *h) {
     int rc = sc_hll_create(out, h->lg_k);
     if (rc) return rc;
     uint8_t *regs = (*out)->regs;
+    uint32_t *coup = (*out)->coup;
     **out = *h;
     (*out)->regs = regs;
-    memcpy(regs, h->regs, 1u << h->lg_k);
+    (*out)->coup = coup;
+    memcpy(regs, h->regs, (1u << h->lg_k) + (sizeof(uint32_t) << h->lg_tab));
     return SC_OK;
 }
 
@@ -140,9 +199,25 @@ int sc_hll_update_str64_array(sc_hll *h, const int64_t *offsets, const uint8_t *
 /* ---- queries ---- */
 
 uint8_t sc_hll_lg_k(const sc_hll *h) { return h->lg_k; }
-bool sc_hll_is_empty(const sc_hll *h) { return h->num_zeros == (1u << h->lg_k); }
+bool sc_hll_is_empty(const sc_hll *h) {
+    return h->coupons ? h->ncoup == 0 : h->num_zeros == (1u << h->lg_k);
+}
 bool sc_hll_is_out_of_order(const sc_hll *h) { return h->ooo; }
-const uint8_t *sc_hll_registers(const sc_hll *h) { return h->regs; }
+bool sc_hll_is_coupon_mode(const sc_hll *h) { return h->coupons; }
+
+void sc_hll_registers(const sc_hll *h, uint8_t *out) {
+    const uint32_t k = 1u << h->lg_k;
+    if (!h->coupons) {
+        memcpy(out, h->regs, k);
+        return;
+    }
+    memset(out, 0, k);
+    for (uint32_t j = 0; j < (1u << h->lg_tab); j++) {
+        uint32_t c = h->coup[j];
+        uint8_t v = (uint8_t)(c >> KEY_BITS_26);
+        if (c && v > out[c & (k - 1)]) out[c & (k - 1)] = v;
+    }
+}
 
 static double register_estimate(const sc_hll *h) {
     const double m = (double)(1u << h->lg_k);
@@ -155,19 +230,21 @@ static double register_estimate(const sc_hll *h) {
 
 double sc_hll_estimate(const sc_hll *h) {
     if (sc_hll_is_empty(h)) return 0.0;
+    if (h->coupons) return (double)h->ncoup;
     return h->ooo ? register_estimate(h) : h->hip;
 }
 
 static double rel_err(const sc_hll *h, int z) {
     z = z < 1 ? 1 : z > 3 ? 3 : z;
+    if (h->coupons) return z * COUPON_RSE;
     return z * (h->ooo ? NON_HIP_RSE : HIP_RSE) / sqrt((double)(1u << h->lg_k));
 }
 
 double sc_hll_lower_bound(const sc_hll *h, int z) {
     if (sc_hll_is_empty(h)) return 0.0;
     double lb = sc_hll_estimate(h) / (1.0 + rel_err(h, z));
-    double nonzero = (double)((1u << h->lg_k) - h->num_zeros);
-    return lb < nonzero ? nonzero : lb;
+    double floor = h->coupons ? (double)h->ncoup : (double)((1u << h->lg_k) - h->num_zeros);
+    return lb < floor ? floor : lb;
 }
 
 double sc_hll_upper_bound(const sc_hll *h, int z) {
@@ -189,15 +266,27 @@ static void recompute_kxq(sc_hll *h) {
     }
 }
 
+/* The union is a function of the inputs' items, whatever their order: the coupons' union while
+ * it fits coupon mode (exact), otherwise the registers' maximum with the register estimate
+ * (out of order). The one exception keeps a single stream's HIP: an empty dst takes a
+ * same-size HLL-mode src whole. */
 int sc_hll_merge(sc_hll *dst, const sc_hll *src) {
     if (dst->lg_k > src->lg_k) return SC_EINVAL;
     if (sc_hll_is_empty(src)) return SC_OK;
+    if (src->coupons) {
+        for (uint32_t j = 0; j < (1u << src->lg_tab); j++)
+            if (src->coup[j]) sc_hll_update_coupon(dst, src->coup[j]);
+        if (!dst->coupons) dst->ooo = true, dst->hip = 0.0;
+        return SC_OK;
+    }
     if (sc_hll_is_empty(dst) && dst->lg_k == src->lg_k) {
         memcpy(dst->regs, src->regs, 1u << dst->lg_k);
         dst->hip = src->hip, dst->kxq0 = src->kxq0, dst->kxq1 = src->kxq1;
         dst->num_zeros = src->num_zeros, dst->ooo = src->ooo;
+        dst->coupons = false;
         return SC_OK;
     }
+    if (dst->coupons) promote(dst);
     const uint32_t mask = (1u << dst->lg_k) - 1;
     for (uint32_t i = 0; i < (1u << src->lg_k); i++)
         if (src->regs[i] > dst->regs[i & mask]) dst->regs[i & mask] = src->regs[i];
@@ -221,8 +310,40 @@ static uint32_t get_u32(const uint8_t *p) {
     return v;
 }
 
+static size_t coupon_image_size(const sc_hll *h) {
+    return h->ncoup <= LIST_MAX ? 8 + 4 * (size_t)h->ncoup : 12 + 4 * (size_t)h->ncoup;
+}
+
 size_t sc_hll_serialized_size(const sc_hll *h) {
-    return sc_hll_is_empty(h) ? 8 : HLL_HEADER + (1u << h->lg_k);
+    if (sc_hll_is_empty(h)) return 8;
+    return h->coupons ? coupon_image_size(h) : HLL_HEADER + (1u << h->lg_k);
+}
+
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x, y;
+    memcpy(&x, a, 4);
+    memcpy(&y, b, 4);
+    return (x > y) - (x < y);
+}
+
+/* coupon mode as DataSketches' compact LIST (up to 7 coupons) or SET image, the coupons in
+ * ascending order so equal sketches write equal bytes */
+static void write_coupons(const sc_hll *h, uint8_t *buf) {
+    bool list = h->ncoup <= LIST_MAX;
+    uint8_t lg_arr = 3;
+    if (!list) /* the table size DataSketches would have: at least 32, at most 3/4 full */
+        for (lg_arr = 5; 3u * (1u << lg_arr) < 4u * h->ncoup; lg_arr++) {}
+    buf[0] = list ? 2 : 3;
+    buf[4] = lg_arr;
+    buf[5] = FLAG_COMPACT;
+    buf[7] = (uint8_t)((TGT_HLL8 << 2) | (list ? MODE_LIST : MODE_SET));
+    uint8_t *out = buf + (list ? 8 : 12);
+    if (list) buf[6] = (uint8_t)h->ncoup;
+    else memcpy(buf + 8, &h->ncoup, 4);
+    size_t n = 0;
+    for (uint32_t j = 0; j < (1u << h->lg_tab); j++)
+        if (h->coup[j]) memcpy(out + 4 * n++, &h->coup[j], 4);
+    qsort(out, n, 4, cmp_u32);
 }
 
 int sc_hll_serialize(const sc_hll *h, uint8_t *buf, size_t cap) {
@@ -237,6 +358,10 @@ int sc_hll_serialize(const sc_hll *h, uint8_t *buf, size_t cap) {
         buf[4] = 3;
         buf[5] = FLAG_EMPTY | FLAG_COMPACT;
         buf[7] = (TGT_HLL8 << 2) | MODE_LIST;
+        return SC_OK;
+    }
+    if (h->coupons) {
+        write_coupons(h, buf);
         return SC_OK;
     }
     buf[0] = HLL_PREINTS;
@@ -283,6 +408,7 @@ static int read_hll_mode(sc_hll *h, const uint8_t *buf, size_t len, int tgt, boo
     h->kxq0 = get_f64(buf + 16);
     h->kxq1 = get_f64(buf + 24);
     h->ooo = (buf[5] & FLAG_OOO) != 0;
+    h->coupons = false;
     h->num_zeros = 0;
     for (uint32_t i = 0; i < k; i++) h->num_zeros += h->regs[i] == 0;
     return SC_OK;

@@ -5,20 +5,34 @@
  * string is not an update). The coupon of a hash is (value << 26) | (h1 & 0x3ffffff) with
  * value = min(nlz(h2), 62) + 1; register slot = h1 & (k - 1), register = max(register, value).
  *
- * Estimate: the HIP (historic inverse probability) accumulator while the sketch was built by
- * updates only - the same accumulator DataSketches keeps, so an image of ours loads there with
- * the same estimate. After a union (out-of-order) the HIP is void and the estimate comes from
- * the registers: the raw HLL estimate alpha_m m^2 / sum 2^-M[j], with linear counting
- * m ln(m / zeros) below 2.5 m (own method; DataSketches uses interpolation tables there).
+ * Modes (as DataSketches' HLL): a sketch starts in coupon mode, holding its distinct coupons
+ * (a list of up to 7, then a hash set of up to 3/4 of 2^(lg_k-3); below lg_k 8 the list only).
+ * There the estimate is the coupon count: exact but for collisions in the 2^26 address space
+ * (relative error 0.409 / 2^13 per standard deviation, DataSketches' coupon RSE), so small
+ * cardinalities never suffer two items sharing a register. One coupon more and the sketch
+ * moves to HLL mode: the coupons replayed into the registers, the HIP accumulator starting at
+ * the coupon count.
+ *
+ * Estimate in HLL mode: the HIP (historic inverse probability) accumulator while the sketch
+ * was built by updates only - the same accumulator DataSketches keeps, so an image of ours
+ * loads there with the same estimate. After a union of HLL-mode sketches (out-of-order) the
+ * HIP is void and the estimate comes from the registers: the raw HLL estimate
+ * alpha_m m^2 / sum 2^-M[j], with linear counting m ln(m / zeros) below 2.5 m (own method;
+ * DataSketches uses interpolation tables there). A union stays in coupon mode while the
+ * coupons' union fits, so its answer never depends on the order of its inputs.
  * Error bound: RSE = 0.8326 / sqrt(k) (HIP, = sqrt(ln 2)) or 1.04 / sqrt(k) (registers);
- * bounds at z = 1, 2, 3: estimate / (1 +- z RSE), the lower one never below the number of
- * non-zero registers. This sketch starts in HLL mode (DataSketches starts with coupon
- * lists), so for tiny streams the two estimates differ slightly (both within the bound).
+ * bounds at z = 1, 2, 3: estimate / (1 +- z RSE), the lower one never below the coupon count
+ * (coupon mode) or the number of non-zero registers (HLL mode). DataSketches maps a coupon
+ * count through an interpolation table, so in coupon mode its estimate exceeds ours by less
+ * than the coupon RSE.
  *
  * Thread-safety: not thread-safe; distinct sketches are independent.
  *
  * Serialization: DataSketches HLL, serial version 1, family 7, little-endian. Written: the
- * 8-byte empty LIST image when empty, otherwise HLL mode with target type HLL_8:
+ * 8-byte empty LIST image when empty; coupon mode as a compact LIST (preamble ints 2, the count
+ * in byte 6, coupons from byte 8) or SET image (preamble ints 3, lg_arr in byte 4, the count
+ * in bytes 8-11, coupons from byte 12), the coupons ascending; HLL mode with target type
+ * HLL_8:
  *   byte 0 preamble ints = 10, 1 serial version = 1, 2 family = 7, 3 lg_k, 4 lg_arr = 0,
  *   5 flags (4 empty, 8 compact, 16 out-of-order), 6 cur_min = 0,
  *   7 mode = (tgt_type HLL_8 = 2) << 2 | (cur_mode HLL = 2),
@@ -64,7 +78,9 @@ bool sc_hll_is_out_of_order(const sc_hll *h);
 double sc_hll_estimate(const sc_hll *h);
 double sc_hll_lower_bound(const sc_hll *h, int num_std);
 double sc_hll_upper_bound(const sc_hll *h, int num_std);
-const uint8_t *sc_hll_registers(const sc_hll *h);
+bool sc_hll_is_coupon_mode(const sc_hll *h);
+/* the 2^lg_k register values into out (coupon mode: the registers its coupons would set) */
+void sc_hll_registers(const sc_hll *h, uint8_t *out);
 
 /* dst := dst ∪ src. dst's lg_k must be <= src's (src is folded down); SC_EINVAL otherwise */
 int sc_hll_merge(sc_hll *dst, const sc_hll *src);

@@ -48,9 +48,15 @@ def test_accuracy_within_bounds(n):
 def test_bytes_both_ways(n, lg_k):
     col = np.arange(n, dtype=np.int64) * 13 - 99
     h = ours(col, lg_k)
-    # ours -> DataSketches: same estimate (they read our HIP accumulator)
     loaded = ds.hll_sketch.deserialize(h.to_bytes())
-    assert loaded.get_estimate() == h.estimate() and loaded.lg_config_k == lg_k
+    assert loaded.lg_config_k == lg_k
+    # both leave coupon mode at the same count (above 3/4 of 2^(lg_k-3) coupons)
+    assert h.is_coupon_mode == (n <= 3 * 2 ** (lg_k - 3) // 4)
+    assert h.is_coupon_mode == (theirs(col.tolist(), lg_k).serialize_compact()[7] & 3 != 2)
+    if h.is_coupon_mode:  # ours is the coupon count; theirs maps it through a table
+        assert h.estimate() == n and n <= loaded.get_estimate() <= n * (1 + 0.409 / 2**13)
+    else:  # ours -> DataSketches: the same estimate (they read our HIP accumulator)
+        assert loaded.get_estimate() == h.estimate()
     # DataSketches (every mode and target type) -> ours: identical registers
     for tgt in (ds.HLL_4, ds.HLL_6, ds.HLL_8):
         d = theirs(col.tolist(), lg_k, tgt)
@@ -76,6 +82,34 @@ def test_items_hash_like_datasketches():
     col_h.update_batch(pl.Series(["a", "Grüße", "x" * 40, ""]))
     ref = HllSketch.from_bytes(theirs(items, 10).serialize_compact())
     assert h.registers() == ref.registers() == col_h.registers()
+
+
+def _same_register_pair(lg_k):
+    """Two int64 items whose coupons land in the same register (different 26-bit addresses)."""
+    seen = {}
+    for x in range(100_000):
+        h = HllSketch(lg_k)
+        h.update(x)
+        slot = h.registers().index(next(b for b in h.registers() if b))
+        if slot in seen:
+            return seen[slot], x
+        seen[slot] = x
+    raise AssertionError("no pair")
+
+
+@pytest.mark.parametrize("lg_k", [4, 8, 12])
+def test_small_cardinalities_are_exact_when_items_share_a_register(lg_k):
+    """In coupon mode two items sharing a register still count two (a register sketch says 1)."""
+    a, b = _same_register_pair(lg_k)
+    h = HllSketch(lg_k)
+    h.update_batch(np.array([a, b, a], dtype=np.int64))
+    assert h.is_coupon_mode and h.estimate() == 2 == h.lower_bound(3)
+    assert h.upper_bound(3) == pytest.approx(2, rel=1e-3)
+    assert theirs([a, b], lg_k).get_estimate() == pytest.approx(2, rel=1e-6)
+    back = HllSketch.from_bytes(h.to_bytes())
+    assert back.estimate() == 2 and back.to_bytes() == h.to_bytes()
+    u = hll_union([h, back])  # a union of coupon sketches stays exact
+    assert u.is_coupon_mode and u.estimate() == 2 and not u.is_out_of_order
 
 
 def test_union_matches_datasketches_registers():

@@ -347,6 +347,29 @@ def test_dashboard_snapshot_shows_the_sketches(eng):
     assert names == [f"{n}[{e}]" for n in ("users", "prices", "items") for e in events]
 
 
+@pytest.mark.parametrize("cfg", NATIVE, ids=[c.id for c in NATIVE])
+def test_hll_counts_two_values_sharing_a_register(cfg):
+    """Two distinct floats whose coupons land in one HLL register count 2 (the reference is
+    exact): a register-only sketch would say 1, far outside its own bounds."""
+    from streamcell.sketches import HllSketch
+
+    seen, pair = {}, None
+    for i in range(100_000):
+        x = i / 7 - 3000.5
+        h = HllSketch(12)
+        h.update(x)
+        slot = next(j for j, b in enumerate(h.registers()) if b)
+        if slot in seen:
+            pair = (seen[slot], x)
+            break
+        seen[slot] = x
+    df = pl.DataFrame({"f": [None] * 45 + list(pair)}, schema={"f": pl.Float64})
+    plan = sc.Plan.of((sc.source(df).sketch(h=sc.hll("f")).sink_table(),))
+    got = run_plan(plan, cfg.options).sketch("h")
+    assert run_plan(plan, RunOptions(engine="reference")).sketch("h").estimate() == 2
+    assert got.lower_bound(3) <= 2 == got.estimate() <= got.upper_bound(3)
+
+
 # ------------------------------------------------------------------ random small inputs
 
 hyp = pytest.importorskip("hypothesis")
