@@ -69,7 +69,8 @@ test: build ext
 	$(BIN)/python -m pytest -m "not long" $(PYTEST_ARGS)
 
 ## test-long: the tests that take minutes each: every dependency at its declared floor in a fresh
-## venv, and a Spark streaming driver killed with kill -9 and restarted on its checkpoint
+## venv, a Spark streaming driver killed with kill -9 and restarted on its checkpoint, and the
+## %%stream language fuzzed with 12,000 cells
 test-long: build
 	$(BIN)/python -m pytest -m long $(PYTEST_ARGS)
 

@@ -5,7 +5,8 @@ that says where: a :class:`~streamcell.errors.DSLSyntaxError` (or its subclass
 ``PlanError``) with a line inside the cell and a column. No other exception type, and no
 hang (each cell has a few seconds). Cells come from three generators: stages built from a
 grammar of plausible and implausible arguments, valid pipelines with random edits, and
-token soup. The default run tries a few hundred cells; the ``slow`` tier tries 12,000.
+token soup. ``make test`` tries 1,000 cells; ``make test-long`` (the ``long`` tier) tries
+12,000 more.
 """
 
 from __future__ import annotations
@@ -298,7 +299,7 @@ def _run(text: str) -> None:
 
 
 @settings(
-    max_examples=300,
+    max_examples=1_000,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
     database=None,
@@ -309,6 +310,7 @@ def test_fuzz_every_cell_is_a_plan_or_a_positioned_error(text: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.long  # 12,000 cells: a minute and a half on 2 cores
 @settings(
     max_examples=12_000,
     deadline=None,
