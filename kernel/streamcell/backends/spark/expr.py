@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+import operator
+from collections.abc import Callable
 from typing import Any
 
 from ... import plan as P
@@ -54,6 +56,22 @@ def qcol(name: str) -> Any:
     return F.col("`" + name.replace("`", "``") + "`")
 
 
+# one column per operator, built when chosen (each is a JVM round trip)
+_COMPARE: dict[str, Callable[[Any, Any], Any]] = {
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+_ARITH: dict[str, Callable[[Any, Any], Any]] = {
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+}
+
+
 def _or(a: Any, b: Any) -> Any:
     if a is None:
         return b
@@ -62,13 +80,15 @@ def _or(a: Any, b: Any) -> Any:
     return a | b
 
 
-def _and_err(cond: Any, err: Any) -> Any:
-    """``err`` only where ``cond`` is true (a condition that is null counts as false)."""
+def _and_err(cond: Callable[[], Any], err: Any) -> Any:
+    """``err`` only where ``cond()`` is true (a condition that is null counts as false).
+    ``cond`` builds its column only when there is an error to guard: every column built is a
+    round trip to the JVM (1-3 ms each here), and most expressions cannot fail."""
     from pyspark.sql import functions as F
 
     if err is None:
         return None
-    return F.coalesce(cond, F.lit(False)) & err
+    return F.coalesce(cond(), F.lit(False)) & err
 
 
 # --------------------------------------------------------------------------- Python UDFs
@@ -124,6 +144,7 @@ class Translator:
         self.types = dict(schema)
         self.step = step
         self.typer = Typer(schema, step)
+        self._cols: dict[str, Any] = {}  # a column read twice is one Spark column
 
     def unsupported(self, what: str) -> NotSupportedError:
         return NotSupportedError(self.step.step_id, NAME, what)
@@ -156,7 +177,10 @@ class Translator:
 
         t = self.typer.type(e)
         if isinstance(e, Col):
-            return qcol(e.name), None
+            c = self._cols.get(e.name)
+            if c is None:
+                c = self._cols[e.name] = qcol(e.name)
+            return c, None
         if isinstance(e, Lit):
             if isinstance(e.value, tuple):
                 raise self.unsupported("list literal outside is_in")
@@ -205,32 +229,23 @@ class Translator:
         op = e.op
         if op in ("and", "or"):
             # right side evaluated unless the left decided (False for and, True for or)
-            decided = F.lit(False) if op == "and" else F.lit(True)
-            runs_right = ~F.coalesce(a == decided, F.lit(False))
-            err = _or(ae, _and_err(runs_right, be))
+            decided = (lambda: F.lit(False)) if op == "and" else (lambda: F.lit(True))
+            err = _or(ae, _and_err(lambda: ~F.coalesce(a == decided(), F.lit(False)), be))
             return (a & b if op == "and" else a | b), err
         # every other binary op: left evaluated; right evaluated only if left is not null
-        err = _or(ae, _and_err(a.isNotNull(), be))
+        err = _or(ae, _and_err(a.isNotNull, be))
         if lt.name == "null" or rt.name == "null":
             return self.lit(None, t), err
         if op in ("==", "!=", "<", "<=", ">", ">="):
             if {lt.name, rt.name} == {"int", "float"}:
                 a, b = a.cast("double"), b.cast("double")
-            res = {
-                "==": a == b,
-                "!=": a != b,
-                "<": a < b,
-                "<=": a <= b,
-                ">": a > b,
-                ">=": a >= b,
-            }[op]
-            return res, err
+            return _COMPARE[op](a, b), err
         if op == "+" and t.name == "str":
             return F.concat(a, b), err
         if op in ("+", "-", "*"):
             st = spark_type(t)
             a, b = a.cast(st), b.cast(st)
-            return {"+": a + b, "-": a - b, "*": a * b}[op], err
+            return _ARITH[op](a, b), err
         if op == "/":
             return _true_div(a.cast("double"), b.cast("double")), err
         if op == "//":
@@ -243,7 +258,7 @@ class Translator:
             return _float_mod(a.cast("double"), b.cast("double")), err
         if op == "**":
             r = _udf("pow", t)(a, b)
-            return r["v"], _or(err, _and_err(a.isNotNull() & b.isNotNull(), r["e"]))
+            return r["v"], _or(err, _and_err(lambda: a.isNotNull() & b.isNotNull(), r["e"]))
         raise self.unsupported(f"operator {op}")
 
     def _call(self, e: Call, t: DType) -> tuple[Any, Any]:  # noqa: C901 - one table of functions
@@ -259,7 +274,7 @@ class Translator:
         if fn == "fill_null":
             o, oe = self._go(e.args[1])
             tt = spark_type(t)
-            return F.coalesce(v.cast(tt), o.cast(tt)), _or(verr, _and_err(v.isNull(), oe))
+            return F.coalesce(v.cast(tt), o.cast(tt)), _or(verr, _and_err(v.isNull, oe))
         if fn == "cast":
             lit = e.args[1]
             assert isinstance(lit, Lit)
@@ -273,7 +288,7 @@ class Translator:
         err = verr
         for a in e.args[1:]:
             x, xe = self._go(a)
-            err = _or(err, _and_err(v.isNotNull(), xe))
+            err = _or(err, _and_err(v.isNotNull, xe))
             rest.append(x)
         if st.name == "null":
             return self.lit(None, t), err
@@ -354,7 +369,7 @@ class Translator:
 
         s, t = st.name, tt.name
         out = spark_type(tt)
-        notnull = v.isNotNull()
+        notnull = v.isNotNull  # built where an error needs it
         if s == "null":
             return self.lit(None, tt), err
         if s == t:

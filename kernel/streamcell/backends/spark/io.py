@@ -287,7 +287,7 @@ def _generator(spark: Any, schema: Schema, spec: P.SourceSpec) -> SparkSource:
     return SparkSource(df, total, [], total - 1 if total else None)
 
 
-def _keep(cache: dict[Any, Any], key: Any, value: Any, most: int) -> None:
+def keep_bounded(cache: dict[Any, Any], key: Any, value: Any, most: int) -> None:
     """``cache[key] = value`` in a kernel-wide cache of at most ``most`` entries (all dropped
     when it is full: the entries are cheap to remake and a notebook uses few at a time)."""
     if len(cache) >= most:
@@ -334,7 +334,7 @@ def _read_parquet(spark: Any, f: DataFile, key: tuple[Any, ...]) -> Any:
     if known is not None:
         return spark.read.schema(known).parquet(f.spark_uri)
     read = spark.read.parquet(f.spark_uri)
-    _keep(_SPARK_SCHEMAS, key, read.schema, 257)
+    keep_bounded(_SPARK_SCHEMAS, key, read.schema, 257)
     return read
 
 
@@ -440,7 +440,7 @@ def _parquet(
                 part = _read_parquet(spark, f, (*physical[f], conf)).select(*cols, o.alias("_o"))
                 df = part if df is None else df.unionByName(part)
             if key is not None:
-                _keep(_SOURCE_FRAMES, key, df, 32)
+                keep_bounded(_SOURCE_FRAMES, key, df, 32)
         return SparkSource(df, seq, bad, last_good, by_file=ordered, scans=len(files))
     base_of = F.create_map(*[x for k, v in bases.items() for x in (F.lit(k), F.lit(v))])
     name = _decoded_name()

@@ -1,0 +1,62 @@
+"""Stateless steps on Spark: a re-run of a cell reuses the Spark columns its steps were
+translated to (each column is built by round trips to the JVM), and only the same step over
+the same schemas does: literals that Python calls equal but that compute differently
+(1 and 1.0; 0.0 and -0.0) are translated each on their own."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+import streamcell as sc
+from streamcell.options import RunOptions
+from tests.helpers import run_plan
+
+pytest.importorskip("pyspark")
+pytestmark = pytest.mark.spark
+
+from streamcell.backends.spark import backend as B  # noqa: E402
+
+FRAME = pl.DataFrame({"k": [1, -2, 3, None], "v": [-1.5, 0.0, 2.5, -3.0]})
+SPARK, REF = RunOptions(engine="spark"), RunOptions(engine="reference")
+
+
+def _plan(factor: object) -> sc.Plan:
+    s = sc.source(FRAME).filter(sc.col("v") < 100).with_columns(w=sc.col("v") * factor)
+    return sc.Plan.of((s.sink_table(),))
+
+
+def _entries(plan: sc.Plan) -> dict[tuple[str, str, str], object]:
+    steps = {repr(s) for s in plan.steps}
+    return {k: v[1] for k, v in B._TRANSLATED.items() if k[0] in steps}
+
+
+def test_a_rerun_reuses_the_translated_columns_and_equals_the_reference():
+    plan = _plan(2)
+    first = run_plan(plan, SPARK)
+    got = _entries(plan)
+    assert len(got) == 2  # the filter and the projection
+    again = run_plan(plan, SPARK)
+    assert all(_entries(plan)[k] is v for k, v in got.items())  # the same columns, reused
+    want = run_plan(plan, REF).table()
+    assert_frame_equal(first.table(), want)
+    assert_frame_equal(again.table(), want)
+
+
+@pytest.mark.parametrize("pair", [(1, 1.0), (0.0, -0.0)], ids=str)
+def test_equal_python_literals_that_compute_differently_are_not_shared(pair):
+    a, b = pair
+    assert a == b  # the reason a key made by == would mix them up
+    pa, pb = _plan(a), _plan(b)
+    ta, tb = run_plan(pa, SPARK).table(), run_plan(pb, SPARK).table()
+    ka, kb = _entries(pa), _entries(pb)
+    with_a = [k for k in ka if k[0].startswith("WithColumns(")]
+    with_b = [k for k in kb if k[0].startswith("WithColumns(")]
+    assert with_a and with_b and set(with_a).isdisjoint(with_b)
+    assert_frame_equal(ta, run_plan(pa, REF).table())
+    assert_frame_equal(tb, run_plan(pb, REF).table())
+    if (a, b) == (0.0, -0.0):  # the signs of the zeros differ, as in the reference
+        sa = [str(x) for x in ta["w"].to_list()]
+        sb = [str(x) for x in tb["w"].to_list()]
+        assert sa != sb
