@@ -174,7 +174,7 @@ cdef class HllSketch:
         return hll_union([self, *others], lg_k=lg_k)
 
     def to_bytes(self):
-        """DataSketches HLL image (HLL mode, HLL_8)."""
+        """DataSketches HLL image: a compact LIST or SET in coupon mode, else HLL mode (HLL_8)."""
         cdef size_t n = sc_hll_serialized_size(self.h)
         out = bytearray(n)
         cdef uint8_t[::1] buf = out

@@ -103,6 +103,7 @@ static inline void insert_coupon(sc_hll *h, uint32_t c) {
 }
 
 void sc_hll_update_coupon(sc_hll *h, uint32_t coupon) {
+    if (!(coupon >> KEY_BITS_26)) return; /* value 0: no item makes it (nor a free slot) */
     if (h->coupons) insert_coupon(h, coupon);
     else set_register(h, coupon & ((1u << h->lg_k) - 1), (uint8_t)(coupon >> KEY_BITS_26));
 }
@@ -436,9 +437,10 @@ int sc_hll_deserialize(sc_hll **out, const uint8_t *buf, size_t len) {
         if (pre != (mode == MODE_LIST ? 2 : 3) || buf[4] > 26 || len < start + 4 * slots) {
             rc = SC_EFORMAT;
         } else {
-            for (size_t j = 0; j < slots; j++) {
+            for (size_t j = 0; j < slots && rc == SC_OK; j++) {
                 uint32_t c = get_u32(buf + start + 4 * j);
-                if (c) sc_hll_update_coupon(h, c);
+                if (c && !(c >> KEY_BITS_26)) rc = SC_EFORMAT; /* a coupon's value is >= 1 */
+                else if (c) sc_hll_update_coupon(h, c);
             }
         }
     }

@@ -50,7 +50,7 @@ static void test_coupon_mode(void) {
         CHECK(sc_hll_copy(&copy, h) == SC_OK && sc_hll_estimate(copy) == most[t]);
         sc_hll_update_coupon(h, (1u << 26) | 6u);
         CHECK(!sc_hll_is_coupon_mode(h) && !sc_hll_is_out_of_order(h));
-        CHECK(sc_hll_estimate(h) >= most[t] + 1.0); /* HIP from the count, plus the new slot */
+        CHECK(sc_hll_estimate(h) == most[t] + 1.0); /* HIP starts at the count, new coupon in */
         uint8_t *r = calloc(k, 1);
         sc_hll_registers(h, r);
         CHECK(r[5] == 3 && r[6] == 1);
@@ -63,6 +63,15 @@ static void test_coupon_mode(void) {
         CHECK(sc_hll_is_coupon_mode(u) && sc_hll_estimate(u) == most[t]);
         CHECK(sc_hll_merge(u, h) == SC_OK && !sc_hll_is_coupon_mode(u) && sc_hll_is_out_of_order(u));
         CHECK(regs_equal(u, h));
+        /* a value-0 coupon is no item: ignored by updates, refused in an image */
+        sc_hll_update_coupon(copy, 7u);
+        CHECK(sc_hll_estimate(copy) == most[t]);
+        uint8_t img[16] = {2, 1, 7, lgs[t], 3, 8, 2, 8, 1, 0, 0, 4, 7, 0, 0, 0};
+        sc_hll *bad = NULL;
+        CHECK(sc_hll_deserialize(&bad, img, 16) == SC_EFORMAT && bad == NULL);
+        img[15] = 4;
+        CHECK(sc_hll_deserialize(&bad, img, 16) == SC_OK && sc_hll_estimate(bad) == 2.0);
+        sc_hll_destroy(bad);
         sc_hll_reset(copy);
         CHECK(sc_hll_is_empty(copy) && sc_hll_is_coupon_mode(copy));
         sc_hll_destroy(u);

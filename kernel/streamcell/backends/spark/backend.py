@@ -34,6 +34,7 @@ import functools
 import itertools
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,10 +96,11 @@ from .ops import (
 _ids = itertools.count()
 
 _TRANSLATED: dict[tuple[str, str, str], tuple[Any, tuple[dict[str, Any], Any]]] = {}
-"""A stateless step's Spark columns (:meth:`Lowering._translated`) by the step, its input and
-its output schema, with the session they belong to: every column is built by round trips to
-the JVM (a filter and a two-operator projection took 84 ms a run), and a cell is re-run with
-the same steps. Columns are immutable; those of another session are made anew."""
+"""A stateless step's Spark columns (:meth:`Lowering._translated`) by the step's kind and
+expressions, its input and its output schema, with (a weak reference to) the session they
+belong to: every column is built by round trips to the JVM (a filter and a two-operator
+projection took 84 ms a run), and a cell is re-run with the same steps. Columns are
+immutable; those of another session are made anew."""
 
 
 # --------------------------------------------------------------------------- checking
@@ -535,14 +537,21 @@ class Lowering:
         on (None when none can fail). A re-run of the cell finds them in :data:`_TRANSLATED`."""
         got = self._columns.get(s.step_id)
         if got is None:
-            # repr tells apart what == does not (1 and 1.0; 0.0 and -0.0)
-            key = (repr(s), repr(self.in_schema(s)), repr(self.c.schemas[s.step_id]))
+            # what the translation reads: the step's own expressions (not its inputs, which
+            # may name a source's credentials) and its schemas; repr tells apart what == does
+            # not (1 and 1.0; 0.0 and -0.0)
+            what = s.predicate if isinstance(s, P.Filter) else getattr(s, "exprs", None)
+            key = (
+                f"{s.kind} {what!r}",
+                repr(self.in_schema(s)),
+                repr(self.c.schemas[s.step_id]),
+            )
             hit = _TRANSLATED.get(key)
-            if hit is not None and hit[0] is self.spark:
+            if hit is not None and hit[0]() is self.spark:
                 got = hit[1]
             else:
                 got = self._translate(s)
-                keep_bounded(_TRANSLATED, key, (self.spark, got), 256)
+                keep_bounded(_TRANSLATED, key, (weakref.ref(self.spark), got), 256)
             self._columns[s.step_id] = got
         return got
 
