@@ -103,8 +103,16 @@ def python_pow(a: Any, b: Any) -> Any:
     return r.real if isinstance(r, complex) else r
 
 
+ARITHMETIC: dict[str, Callable[[Any, Any], Any]] = {
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+}
+"""The binary operators that are Python's own on numbers (the Spark translation's too)."""
+
+
 def _arith(op: str) -> Callable[[Any, Any], Any]:
-    base = {"+": operator.add, "-": operator.sub, "*": operator.mul}.get(op)
+    base = ARITHMETIC.get(op)
     if base is not None:
 
         def f(a: Any, b: Any) -> Any:
@@ -117,7 +125,7 @@ def _arith(op: str) -> Callable[[Any, Any], Any]:
     return {"/": _div, "//": _floordiv, "%": _mod, "**": python_pow}[op]
 
 
-_CMP = {
+COMPARE: dict[str, Callable[[Any, Any], Any]] = {
     "==": operator.eq,
     "!=": operator.ne,
     "<": operator.lt,
@@ -125,6 +133,7 @@ _CMP = {
     ">": operator.gt,
     ">=": operator.ge,
 }
+"""The comparison operators by name (the Spark translation's too)."""
 
 
 def _num_cmp(f: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
@@ -354,7 +363,7 @@ def compile_row_expr(e: IR) -> Fn:  # noqa: C901 - one dispatch over the IR
                 return None if a is None or b is None else False
 
             return or_
-        fn = _num_cmp(_CMP[e.op]) if e.op in _CMP else _arith(e.op)
+        fn = _num_cmp(COMPARE[e.op]) if e.op in COMPARE else _arith(e.op)
 
         def binop(r: Row) -> Any:
             a = lf(r)

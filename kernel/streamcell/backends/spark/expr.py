@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +26,7 @@ from ...compiler import Typer
 from ...errors import NotSupportedError
 from ...expr import IR, Binary, Call, Col, Lit, Unary, When
 from ...types import DType, Schema, parse_dtype
+from ..evaluate import ARITHMETIC, COMPARE
 
 NAME = "spark"
 
@@ -54,22 +54,6 @@ def qcol(name: str) -> Any:
     from pyspark.sql import functions as F
 
     return F.col("`" + name.replace("`", "``") + "`")
-
-
-# one column per operator, built when chosen (each is a JVM round trip)
-_COMPARE: dict[str, Callable[[Any, Any], Any]] = {
-    "==": operator.eq,
-    "!=": operator.ne,
-    "<": operator.lt,
-    "<=": operator.le,
-    ">": operator.gt,
-    ">=": operator.ge,
-}
-_ARITH: dict[str, Callable[[Any, Any], Any]] = {
-    "+": operator.add,
-    "-": operator.sub,
-    "*": operator.mul,
-}
 
 
 def _or(a: Any, b: Any) -> Any:
@@ -239,13 +223,13 @@ class Translator:
         if op in ("==", "!=", "<", "<=", ">", ">="):
             if {lt.name, rt.name} == {"int", "float"}:
                 a, b = a.cast("double"), b.cast("double")
-            return _COMPARE[op](a, b), err
+            return COMPARE[op](a, b), err  # only the chosen column is built
         if op == "+" and t.name == "str":
             return F.concat(a, b), err
         if op in ("+", "-", "*"):
             st = spark_type(t)
             a, b = a.cast(st), b.cast(st)
-            return _ARITH[op](a, b), err
+            return ARITHMETIC[op](a, b), err
         if op == "/":
             return _true_div(a.cast("double"), b.cast("double")), err
         if op == "//":
