@@ -11,7 +11,7 @@ from polars.testing import assert_frame_equal
 
 import streamcell as sc
 from streamcell.options import RunOptions
-from tests.helpers import run_plan
+from tests.helpers import assert_same_outputs, outputs, run_plan
 
 pytest.importorskip("pyspark")
 pytestmark = pytest.mark.spark
@@ -65,3 +65,50 @@ def test_equal_python_literals_that_compute_differently_are_not_shared(pair):
         sa = [str(x) for x in ta["w"].to_list()]
         sb = [str(x) for x in tb["w"].to_list()]
         assert sa != sb
+
+
+def _nested(depth: int) -> sc.Expr:
+    """``e = (e * 1.0001 + k) % 97.3 + (e / (k + 1.5)) ** 0.5``, ``depth`` times: as a tree,
+    2^depth copies of ``v`` and 2^depth - 1 powers (Python UDFs on Spark)."""
+    e = sc.col("v")
+    for k in range(depth):
+        e = (e * 1.0001 + k) % 97.3 + (e / (k + 1.5)) ** 0.5
+    return e
+
+
+def _shared_names(t: object) -> list[str]:
+    return [n for stage in t.stages for n in stage]  # type: ignore[attr-defined]
+
+
+def test_a_repeated_subexpression_is_computed_once():
+    """Four levels of ``e = f(e, e)``: each level's ``e`` becomes one hidden column that the
+    next level reads twice (before, the tree held 15 power UDFs and Spark's Python worker
+    crashed on it, leaving the job hanging); the hidden columns do not reach the output."""
+    s = sc.source(FRAME).with_columns(h=_nested(4), g=_nested(2) * 2)
+    plan = sc.Plan.of((s.sink_table(),))
+    got = run_plan(plan, SPARK)
+    (t,) = _entries().values()
+    # e1, e2 and e3 (e2 also feeds g) each once, a stage each; each can fail (a power)
+    assert [len(stage) for stage in t.stages] == [2, 2, 2]  # type: ignore[attr-defined]
+    assert got.table().columns == ["k", "v", "h", "g"]
+    assert_frame_equal(got.table(), run_plan(plan, REF).table())
+
+
+def test_shared_subexpressions_keep_the_reference_dead_letters_and_filter_columns():
+    """A failing subexpression used twice (an integer to a negative power) sends its rows to
+    the dead letters once each, as the reference does; a filter's hidden columns are dropped."""
+    p = (sc.col("k") ** (sc.col("k") - 2)) + 1
+    s = (
+        sc.source(FRAME)
+        .filter((p > 0) | (p < -100))
+        .with_columns(w=p * p, z=sc.col("k") + 1.0, y=sc.col("k") + 1)
+    )
+    plan = sc.Plan.of((s.sink_table(),))
+    got = outputs(run_plan(plan, SPARK))
+    want = outputs(run_plan(plan, REF))
+    assert got["dead"].height == want["dead"].height > 0
+    assert_same_outputs(got, want)
+    shared = {k[0].split(" ")[0]: _shared_names(t) for k, t in _entries().items()}
+    assert len(shared["filter"]) == 2 and len(shared["with_columns"]) == 2
+    # 1 and 1.0 are two literals, and k + 1.0, k + 1 two expressions: neither is shared
+    assert got["tables"] and list(got["tables"].values())[0].columns == ["k", "v", "w", "z", "y"]

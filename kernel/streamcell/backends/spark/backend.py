@@ -37,7 +37,7 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import polars as pl
 import pyarrow as pa
@@ -95,7 +95,24 @@ from .ops import (
 
 _ids = itertools.count()
 
-_TRANSLATED: dict[tuple[str, str, str], tuple[Any, tuple[dict[str, Any], Any]]] = {}
+
+class Translated(NamedTuple):
+    """A stateless step as Spark columns (:meth:`Lowering._translated`)."""
+
+    computed: dict[str, Any]
+    """A filter's predicate (under the key ``""``) or a projection's computed columns."""
+    err: Any
+    """True where the reference fails on the row (None when nothing can fail)."""
+    stages: list[dict[str, Any]]
+    """Hidden columns that ``computed`` and ``err`` read, to add first, stage by stage: the
+    step's repeated subexpressions, each computed once (:meth:`Translator.share`)."""
+
+
+def _drop(df: Any, names: list[str]) -> Any:
+    return df.drop(*names) if names else df
+
+
+_TRANSLATED: dict[tuple[str, str, str], tuple[Any, Translated]] = {}
 """A stateless step's Spark columns (:meth:`Lowering._translated`) by the step's kind and
 expressions, its input and its output schema, with (a weak reference to) the session they
 belong to: every column is built by round trips to the JVM (a filter and a two-operator
@@ -487,7 +504,7 @@ class Lowering:
         self.counted_by_sink: str | None = None
         self.sink_rows: dict[str, int] = {}
         # each stateless step's Spark columns, translated once (``can_fail`` asks first)
-        self._columns: dict[str, tuple[dict[str, Any], Any]] = {}
+        self._columns: dict[str, Translated] = {}
 
     def in_schema(self, s: P.Step) -> Schema:
         return self.c.schemas[s.inputs[0].step_id]
@@ -531,7 +548,7 @@ class Lowering:
         return out.filter(F.col("_k") == F.lit(LIVE)).drop("_k", "_b")
 
     # ----------------------------------------------------------------- stateless
-    def _translated(self, s: P.Step) -> tuple[dict[str, Any], Any]:
+    def _translated(self, s: P.Step) -> Translated:
         """A filter's predicate (under the key ``""``) or a select / with_columns step's
         computed columns, as Spark columns, and the error column of the rows any of them fails
         on (None when none can fail). A re-run of the cell finds them in :data:`_TRANSLATED`."""
@@ -555,24 +572,26 @@ class Lowering:
             self._columns[s.step_id] = got
         return got
 
-    def _translate(self, s: P.Step) -> tuple[dict[str, Any], Any]:
+    def _translate(self, s: P.Step) -> Translated:
         tr = Translator(self.in_schema(s), s)
         if isinstance(s, P.Filter):
+            tr.share([s.predicate])
             v, err = tr.translate(s.predicate, BOOL)
-            return {"": v}, err
+            return Translated({"": v}, err, tr.stages)
         assert isinstance(s, (P.Select, P.WithColumns))
         types = dict(self.c.schemas[s.step_id])
         computed, err = {}, None
+        tr.share([e for _, e in s.exprs])
         for n, e in s.exprs:
             computed[n], ce = tr.translate(e, types[n])
             if ce is not None:
                 err = ce if err is None else err | ce
-        return computed, err
+        return Translated(computed, err, tr.stages)
 
     def can_fail(self, s: P.Step) -> bool:
         """Whether a filter / select / with_columns step has an expression that can fail: its
         failing rows are dead letters, and it counts its rows with a metric of its own."""
-        return self._translated(s)[1] is not None
+        return self._translated(s).err is not None
 
     def stateless(self, j: int, s: P.Step, df: Any) -> Any:
         from pyspark.sql import functions as F
@@ -580,7 +599,10 @@ class Lowering:
         schema = self.in_schema(s)
         out = self.c.schemas[s.step_id]
         names = [n for n, _ in schema]
-        computed, err = self._translated(s)
+        computed, err, stages = self._translated(s)
+        shared = [n for stage in stages for n in stage]
+        for stage in stages:  # subexpressions computed once (Translator.share)
+            df = df.withColumns(stage)
         if isinstance(s, P.Filter):
             exprs: list[Any] = []
             # a null predicate drops the row, as Spark's filter does with it bare: left bare,
@@ -593,7 +615,7 @@ class Lowering:
         if s.inputs[0].step_id in self.flat:  # rows pass with their order keys as they are
             self.flat.add(s.step_id)
         if err is None and into is not None and not self.streaming:
-            return self._cannot_fail(j, s, df, keep, exprs, into)
+            return self._cannot_fail(j, s, df, keep, exprs, into, shared)
         err_col = F.coalesce(err, F.lit(False)) if err is not None else F.lit(False)
         df = df.withColumn("_e", err_col).withColumn("_p", keep & ~F.col("_e"))
         metrics = [
@@ -611,11 +633,18 @@ class Lowering:
         self.lowered.append(Lowered(s, "stateless", obs, names))
         df = df.filter(F.col("_p"))
         if isinstance(s, P.Filter):
-            return df.drop("_e", "_p")
+            return df.drop("_e", "_p", *shared)
         return df.select(*exprs, F.col("_o"))
 
     def _cannot_fail(
-        self, j: int, s: P.Step, df: Any, keep: Any, exprs: list[Any], into: Callable[[], int]
+        self,
+        j: int,
+        s: P.Step,
+        df: Any,
+        keep: Any,
+        exprs: list[Any],
+        into: Callable[[], int],
+        shared: list[str],
     ) -> Any:
         """A stateless step none of whose expressions can fail (no dead letters): a plain
         filter or projection that Spark fuses with its neighbours. Its rows in are the rows
@@ -627,12 +656,12 @@ class Lowering:
             rows = self.sink_rows
             self.lowered.append(Lowered(s, "filter", None, into=into, out=lambda: rows["n"]))
             self.count_of[s.step_id] = lambda: rows["n"]
-            return df.filter(keep)
+            return _drop(df.filter(keep), shared)
         if isinstance(s, P.Filter):
             df, obs = self.observe(df.filter(keep), j, F.count(F.lit(1)).alias("out"))
             self.lowered.append(Lowered(s, "filter", obs, into=into))
             self.count_of[s.step_id] = lambda: int(obs.get["out"] or 0)
-            return df
+            return _drop(df, shared)
         self.lowered.append(Lowered(s, "pass", None, into=into))
         self.count_of[s.step_id] = into
         return df.select(*exprs, F.col("_o"))

@@ -24,7 +24,7 @@ from typing import Any
 from ... import plan as P
 from ...compiler import Typer
 from ...errors import NotSupportedError
-from ...expr import IR, Binary, Call, Col, Lit, Unary, When
+from ...expr import IR, Binary, Call, Col, Lit, Unary, When, children
 from ...types import DType, Schema, parse_dtype
 from ..evaluate import ARITHMETIC, COMPARE
 
@@ -129,6 +129,59 @@ class Translator:
         self.step = step
         self.typer = Typer(schema, step)
         self._cols: dict[str, Any] = {}  # a column read twice is one Spark column
+        self._shapes: dict[int, int] = {}  # id(node) -> its shape (:meth:`_shape`)
+        self._canon: dict[tuple[Any, ...], int] = {}
+        self._shared: set[int] = set()  # shapes computed once, into a column of their own
+        self._done: dict[int, tuple[Any, Any, int]] = {}  # shape -> (value, error, stage)
+        self._inside: list[int] = []  # the latest stage read by each shared node being built
+        self.stages: list[dict[str, Any]] = []
+        """Columns to add before the translated ones read them, stage by stage (a stage
+        reads only the stages before it): the subexpressions :meth:`share` found."""
+
+    def _shape(self, e: IR) -> int:
+        """A number per distinct subexpression: equal numbers, equal computations. Position
+        is left out; a literal keeps its type (``1`` and ``1.0`` differ, as do ``0.0`` and
+        ``-0.0``: by ``repr``). Nodes are numbered once each (by identity), so a tree that
+        reuses one node object twice at every level costs its distinct nodes, not its size."""
+        got = self._shapes.get(id(e))
+        if got is not None:
+            return got
+        sig: tuple[Any, ...]
+        if isinstance(e, Col):
+            sig = ("col", e.name)
+        elif isinstance(e, Lit):
+            sig = ("lit", type(e.value).__name__, repr(e.value))
+        elif isinstance(e, Unary):
+            sig = ("unary", e.op, self._shape(e.operand))
+        elif isinstance(e, Binary):
+            sig = ("binary", e.op, self._shape(e.left), self._shape(e.right))
+        elif isinstance(e, Call):
+            sig = ("call", e.fn, *(self._shape(a) for a in e.args))
+        elif isinstance(e, When):
+            sig = ("when", *(self._shape(c) for c in children(e)))
+        else:
+            sig = ("node", id(e))
+        n = self._canon.setdefault(sig, len(self._canon))
+        self._shapes[id(e)] = n
+        return n
+
+    def share(self, roots: list[IR]) -> None:
+        """Marks the subexpressions that ``roots`` compute more than once, to be computed
+        once each into a hidden column (:attr:`stages`). Without it a repeated subexpression
+        is a repeated Spark column: ``e = f(e, e)`` applied k times is 2^k copies of the first
+        ``e`` (and of any Python UDF in it) in one Catalyst expression, which Spark plans and
+        runs in time exponential in k. A subexpression counts once however often it appears
+        inside a shared one (that one is computed once)."""
+        seen: dict[int, int] = {}
+        stack = list(reversed(roots))
+        while stack:
+            e = stack.pop()
+            k = self._shape(e)
+            seen[k] = seen.get(k, 0) + 1
+            if seen[k] == 1:
+                stack.extend(reversed(children(e)))
+            elif not isinstance(e, (Col, Lit)):
+                self._shared.add(k)
 
     def unsupported(self, what: str) -> NotSupportedError:
         return NotSupportedError(self.step.step_id, NAME, what)
@@ -156,7 +209,29 @@ class Translator:
             v = v.cast(spark_type(t))
         return v, err
 
-    def _go(self, e: IR) -> tuple[Any, Any]:  # noqa: C901 - one dispatch over the IR
+    def _go(self, e: IR) -> tuple[Any, Any]:
+        if not self._shared:
+            return self._node(e)
+        k = self._shape(e)
+        if k not in self._shared:
+            return self._node(e)
+        got = self._done.get(k)
+        if got is None:
+            self._inside.append(-1)
+            v, err = self._node(e)
+            stage = self._inside.pop() + 1
+            while len(self.stages) <= stage:
+                self.stages.append({})
+            name = f"__sc_shared{len(self._done)}"
+            self.stages[stage][name] = v
+            if err is not None:
+                self.stages[stage][name + "_e"] = err
+            got = self._done[k] = (qcol(name), None if err is None else qcol(name + "_e"), stage)
+        if self._inside:
+            self._inside[-1] = max(self._inside[-1], got[2])
+        return got[0], got[1]
+
+    def _node(self, e: IR) -> tuple[Any, Any]:  # noqa: C901 - one dispatch over the IR
         from pyspark.sql import functions as F
 
         t = self.typer.type(e)
