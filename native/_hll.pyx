@@ -21,9 +21,9 @@ cdef extern from "sketch/hll.h" nogil:
     void sc_hll_destroy(sc_hll *h)
     void sc_hll_reset(sc_hll *h)
     int sc_hll_copy(sc_hll **out, const sc_hll *h)
-    void sc_hll_update_i64(sc_hll *h, int64_t v)
-    void sc_hll_update_f64(sc_hll *h, double v)
-    void sc_hll_update_bytes(sc_hll *h, const void *data, size_t len)
+    int sc_hll_update_i64(sc_hll *h, int64_t v)
+    int sc_hll_update_f64(sc_hll *h, double v)
+    int sc_hll_update_bytes(sc_hll *h, const void *data, size_t len)
     int sc_hll_update_i64_array(sc_hll *h, const int64_t *v, size_t n, const uint8_t *validity, int64_t off)
     int sc_hll_update_f64_array(sc_hll *h, const double *v, size_t n, const uint8_t *validity, int64_t off)
     int sc_hll_update_str32_array(sc_hll *h, const int32_t *o, const uint8_t *d, size_t n, const uint8_t *validity, int64_t off)
@@ -115,16 +115,18 @@ cdef class HllSketch:
     def update(self, item):
         """Add one item: int (as int64), float (as double), str (UTF-8) or bytes."""
         cdef const uint8_t[::1] buf
+        cdef int rc = 0
         if isinstance(item, int):
-            sc_hll_update_i64(self.h, item)
+            rc = sc_hll_update_i64(self.h, item)
         elif isinstance(item, float):
-            sc_hll_update_f64(self.h, item)
+            rc = sc_hll_update_f64(self.h, item)
         else:
             if isinstance(item, str):
                 item = (<str>item).encode("utf-8")
             buf = memoryview(item).cast("B")
             if buf.shape[0]:
-                sc_hll_update_bytes(self.h, &buf[0], buf.shape[0])
+                rc = sc_hll_update_bytes(self.h, &buf[0], buf.shape[0])
+        check_status(rc, "HllSketch.update")
 
     def update_batch(self, column):
         """Add a NumPy / Arrow / Polars column in one native call with the GIL released."""

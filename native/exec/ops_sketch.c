@@ -175,10 +175,9 @@ static int sk_update1(const sk_op *op, int32_t i, void *s, const sc_batch *in, i
         if (lt == SC_LT_STR) return slen ? sc_theta_update_bytes(s, str, (size_t)slen) : SC_OK;
         return sc_theta_update_i64(s, iv);
     case SC_SK_HLL:
-        if (lt == SC_LT_FLOAT) sc_hll_update_f64(s, dv);
-        else if (lt == SC_LT_STR) { if (slen) sc_hll_update_bytes(s, str, (size_t)slen); }
-        else sc_hll_update_i64(s, iv);
-        return SC_OK;
+        if (lt == SC_LT_FLOAT) return sc_hll_update_f64(s, dv);
+        if (lt == SC_LT_STR) return sc_hll_update_bytes(s, str, (size_t)slen);
+        return sc_hll_update_i64(s, iv);
     case SC_SK_KLL: return sc_kll_update(s, dv); /* NaN is ignored there */
     default:
         if (lt == SC_LT_STR) return sc_frequent_update_str(s, str, (uint32_t)slen, 1);

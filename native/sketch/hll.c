@@ -21,26 +21,38 @@ enum { FLAG_EMPTY = 4, FLAG_COMPACT = 8, FLAG_OOO = 16 };
 #define HLL_PREINTS 10
 #define HLL_HEADER 40
 #define LIST_MAX 7 /* a coupon list holds up to 7; the 8th makes a set (or HLL below lg_k 8) */
+#define LG_LIST 3  /* the list: 8 slots inside the sketch */
+#define LG_SET 5   /* a set starts at 32 slots and doubles, as DataSketches' does */
 
 struct sc_hll {
     double hip, kxq0, kxq1;
     uint32_t num_zeros;
     uint8_t lg_k;
     bool ooo;
-    bool coupons; /* coupon mode: the distinct coupons in `coup`, registers unused */
+    bool coupons; /* coupon mode: the distinct coupons in `coup`, no registers */
     uint8_t lg_tab; /* coupon table: 2^lg_tab slots, 0 = free (a coupon is never 0) */
     uint32_t ncoup;
-    uint8_t *regs; /* one block: 2^lg_k registers, then the coupon table */
-    uint32_t *coup;
+    uint8_t *regs;  /* HLL mode: the 2^lg_k registers; NULL in coupon mode */
+    uint32_t *coup; /* coupon mode: the table (`list` up to 8 slots, then the heap); else NULL */
+    uint32_t list[1u << LG_LIST];
 };
+/* Memory follows the mode, as in DataSketches: a sketch of a few items is its struct (the
+ * list is inside it), a set grows from 32 slots, and only HLL mode holds registers (the
+ * table is freed then). Per-key sketches of small keys stay small: 96 bytes, not 2^lg_k. */
 
 static inline double inv_pow2(unsigned v) { return ldexp(1.0, -(int)v); }
 
-/* the coupon table: 8 slots below lg_k 8, else 2^(lg_k-3) (DataSketches' largest coupon
- * set); the sketch leaves coupon mode when it would hold more than coupon_max */
-static inline uint8_t table_lg(uint8_t lg_k) { return lg_k < 8 ? 3 : (uint8_t)(lg_k - 3); }
-static inline uint32_t coupon_max(const sc_hll *h) {
-    return h->lg_k < 8 ? LIST_MAX : (3u << h->lg_tab) / 4;
+/* the largest coupon table: 8 slots below lg_k 8, else 2^(lg_k-3) (DataSketches' largest
+ * coupon set); the sketch leaves coupon mode when that would hold more than 3/4 of it (7
+ * below lg_k 8), and a smaller table grows when it would */
+static inline uint8_t table_lg(uint8_t lg_k) { return lg_k < 8 ? LG_LIST : (uint8_t)(lg_k - 3); }
+static inline uint32_t table_max(uint8_t lg_tab) {
+    return lg_tab == LG_LIST ? LIST_MAX : (3u << lg_tab) / 4;
+}
+
+static void free_table(sc_hll *h) {
+    if (h->coup != h->list) free(h->coup);
+    h->coup = NULL;
 }
 
 static inline uint32_t coupon_of(sc_hash128 h) {
@@ -75,10 +87,12 @@ static void clear_registers(sc_hll *h) {
     h->num_zeros = 1u << h->lg_k;
 }
 
-/* coupon mode -> HLL mode: the coupons replayed into the registers, and the HIP accumulator
- * starts at the coupon count (as DataSketches starts it at the coupon estimate) */
-static void promote(sc_hll *h) {
+/* coupon mode -> HLL mode: the coupons replayed into new registers, the table freed, and the
+ * HIP accumulator starts at the coupon count (as DataSketches starts it at the coupon
+ * estimate). On SC_ENOMEM the sketch is unchanged. */
+static void promote_into(sc_hll *h, uint8_t *regs) {
     const uint32_t mask = (1u << h->lg_k) - 1, slots = 1u << h->lg_tab;
+    h->regs = regs;
     clear_registers(h);
     for (uint32_t j = 0; j < slots; j++) {
         uint32_t c = h->coup[j];
@@ -87,41 +101,77 @@ static void promote(sc_hll *h) {
     h->hip = (double)h->ncoup;
     h->coupons = false;
     h->ncoup = 0;
-    memset(h->coup, 0, sizeof(uint32_t) << h->lg_tab);
+    free_table(h);
 }
 
-/* open addressing with linear probing; the table is never full while in coupon mode */
-static inline void insert_coupon(sc_hll *h, uint32_t c) {
-    const uint32_t mask = (1u << h->lg_tab) - 1;
-    uint32_t j = (c * 0x9e3779b1u) >> (32 - h->lg_tab);
-    while (h->coup[j]) {
-        if (h->coup[j] == c) return;
+static int promote(sc_hll *h) {
+    uint8_t *regs = malloc(1u << h->lg_k);
+    if (!regs) return SC_ENOMEM;
+    promote_into(h, regs);
+    return SC_OK;
+}
+
+/* open addressing with linear probing; a table is at most 3/4 full (the list: 7 of 8) */
+static inline bool put_coupon(uint32_t *tab, uint8_t lg_tab, uint32_t c) {
+    const uint32_t mask = (1u << lg_tab) - 1;
+    uint32_t j = (c * 0x9e3779b1u) >> (32 - lg_tab);
+    while (tab[j]) {
+        if (tab[j] == c) return false;
         j = (j + 1) & mask;
     }
-    h->coup[j] = c;
-    if (++h->ncoup > coupon_max(h)) promote(h);
+    tab[j] = c;
+    return true;
 }
 
-void sc_hll_update_coupon(sc_hll *h, uint32_t coupon) {
-    if (!(coupon >> KEY_BITS_26)) return; /* value 0: no item makes it (nor a free slot) */
-    if (h->coupons) insert_coupon(h, coupon);
-    else set_register(h, coupon & ((1u << h->lg_k) - 1), (uint8_t)(coupon >> KEY_BITS_26));
+/* the next table size up, the coupons rehashed into it (SC_ENOMEM: unchanged) */
+static int grow(sc_hll *h) {
+    uint8_t lg = h->lg_tab == LG_LIST ? LG_SET : (uint8_t)(h->lg_tab + 1);
+    uint32_t *tab = calloc((size_t)1 << lg, sizeof *tab);
+    if (!tab) return SC_ENOMEM;
+    for (uint32_t j = 0; j < (1u << h->lg_tab); j++)
+        if (h->coup[j]) put_coupon(tab, lg, h->coup[j]);
+    free_table(h);
+    h->coup = tab;
+    h->lg_tab = lg;
+    return SC_OK;
 }
 
-static inline void update_hash(sc_hll *h, sc_hash128 hh) { sc_hll_update_coupon(h, coupon_of(hh)); }
+static int insert_coupon(sc_hll *h, uint32_t c) {
+    if (h->ncoup == table_max(h->lg_tab)) { /* full: make room first, unless c is in */
+        const uint32_t mask = (1u << h->lg_tab) - 1;
+        uint32_t j = (c * 0x9e3779b1u) >> (32 - h->lg_tab);
+        for (; h->coup[j]; j = (j + 1) & mask)
+            if (h->coup[j] == c) return SC_OK;
+        if (h->lg_tab == table_lg(h->lg_k)) { /* one coupon more than coupon mode holds: */
+            uint8_t *regs = malloc(1u << h->lg_k); /* it goes in (a table is never full), */
+            if (!regs) return SC_ENOMEM;            /* and they all go to the registers */
+            h->ncoup += put_coupon(h->coup, h->lg_tab, c);
+            promote_into(h, regs);
+            return SC_OK;
+        }
+        int rc = grow(h);
+        if (rc) return rc;
+    }
+    h->ncoup += put_coupon(h->coup, h->lg_tab, c);
+    return SC_OK;
+}
+
+int sc_hll_update_coupon(sc_hll *h, uint32_t coupon) {
+    if (!(coupon >> KEY_BITS_26)) return SC_OK; /* value 0: no item makes it (nor a free slot) */
+    if (h->coupons) return insert_coupon(h, coupon);
+    set_register(h, coupon & ((1u << h->lg_k) - 1), (uint8_t)(coupon >> KEY_BITS_26));
+    return SC_OK;
+}
+
+static inline int update_hash(sc_hll *h, sc_hash128 hh) { return sc_hll_update_coupon(h, coupon_of(hh)); }
 
 int sc_hll_create(sc_hll **out, uint8_t lg_k) {
     *out = NULL;
     if (lg_k < SC_HLL_MIN_LG_K || lg_k > SC_HLL_MAX_LG_K) return SC_EINVAL;
     sc_hll *h = calloc(1, sizeof *h);
-    uint8_t lg_tab = table_lg(lg_k);
-    if (!h || !(h->regs = malloc((1u << lg_k) + (sizeof(uint32_t) << lg_tab)))) {
-        free(h);
-        return SC_ENOMEM;
-    }
-    h->coup = (uint32_t *)(void *)(h->regs + (1u << lg_k)); /* 2^lg_k >= 16: aligned */
+    if (!h) return SC_ENOMEM;
     h->lg_k = lg_k;
-    h->lg_tab = lg_tab;
+    h->coup = h->list;
     sc_hll_reset(h);
     *out = h;
     return SC_OK;
@@ -130,12 +180,21 @@ int sc_hll_create(sc_hll **out, uint8_t lg_k) {
 void sc_hll_destroy(sc_hll *h) {
     if (!h) return;
     free(h->regs);
+    free_table(h);
     free(h);
 }
 
+/* back to an empty list; frees what the sketch grew (allocates nothing, so cannot fail) */
 void sc_hll_reset(sc_hll *h) {
-    clear_registers(h);
-    memset(h->coup, 0, sizeof(uint32_t) << h->lg_tab);
+    free(h->regs);
+    h->regs = NULL;
+    free_table(h);
+    h->coup = h->list;
+    h->lg_tab = LG_LIST;
+    memset(h->list, 0, sizeof h->list);
+    h->kxq0 = (double)(1u << h->lg_k);
+    h->kxq1 = 0.0;
+    h->num_zeros = 1u << h->lg_k;
     h->hip = 0.0;
     h->ooo = false;
     h->coupons = true;
@@ -143,23 +202,31 @@ void sc_hll_reset(sc_hll *h) {
 }
 
 int sc_hll_copy(sc_hll **out, const sc_hll *h) {
-    int rc = sc_hll_create(out, h->lg_k);
-    if (rc) return rc;
-    uint8_t *regs = (*out)->regs;
-    uint32_t *coup = (*out)->coup;
-    **out = *h;
-    (*out)->regs = regs;
-    (*out)->coup = coup;
-    memcpy(regs, h->regs, (1u << h->lg_k) + (sizeof(uint32_t) << h->lg_tab));
+    *out = NULL;
+    sc_hll *c = malloc(sizeof *c);
+    if (!c) return SC_ENOMEM;
+    *c = *h;
+    c->regs = NULL;
+    c->coup = h->coup == h->list ? c->list : NULL;
+    if (h->regs && (c->regs = malloc(1u << h->lg_k))) memcpy(c->regs, h->regs, 1u << h->lg_k);
+    if (h->coup && h->coup != h->list && (c->coup = malloc(sizeof(uint32_t) << h->lg_tab)))
+        memcpy(c->coup, h->coup, sizeof(uint32_t) << h->lg_tab);
+    if ((h->regs && !c->regs) || (h->coup && !c->coup)) {
+        sc_hll_destroy(c);
+        return SC_ENOMEM;
+    }
+    *out = c;
     return SC_OK;
 }
 
-void sc_hll_update_i64(sc_hll *h, int64_t v) { update_hash(h, sc_murmur3_u64((uint64_t)v, SC_HLL_SEED)); }
-void sc_hll_update_f64(sc_hll *h, double v) {
-    update_hash(h, sc_murmur3_u64(sc_canonical_double_bits(v), SC_HLL_SEED));
+int sc_hll_update_i64(sc_hll *h, int64_t v) {
+    return update_hash(h, sc_murmur3_u64((uint64_t)v, SC_HLL_SEED));
 }
-void sc_hll_update_bytes(sc_hll *h, const void *data, size_t len) {
-    if (len) update_hash(h, sc_murmur3_128(data, len, SC_HLL_SEED));
+int sc_hll_update_f64(sc_hll *h, double v) {
+    return update_hash(h, sc_murmur3_u64(sc_canonical_double_bits(v), SC_HLL_SEED));
+}
+int sc_hll_update_bytes(sc_hll *h, const void *data, size_t len) {
+    return len ? update_hash(h, sc_murmur3_128(data, len, SC_HLL_SEED)) : SC_OK;
 }
 
 static inline bool valid_at(const uint8_t *validity, int64_t i) {
@@ -170,7 +237,8 @@ static inline bool valid_at(const uint8_t *validity, int64_t i) {
     do {                                                 \
         for (size_t i = 0; i < n; i++) {                 \
             if (SKIP(i)) continue;                       \
-            update_hash(h, ITEM_HASH(i));                \
+            int rc_ = update_hash(h, ITEM_HASH(i));      \
+            if (rc_) return rc_;                         \
         }                                                \
         return SC_OK;                                    \
     } while (0)
@@ -205,6 +273,13 @@ bool sc_hll_is_empty(const sc_hll *h) {
 }
 bool sc_hll_is_out_of_order(const sc_hll *h) { return h->ooo; }
 bool sc_hll_is_coupon_mode(const sc_hll *h) { return h->coupons; }
+
+size_t sc_hll_footprint(const sc_hll *h) {
+    size_t n = sizeof *h;
+    if (h->regs) n += (size_t)1 << h->lg_k;
+    if (h->coup && h->coup != h->list) n += sizeof(uint32_t) << h->lg_tab;
+    return n;
+}
 
 void sc_hll_registers(const sc_hll *h, uint8_t *out) {
     const uint32_t k = 1u << h->lg_k;
@@ -275,19 +350,28 @@ int sc_hll_merge(sc_hll *dst, const sc_hll *src) {
     if (dst->lg_k > src->lg_k) return SC_EINVAL;
     if (sc_hll_is_empty(src)) return SC_OK;
     if (src->coupons) {
-        for (uint32_t j = 0; j < (1u << src->lg_tab); j++)
-            if (src->coup[j]) sc_hll_update_coupon(dst, src->coup[j]);
+        int rc = SC_OK;
+        for (uint32_t j = 0; j < (1u << src->lg_tab) && !rc; j++)
+            if (src->coup[j]) rc = sc_hll_update_coupon(dst, src->coup[j]);
         if (!dst->coupons) dst->ooo = true, dst->hip = 0.0;
-        return SC_OK;
+        return rc;
     }
     if (sc_hll_is_empty(dst) && dst->lg_k == src->lg_k) {
-        memcpy(dst->regs, src->regs, 1u << dst->lg_k);
+        uint8_t *regs = malloc(1u << dst->lg_k);
+        if (!regs) return SC_ENOMEM;
+        memcpy(regs, src->regs, 1u << dst->lg_k);
+        free_table(dst);
+        dst->regs = regs;
         dst->hip = src->hip, dst->kxq0 = src->kxq0, dst->kxq1 = src->kxq1;
         dst->num_zeros = src->num_zeros, dst->ooo = src->ooo;
         dst->coupons = false;
+        dst->ncoup = 0;
         return SC_OK;
     }
-    if (dst->coupons) promote(dst);
+    if (dst->coupons) {
+        int rc = promote(dst);
+        if (rc) return rc;
+    }
     const uint32_t mask = (1u << dst->lg_k) - 1;
     for (uint32_t i = 0; i < (1u << src->lg_k); i++)
         if (src->regs[i] > dst->regs[i & mask]) dst->regs[i & mask] = src->regs[i];
@@ -387,6 +471,8 @@ static int read_hll_mode(sc_hll *h, const uint8_t *buf, size_t len, int tgt, boo
     const uint32_t k = 1u << h->lg_k;
     const size_t arr = tgt == TGT_HLL8 ? k : tgt == TGT_HLL6 ? (size_t)k * 3 / 4 + 1 : k / 2;
     if (len < HLL_HEADER + arr) return SC_EFORMAT;
+    int rc = promote(h); /* the empty sketch's registers; filled below */
+    if (rc) return rc;
     const uint8_t *a = buf + HLL_HEADER, cur_min = buf[6];
     for (uint32_t i = 0; i < k; i++) {
         if (tgt == TGT_HLL8) h->regs[i] = a[i];
@@ -440,7 +526,7 @@ int sc_hll_deserialize(sc_hll **out, const uint8_t *buf, size_t len) {
             for (size_t j = 0; j < slots && rc == SC_OK; j++) {
                 uint32_t c = get_u32(buf + start + 4 * j);
                 if (c && !(c >> KEY_BITS_26)) rc = SC_EFORMAT; /* a coupon's value is >= 1 */
-                else if (c) sc_hll_update_coupon(h, c);
+                else if (c) rc = sc_hll_update_coupon(h, c);
             }
         }
     }

@@ -11,7 +11,9 @@
  * (relative error 0.409 / 2^13 per standard deviation, DataSketches' coupon RSE), so small
  * cardinalities never suffer two items sharing a register. One coupon more and the sketch
  * moves to HLL mode: the coupons replayed into the registers, the HIP accumulator starting at
- * the coupon count.
+ * the coupon count. Memory follows the mode: up to 7 coupons live in the sketch itself, a set
+ * grows from 32 slots by doubling, and only HLL mode allocates registers (freeing the set),
+ * so a per-key sketch of a small key takes about 100 bytes, not 2^lg_k.
  *
  * Estimate in HLL mode: the HIP (historic inverse probability) accumulator while the sketch
  * was built by updates only - the same accumulator DataSketches keeps, so an image of ours
@@ -58,10 +60,12 @@ void sc_hll_destroy(sc_hll *h);
 void sc_hll_reset(sc_hll *h);
 int sc_hll_copy(sc_hll **out, const sc_hll *h);
 /* a coupon as defined above (exposed for tests and for replaying DataSketches coupon lists) */
-void sc_hll_update_coupon(sc_hll *h, uint32_t coupon);
-void sc_hll_update_i64(sc_hll *h, int64_t v);
-void sc_hll_update_f64(sc_hll *h, double v);
-void sc_hll_update_bytes(sc_hll *h, const void *data, size_t len);
+/* updates return SC_OK, or SC_ENOMEM when the sketch could not grow (the item is not in it;
+ * the sketch is otherwise unchanged) */
+int sc_hll_update_coupon(sc_hll *h, uint32_t coupon);
+int sc_hll_update_i64(sc_hll *h, int64_t v);
+int sc_hll_update_f64(sc_hll *h, double v);
+int sc_hll_update_bytes(sc_hll *h, const void *data, size_t len);
 /* columns: validity is an Arrow bitmap (bit i at valid_off + i; NULL = all valid) */
 int sc_hll_update_i64_array(sc_hll *h, const int64_t *v, size_t n, const uint8_t *validity,
                             int64_t valid_off);
@@ -79,6 +83,9 @@ double sc_hll_estimate(const sc_hll *h);
 double sc_hll_lower_bound(const sc_hll *h, int num_std);
 double sc_hll_upper_bound(const sc_hll *h, int num_std);
 bool sc_hll_is_coupon_mode(const sc_hll *h);
+/* the bytes the sketch holds: its struct (with room for 8 coupons), a grown coupon table,
+ * or in HLL mode its 2^lg_k registers */
+size_t sc_hll_footprint(const sc_hll *h);
 /* the 2^lg_k register values into out (coupon mode: the registers its coupons would set) */
 void sc_hll_registers(const sc_hll *h, uint8_t *out);
 

@@ -80,6 +80,41 @@ static void test_coupon_mode(void) {
     }
 }
 
+/* Memory follows the mode: a few coupons live in the sketch itself, a set grows by doubling
+ * and is freed when the registers come; a reset returns to the bare sketch. Copies of each
+ * mode hold what their source holds, and count the same. */
+static void test_memory_follows_the_mode(void) {
+    sc_hll *h;
+    CHECK(sc_hll_create(&h, 21) == SC_OK);
+    const size_t bare = sc_hll_footprint(h);
+    CHECK(bare < 160);
+    for (int64_t i = 0; i < 7; i++) CHECK(sc_hll_update_i64(h, i) == SC_OK);
+    CHECK(sc_hll_footprint(h) == bare && sc_hll_estimate(h) == 7.0); /* the list, inside */
+    CHECK(sc_hll_update_i64(h, 7) == SC_OK);
+    CHECK(sc_hll_footprint(h) == bare + 4 * 32); /* a set of 32 slots */
+    for (int64_t i = 8; i < 1000; i++) CHECK(sc_hll_update_i64(h, i) == SC_OK);
+    CHECK(sc_hll_is_coupon_mode(h) && sc_hll_estimate(h) == 1000.0);
+    CHECK(sc_hll_footprint(h) == bare + 4 * 2048); /* 1000 coupons: at most 3/4 of 2^11 */
+    sc_hll *c1;
+    CHECK(sc_hll_copy(&c1, h) == SC_OK && sc_hll_footprint(c1) == sc_hll_footprint(h));
+    CHECK(sc_hll_estimate(c1) == 1000.0);
+    for (int64_t i = 1000; i < 200000; i++) CHECK(sc_hll_update_i64(h, i) == SC_OK);
+    CHECK(!sc_hll_is_coupon_mode(h)); /* 3/4 of 2^18 coupons: HLL mode, the set freed */
+    CHECK(sc_hll_footprint(h) == bare + (1u << 21));
+    sc_hll *c2;
+    CHECK(sc_hll_copy(&c2, h) == SC_OK && sc_hll_footprint(c2) == sc_hll_footprint(h));
+    CHECK(sc_hll_estimate(c2) == sc_hll_estimate(h) && regs_equal(c2, h));
+    sc_hll_reset(h);
+    CHECK(sc_hll_footprint(h) == bare && sc_hll_is_empty(h) && sc_hll_is_coupon_mode(h));
+    CHECK(sc_hll_update_i64(h, 1) == SC_OK && sc_hll_estimate(h) == 1.0);
+    /* the small copy and an HLL-mode merge into it */
+    CHECK(sc_hll_merge(c1, c2) == SC_OK && !sc_hll_is_coupon_mode(c1));
+    CHECK(sc_hll_footprint(c1) == bare + (1u << 21));
+    sc_hll_destroy(c1);
+    sc_hll_destroy(c2);
+    sc_hll_destroy(h);
+}
+
 static void test_empty_and_errors(void) {
     sc_hll *h;
     CHECK(sc_hll_create(&h, 3) == SC_EINVAL && h == NULL);
@@ -220,6 +255,7 @@ int main(void) {
     test_concurrent();
     test_empty_and_errors();
     test_coupon_mode();
+    test_memory_follows_the_mode();
     test_accuracy_and_roundtrip();
     test_union();
     if (failures) {
