@@ -361,6 +361,7 @@ int sc_hll_merge(sc_hll *dst, const sc_hll *src) {
         if (!regs) return SC_ENOMEM;
         memcpy(regs, src->regs, 1u << dst->lg_k);
         free_table(dst);
+        free(dst->regs); /* an empty sketch may be in HLL mode (an image of zero registers) */
         dst->regs = regs;
         dst->hip = src->hip, dst->kxq0 = src->kxq0, dst->kxq1 = src->kxq1;
         dst->num_zeros = src->num_zeros, dst->ooo = src->ooo;
