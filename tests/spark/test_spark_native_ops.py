@@ -181,6 +181,22 @@ def test_final_table_integer_sums_wrap_at_64_bits_as_on_the_reference():
     assert run.spark_operators == {"aggregate#2": "spark groupBy"}
 
 
+def test_final_table_integer_sums_of_extreme_values_wrap_as_on_the_reference():
+    """Sums are taken in 21-bit parts: values whose parts are all ones or all zeros, both
+    ends of the range, sums that wrap either way, a key with only nulls, and bools."""
+    lo, hi = -(2**63), 2**63 - 1
+    vals = [hi, hi, lo, -1, lo, lo, 2**42 - 1, -(2**42), 2**21, None, 5, None, 3]
+    keys = ["a", "a", "b", "b", "c", "c", "d", "d", "d", "e", "f", "e", "f"]
+    df = pl.DataFrame(
+        {"k": keys, "v": vals, "b": [i % 3 == 0 for i in range(len(vals))]},
+        schema={"k": pl.String, "v": pl.Int64, "b": pl.Boolean},
+    )
+    run = _final(("k",), df, s=sc.col("v").sum(), nb=sc.col("b").sum())
+    assert run.spark_operators == {"aggregate#2": "spark groupBy"}
+    got = dict(zip(run.table()["k"], run.table()["s"], strict=True))
+    assert [got[k] for k in "abcdef"] == [-2, hi, 0, 2**21 - 1, 0, 8]
+
+
 def test_aggregates_that_need_arrival_order_stay_on_the_native_operator():
     run = _final(("k",), DATA, m=sc.col("f").mean())
     assert run.spark_operators == {"aggregate#2": "native"}

@@ -141,14 +141,34 @@ def agg_columns(aggs: tuple[tuple[str, Any], ...], types: dict[str, Any]) -> lis
         elif _float_sum(a, types):
             e = _ordered_sum(c, _running(i))
         elif a.fn == "sum":
-            total = F.sum(c.cast("bigint").cast("decimal(38,0)"))
-            wrapped = F.pmod(total + two63, two63 * F.lit(2)) - two63
-            e = F.coalesce(wrapped.cast("bigint"), F.lit(0).cast("bigint"))
+            e = _wrapped_sum(c, two63)
         else:
             has_null = F.max(F.when(c.isNull(), F.lit(1)).otherwise(F.lit(0)))
             e = F.count_distinct(c) + has_null
         out.append(e.alias(name))
     return out
+
+
+def _wrapped_sum(c: Any, two63: Any) -> Any:
+    """The sum of an int (or bool) column wrapping around at 64 bits, as the reference's
+    (0 when no value is set). Each value is cut into 21-bit parts, ``v = a * 2^42 + b * 2^21 +
+    c`` (``a`` signed), and the parts are summed as longs: no part sum can overflow below 2^42
+    rows in a group, so Spark's ANSI overflow check never fires and the aggregation stays on
+    longs (one decimal(38,0) sum per row was 0.6-0.9 s slower on 10M rows here). Per group
+    the parts are put together in decimal and wrapped; the shifts wrap at 64 bits, which
+    changes nothing modulo 2^64."""
+    from pyspark.sql import functions as F
+
+    v = c.cast("bigint")
+    low = F.lit((1 << 21) - 1).cast("bigint")
+    dec = "decimal(38,0)"
+    total = (
+        F.shiftleft(F.sum(F.shiftright(v, 42)), 42).cast(dec)
+        + F.shiftleft(F.sum(F.shiftright(v, 21).bitwiseAND(low)), 21).cast(dec)
+        + F.sum(v.bitwiseAND(low)).cast(dec)
+    )
+    wrapped = F.pmod(total + two63, two63 * F.lit(2)) - two63
+    return F.coalesce(wrapped.cast("bigint"), F.lit(0).cast("bigint"))
 
 
 def _ordered_sum(c: Any, run: str) -> Any:
