@@ -52,6 +52,7 @@ struct sc_concurrent {
     sc_atomic_u64 words[SC_CONC_SUMMARY_WORDS];
     sc_atomic_u64 pub_n, pub_props, pub_eager_merges, pub_eager;
     uint64_t propagations, eager_merges;  /* under merge_mu */
+    sc_atomic_i64 merge_err;    /* the first failed propagation (SC_ENOMEM): sticky */
     conc_writer *w;
 };
 
@@ -121,7 +122,8 @@ static int propagate_pending(sc_concurrent *c) {
         void *pending = w->local[1 - w->cur]; /* stable while prop == 0 */
         pthread_mutex_lock(&c->merge_mu);
         c->propagations++;
-        (void)merge_locked(c, pending); /* merge_into fails only on ENOMEM of the global */
+        int rc = merge_locked(c, pending); /* fails only on ENOMEM of the global */
+        if (rc && !sc_i64_load_relaxed(&c->merge_err)) sc_i64_store_release(&c->merge_err, rc);
         uint64_t h = c->vt->hint(c->global);
         pthread_mutex_unlock(&c->merge_mu);
         sc_u64_store_relaxed(&w->hint_pub, h);
@@ -211,6 +213,7 @@ int sc_conc_create(sc_concurrent **out, const sc_conc_config *cfg) {
     sc_i64_init(&c->stop, 0);
     sc_i64_init(&c->closed, 0);
     sc_i64_init(&c->sleeping, 0);
+    sc_i64_init(&c->merge_err, 0);
     sc_u64_init(&c->seq, 0);
     pthread_mutex_init(&c->merge_mu, NULL);
     pthread_mutex_init(&c->wake_mu, NULL);
@@ -333,7 +336,7 @@ int sc_conc_added(sc_concurrent *c, uint32_t w, uint64_t k) {
         return rc;
     }
     if (wr->counter >= c->b) hand_off(c, wr);
-    return SC_OK;
+    return (int)sc_i64_load_acquire(&c->merge_err); /* a batch the propagator could not merge */
 }
 
 /* ---- any thread ---- */
@@ -349,7 +352,8 @@ int sc_conc_flush(sc_concurrent *c) {
         unlock_writer(w);
     }
     pthread_mutex_lock(&c->merge_mu);
-    int rc = c->vt->finalize ? c->vt->finalize(c->global) : SC_OK;
+    int rc = (int)sc_i64_load_acquire(&c->merge_err);
+    if (!rc && c->vt->finalize) rc = c->vt->finalize(c->global);
     publish_locked(c);
     uint64_t h = c->vt->hint(c->global);
     pthread_mutex_unlock(&c->merge_mu);
@@ -358,8 +362,11 @@ int sc_conc_flush(sc_concurrent *c) {
 }
 
 int sc_conc_snapshot(sc_concurrent *c, void **out) {
+    *out = NULL;
+    int rc = (int)sc_i64_load_acquire(&c->merge_err); /* never a sketch missing a batch */
+    if (rc) return rc;
     pthread_mutex_lock(&c->merge_mu);
-    int rc = c->vt->copy(out, c->global);
+    rc = c->vt->copy(out, c->global);
     pthread_mutex_unlock(&c->merge_mu);
     return rc;
 }

@@ -104,6 +104,8 @@ uint64_t sc_conc_hint(sc_concurrent *c, uint32_t w);     /* writer's cached hint
 uint64_t sc_conc_room(sc_concurrent *c, uint32_t w);     /* updates until _added propagates */
 /* k updates went into sc_conc_local(c, w); propagates when the buffer is full or while eager.
  * Afterwards re-read _local, _hint and _room. */
+/* Returns the first failed merge of any buffer (SC_ENOMEM) from then on, as do flush and
+ * snapshot: a sketch that lost a batch is never shown as if it had not. */
 int sc_conc_added(sc_concurrent *c, uint32_t w, uint64_t k);
 
 /* ---- any thread ---- */

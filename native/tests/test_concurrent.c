@@ -42,6 +42,16 @@ static void cnt_sum(const void *g, uint64_t out[SC_CONC_SUMMARY_WORDS]) { out[0]
 static const sc_sketch_vtable count_vt = {"count", cnt_create, cnt_destroy, cnt_reset, cnt_merge,
                                           cnt_copy, cnt_hint, cnt_n, cnt_sum, NULL};
 
+/* the counting sketch whose global fails its third merge (as on ENOMEM) */
+static int merges_left = 2;
+static int cnt_merge_failing(void *g, const void *l) {
+    if (__atomic_fetch_sub(&merges_left, 1, __ATOMIC_RELAXED) <= 0) return SC_ENOMEM;
+    return cnt_merge(g, l);
+}
+static const sc_sketch_vtable failing_vt = {"count", cnt_create, cnt_destroy, cnt_reset,
+                                            cnt_merge_failing, cnt_copy, cnt_hint, cnt_n,
+                                            cnt_sum, NULL};
+
 typedef struct {
     sc_concurrent *c;
     uint32_t id;
@@ -196,8 +206,30 @@ static void test_busy_writer(void) {
     CHECK(sc_conc_create(&c, &bad) == SC_EINVAL);
 }
 
+/* A buffer the propagator cannot merge is never lost quietly: the writer's next
+ * sc_conc_added, every flush and every snapshot report it from then on. */
+static void test_failed_merge_is_reported(void) {
+    sc_conc_config cfg = {&failing_vt, NULL, NULL, 1, 4, 0};
+    sc_concurrent *c;
+    CHECK(sc_conc_create(&c, &cfg) == SC_OK);
+    CHECK(sc_conc_writer_enter(c, 0) == SC_OK);
+    int rc = SC_OK;
+    for (int i = 0; i < 4000 && rc == SC_OK; i++) {
+        ((count_sk *)sc_conc_local(c, 0))->n++;
+        rc = sc_conc_added(c, 0, 1);
+    }
+    CHECK(rc == SC_ENOMEM);
+    sc_conc_writer_exit(c, 0);
+    CHECK(sc_conc_flush(c) == SC_ENOMEM);
+    void *snap = (void *)1;
+    CHECK(sc_conc_snapshot(c, &snap) == SC_ENOMEM && snap == NULL);
+    CHECK(sc_conc_close(c) == SC_ENOMEM);
+    sc_conc_destroy(c);
+}
+
 int main(void) {
     test_busy_writer();
+    test_failed_merge_is_reported();
     test_generic_relaxation(1, 1, 0);
     test_generic_relaxation(3, 8, 0);
     test_generic_relaxation(2, 64, 5000); /* eager, then lazy */
