@@ -87,9 +87,9 @@ static void clear_registers(sc_hll *h) {
     h->num_zeros = 1u << h->lg_k;
 }
 
-/* coupon mode -> HLL mode: the coupons replayed into new registers, the table freed, and the
- * HIP accumulator starts at the coupon count (as DataSketches starts it at the coupon
- * estimate). On SC_ENOMEM the sketch is unchanged. */
+/* coupon mode -> HLL mode: the coupons replayed into the registers (new, or those a reset
+ * kept), the table freed, and the HIP accumulator starts at the coupon count (as DataSketches
+ * starts it at the coupon estimate). On SC_ENOMEM the sketch is unchanged. */
 static void promote_into(sc_hll *h, uint8_t *regs) {
     const uint32_t mask = (1u << h->lg_k) - 1, slots = 1u << h->lg_tab;
     h->regs = regs;
@@ -104,8 +104,12 @@ static void promote_into(sc_hll *h, uint8_t *regs) {
     free_table(h);
 }
 
+static inline uint8_t *registers_for(const sc_hll *h) {
+    return h->regs ? h->regs : malloc(1u << h->lg_k);
+}
+
 static int promote(sc_hll *h) {
-    uint8_t *regs = malloc(1u << h->lg_k);
+    uint8_t *regs = registers_for(h);
     if (!regs) return SC_ENOMEM;
     promote_into(h, regs);
     return SC_OK;
@@ -143,7 +147,7 @@ static int insert_coupon(sc_hll *h, uint32_t c) {
         for (; h->coup[j]; j = (j + 1) & mask)
             if (h->coup[j] == c) return SC_OK;
         if (h->lg_tab == table_lg(h->lg_k)) { /* one coupon more than coupon mode holds: */
-            uint8_t *regs = malloc(1u << h->lg_k); /* it goes in (a table is never full), */
+            uint8_t *regs = registers_for(h);      /* it goes in (a table is never full), */
             if (!regs) return SC_ENOMEM;            /* and they all go to the registers */
             h->ncoup += put_coupon(h->coup, h->lg_tab, c);
             promote_into(h, regs);
@@ -184,10 +188,10 @@ void sc_hll_destroy(sc_hll *h) {
     free(h);
 }
 
-/* back to an empty list; frees what the sketch grew (allocates nothing, so cannot fail) */
+/* back to an empty list (allocates nothing, so cannot fail): frees a grown table, keeps
+ * registers for the next promotion (a reused sketch, such as a concurrent sketch's buffer,
+ * would otherwise allocate and fault them in again each time it fills) */
 void sc_hll_reset(sc_hll *h) {
-    free(h->regs);
-    h->regs = NULL;
     free_table(h);
     h->coup = h->list;
     h->lg_tab = LG_LIST;
@@ -208,10 +212,11 @@ int sc_hll_copy(sc_hll **out, const sc_hll *h) {
     *c = *h;
     c->regs = NULL;
     c->coup = h->coup == h->list ? c->list : NULL;
-    if (h->regs && (c->regs = malloc(1u << h->lg_k))) memcpy(c->regs, h->regs, 1u << h->lg_k);
+    const bool regs = !h->coupons; /* registers a reset kept are not copied */
+    if (regs && (c->regs = malloc(1u << h->lg_k))) memcpy(c->regs, h->regs, 1u << h->lg_k);
     if (h->coup && h->coup != h->list && (c->coup = malloc(sizeof(uint32_t) << h->lg_tab)))
         memcpy(c->coup, h->coup, sizeof(uint32_t) << h->lg_tab);
-    if ((h->regs && !c->regs) || (h->coup && !c->coup)) {
+    if ((regs && !c->regs) || (h->coup && !c->coup)) {
         sc_hll_destroy(c);
         return SC_ENOMEM;
     }
@@ -357,11 +362,10 @@ int sc_hll_merge(sc_hll *dst, const sc_hll *src) {
         return rc;
     }
     if (sc_hll_is_empty(dst) && dst->lg_k == src->lg_k) {
-        uint8_t *regs = malloc(1u << dst->lg_k);
-        if (!regs) return SC_ENOMEM;
+        uint8_t *regs = registers_for(dst); /* an empty sketch may hold registers: those a */
+        if (!regs) return SC_ENOMEM;         /* reset kept, or an image of zero registers */
         memcpy(regs, src->regs, 1u << dst->lg_k);
         free_table(dst);
-        free(dst->regs); /* an empty sketch may be in HLL mode (an image of zero registers) */
         dst->regs = regs;
         dst->hip = src->hip, dst->kxq0 = src->kxq0, dst->kxq1 = src->kxq1;
         dst->num_zeros = src->num_zeros, dst->ooo = src->ooo;

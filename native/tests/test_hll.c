@@ -104,9 +104,17 @@ static void test_memory_follows_the_mode(void) {
     sc_hll *c2;
     CHECK(sc_hll_copy(&c2, h) == SC_OK && sc_hll_footprint(c2) == sc_hll_footprint(h));
     CHECK(sc_hll_estimate(c2) == sc_hll_estimate(h) && regs_equal(c2, h));
-    sc_hll_reset(h);
-    CHECK(sc_hll_footprint(h) == bare && sc_hll_is_empty(h) && sc_hll_is_coupon_mode(h));
+    sc_hll_reset(h); /* keeps its registers for the next promotion */
+    CHECK(sc_hll_footprint(h) == bare + (1u << 21));
+    CHECK(sc_hll_is_empty(h) && sc_hll_is_coupon_mode(h) && sc_hll_estimate(h) == 0.0);
     CHECK(sc_hll_update_i64(h, 1) == SC_OK && sc_hll_estimate(h) == 1.0);
+    sc_hll *c3; /* a copy of it holds no spare registers */
+    CHECK(sc_hll_copy(&c3, h) == SC_OK && sc_hll_footprint(c3) == bare);
+    CHECK(sc_hll_estimate(c3) == 1.0);
+    sc_hll_destroy(c3);
+    for (int64_t i = 0; i < 200000; i++) CHECK(sc_hll_update_i64(h, i) == SC_OK);
+    CHECK(!sc_hll_is_coupon_mode(h) && sc_hll_footprint(h) == bare + (1u << 21));
+    CHECK(sc_hll_estimate(h) == sc_hll_estimate(c2) && regs_equal(h, c2)); /* same items */
     /* the small copy and an HLL-mode merge into it */
     CHECK(sc_hll_merge(c1, c2) == SC_OK && !sc_hll_is_coupon_mode(c1));
     CHECK(sc_hll_footprint(c1) == bare + (1u << 21));
