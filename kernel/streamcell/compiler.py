@@ -76,6 +76,10 @@ class Typer:
         self.cols = dict(schema)
         self.step = step
         self._checked: IR | None = None  # the top expression being typed (depth checked)
+        # each node typed once, by identity (the node is kept, so its id is not reused): an
+        # expression built as e = f(e, e) reuses each level's node twice, and typing it as a
+        # tree, or each node again when an engine asks for every node's type, is exponential
+        self._types: dict[int, tuple[IR, DType]] = {}
 
     def fail(self, e: IR, msg: str) -> PlanError:
         return _err(msg, getattr(e, "pos", None) or self.step.pos, self.step)
@@ -93,6 +97,9 @@ class Typer:
 
     def type(self, e: IR) -> DType:
         """The type of ``e`` (its nesting checked once, at the top: the walk recurses)."""
+        got = self._types.get(id(e))
+        if got is not None:
+            return got[1]
         if self._checked is None:
             deep = too_deep(e)
             if deep is not None:
@@ -108,7 +115,13 @@ class Typer:
                 self._checked = None
         return self._type(e)
 
-    def _type(self, e: IR) -> DType:  # noqa: C901 - one dispatch over the IR
+    def _type(self, e: IR) -> DType:
+        got = self._types.get(id(e))
+        if got is None:
+            got = self._types[id(e)] = (e, self._node_type(e))
+        return got[1]
+
+    def _node_type(self, e: IR) -> DType:  # noqa: C901 - one dispatch over the IR
         if isinstance(e, Col):
             return self.col(e.name, e)
         if isinstance(e, Lit):

@@ -258,14 +258,28 @@ def children(x: IR) -> tuple[IR, ...]:
 
 
 def too_deep(e: IR, limit: int = MAX_EXPR_DEPTH) -> IR | None:
-    """The first node nested deeper than ``limit`` (iteratively: any depth is safe), or None."""
-    stack: list[tuple[IR, int]] = [(e, 1)]
+    """A node nested deeper than ``limit`` (the one at depth ``limit + 1`` on the deepest
+    path), or None. Iterative, so any depth is safe; each node is measured once, by identity,
+    so a node reused at several places (``e = f(e, e)``, k times: 2^k paths) is not walked
+    again."""
+    height: dict[int, tuple[IR, int]] = {}  # id -> (the node, kept so the id stays its own)
+    stack: list[tuple[IR, bool]] = [(e, False)]
     while stack:
-        x, d = stack.pop()
-        if d > limit:
-            return x
-        stack.extend((c, d + 1) for c in children(x))
-    return None
+        x, done = stack.pop()
+        if id(x) in height:
+            continue
+        kids = children(x)
+        if done:
+            height[id(x)] = (x, 1 + max((height[id(c)][1] for c in kids), default=0))
+            continue
+        stack.append((x, True))
+        stack.extend((c, False) for c in kids if id(c) not in height)
+    if height[id(e)][1] <= limit:
+        return None
+    x = e
+    for _ in range(limit):
+        x = max(children(x), key=lambda c: height[id(c)][1])
+    return x
 
 
 def columns_used(e: IR) -> list[str]:

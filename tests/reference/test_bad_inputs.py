@@ -203,6 +203,28 @@ def test_deep_python_expressions_and_long_chains_are_a_streamcell_error():
         s.plan()
 
 
+def test_reused_subexpressions_are_measured_and_typed_once():
+    """``e = e + e`` 60 times is 61 levels deep but 2^60 paths: the depth check and the type
+    checker visit each node once (walked as a tree, neither would finish); 120 times is too
+    deep, and the error still says so."""
+    from streamcell.compiler import compile_plan
+    from streamcell.expr import too_deep
+
+    e = sc.col("price")
+    for _ in range(60):
+        e = e + e
+    assert too_deep(e._ir) is None
+    plan = sc.source(sc.clickstream(rows=1)).select(x=e).plan()
+    assert dict(compile_plan(plan).schemas[plan.steps[-1].step_id])["x"].name == "float"
+    for _ in range(60):
+        e = e + e
+    deep = too_deep(e._ir)
+    # the node at depth 101 of a 121-deep expression: 21 levels of its own
+    assert deep is not None and too_deep(deep, 20) is not None and too_deep(deep, 21) is None
+    with pytest.raises(PlanError, match="100 levels"):
+        sc.source(sc.clickstream(rows=1)).select(x=e).start("deep")
+
+
 def test_long_cells_are_a_positioned_error():
     with pytest.raises(DSLSyntaxError) as e:
         sc.parse("source clickstream(rows=1)\n" + "filter price > 0\n" * 3000)
