@@ -38,7 +38,7 @@ struct sc_hll {
 };
 /* Memory follows the mode, as in DataSketches: a sketch of a few items is its struct (the
  * list is inside it), a set grows from 32 slots, and only HLL mode holds registers (the
- * table is freed then). Per-key sketches of small keys stay small: 96 bytes, not 2^lg_k. */
+ * table is freed then). Per-key sketches of small keys stay small: 88 bytes, not 2^lg_k. */
 
 static inline double inv_pow2(unsigned v) { return ldexp(1.0, -(int)v); }
 
