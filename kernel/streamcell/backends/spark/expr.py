@@ -129,7 +129,8 @@ class Translator:
         self.step = step
         self.typer = Typer(schema, step)
         self._cols: dict[str, Any] = {}  # a column read twice is one Spark column
-        self._shapes: dict[int, int] = {}  # id(node) -> its shape (:meth:`_shape`)
+        # id(node) -> (the node, kept so that its id stays its own; its shape)
+        self._shapes: dict[int, tuple[IR, int]] = {}
         self._canon: dict[tuple[Any, ...], int] = {}
         self._shared: set[int] = set()  # shapes computed once, into a column of their own
         self._done: dict[int, tuple[Any, Any, int]] = {}  # shape -> (value, error, stage)
@@ -145,7 +146,7 @@ class Translator:
         reuses one node object twice at every level costs its distinct nodes, not its size."""
         got = self._shapes.get(id(e))
         if got is not None:
-            return got
+            return got[1]
         sig: tuple[Any, ...]
         if isinstance(e, Col):
             sig = ("col", e.name)
@@ -162,7 +163,7 @@ class Translator:
         else:
             sig = ("node", id(e))
         n = self._canon.setdefault(sig, len(self._canon))
-        self._shapes[id(e)] = n
+        self._shapes[id(e)] = (e, n)
         return n
 
     def share(self, roots: list[IR]) -> None:
