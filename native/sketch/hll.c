@@ -80,11 +80,16 @@ static inline void set_register(sc_hll *h, uint32_t slot, uint8_t v) {
     raise_register(h, slot, v);
 }
 
-static void clear_registers(sc_hll *h) {
-    memset(h->regs, 0, 1u << h->lg_k);
+/* the register statistics of all-zero registers */
+static void zero_counts(sc_hll *h) {
     h->kxq0 = (double)(1u << h->lg_k);
     h->kxq1 = 0.0;
     h->num_zeros = 1u << h->lg_k;
+}
+
+static void clear_registers(sc_hll *h) {
+    memset(h->regs, 0, 1u << h->lg_k);
+    zero_counts(h);
 }
 
 /* coupon mode -> HLL mode: the coupons replayed into the registers (new, or those a reset
@@ -115,16 +120,13 @@ static int promote(sc_hll *h) {
     return SC_OK;
 }
 
-/* open addressing with linear probing; a table is at most 3/4 full (the list: 7 of 8) */
-static inline bool put_coupon(uint32_t *tab, uint8_t lg_tab, uint32_t c) {
+/* open addressing with linear probing: the slot holding c, or the free slot where it goes
+ * (a table is at most 3/4 full, the list 7 of 8, so there is one) */
+static inline uint32_t find_slot(const uint32_t *tab, uint8_t lg_tab, uint32_t c) {
     const uint32_t mask = (1u << lg_tab) - 1;
     uint32_t j = (c * 0x9e3779b1u) >> (32 - lg_tab);
-    while (tab[j]) {
-        if (tab[j] == c) return false;
-        j = (j + 1) & mask;
-    }
-    tab[j] = c;
-    return true;
+    while (tab[j] && tab[j] != c) j = (j + 1) & mask;
+    return j;
 }
 
 /* the next table size up, the coupons rehashed into it (SC_ENOMEM: unchanged) */
@@ -133,7 +135,7 @@ static int grow(sc_hll *h) {
     uint32_t *tab = calloc((size_t)1 << lg, sizeof *tab);
     if (!tab) return SC_ENOMEM;
     for (uint32_t j = 0; j < (1u << h->lg_tab); j++)
-        if (h->coup[j]) put_coupon(tab, lg, h->coup[j]);
+        if (h->coup[j]) tab[find_slot(tab, lg, h->coup[j])] = h->coup[j];
     free_table(h);
     h->coup = tab;
     h->lg_tab = lg;
@@ -141,22 +143,23 @@ static int grow(sc_hll *h) {
 }
 
 static int insert_coupon(sc_hll *h, uint32_t c) {
-    if (h->ncoup == table_max(h->lg_tab)) { /* full: make room first, unless c is in */
-        const uint32_t mask = (1u << h->lg_tab) - 1;
-        uint32_t j = (c * 0x9e3779b1u) >> (32 - h->lg_tab);
-        for (; h->coup[j]; j = (j + 1) & mask)
-            if (h->coup[j] == c) return SC_OK;
+    uint32_t j = find_slot(h->coup, h->lg_tab, c);
+    if (h->coup[j] == c) return SC_OK;
+    if (h->ncoup == table_max(h->lg_tab)) { /* full: make room first */
         if (h->lg_tab == table_lg(h->lg_k)) { /* one coupon more than coupon mode holds: */
-            uint8_t *regs = registers_for(h);      /* it goes in (a table is never full), */
+            uint8_t *regs = registers_for(h);      /* it goes in (into the free slot), */
             if (!regs) return SC_ENOMEM;            /* and they all go to the registers */
-            h->ncoup += put_coupon(h->coup, h->lg_tab, c);
+            h->coup[j] = c;
+            h->ncoup++;
             promote_into(h, regs);
             return SC_OK;
         }
         int rc = grow(h);
         if (rc) return rc;
+        j = find_slot(h->coup, h->lg_tab, c);
     }
-    h->ncoup += put_coupon(h->coup, h->lg_tab, c);
+    h->coup[j] = c;
+    h->ncoup++;
     return SC_OK;
 }
 
@@ -196,9 +199,7 @@ void sc_hll_reset(sc_hll *h) {
     h->coup = h->list;
     h->lg_tab = LG_LIST;
     memset(h->list, 0, sizeof h->list);
-    h->kxq0 = (double)(1u << h->lg_k);
-    h->kxq1 = 0.0;
-    h->num_zeros = 1u << h->lg_k;
+    zero_counts(h);
     h->hip = 0.0;
     h->ooo = false;
     h->coupons = true;
