@@ -289,8 +289,8 @@ class Translator:
         op = e.op
         if op in ("and", "or"):
             # right side evaluated unless the left decided (False for and, True for or)
-            decided = (lambda: F.lit(False)) if op == "and" else (lambda: F.lit(True))
-            err = _or(ae, _and_err(lambda: ~F.coalesce(a == decided(), F.lit(False)), be))
+            decided = op == "or"
+            err = _or(ae, _and_err(lambda: ~F.coalesce(a == F.lit(decided), F.lit(False)), be))
             return (a & b if op == "and" else a | b), err
         # every other binary op: left evaluated; right evaluated only if left is not null
         err = _or(ae, _and_err(a.isNotNull, be))
