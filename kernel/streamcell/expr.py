@@ -257,6 +257,43 @@ def children(x: IR) -> tuple[IR, ...]:
     return ()
 
 
+class Shapes:
+    """Numbers the distinct subexpressions of the expressions it is shown: two nodes get the
+    same number exactly when they compute the same thing (common subexpression elimination,
+    as Polars' ``comm_subexpr_elim``). Position is left out; a literal keeps its type
+    (``1`` and ``1.0`` differ, as do ``0.0`` and ``-0.0``: by ``repr``). Each node object is
+    numbered once (by identity, and held, so its id stays its own), so a tree that reuses
+    one node twice at every level (``e = f(e, e)``, k times: 2^k paths) costs its distinct
+    nodes, not its size."""
+
+    def __init__(self) -> None:
+        self._of: dict[int, tuple[IR, int]] = {}
+        self._canon: dict[tuple[Any, ...], int] = {}
+
+    def of(self, e: IR) -> int:
+        got = self._of.get(id(e))
+        if got is not None:
+            return got[1]
+        sig: tuple[Any, ...]
+        if isinstance(e, Col):
+            sig = ("col", e.name)
+        elif isinstance(e, Lit):
+            sig = ("lit", type(e.value).__name__, repr(e.value))
+        elif isinstance(e, Unary):
+            sig = ("unary", e.op, self.of(e.operand))
+        elif isinstance(e, Binary):
+            sig = ("binary", e.op, self.of(e.left), self.of(e.right))
+        elif isinstance(e, Call):
+            sig = ("call", e.fn, *(self.of(a) for a in e.args))
+        elif isinstance(e, When):
+            sig = ("when", len(e.branches), *(self.of(c) for c in children(e)))
+        else:
+            sig = ("node", id(e))
+        n = self._canon.setdefault(sig, len(self._canon))
+        self._of[id(e)] = (e, n)
+        return n
+
+
 def too_deep(e: IR, limit: int = MAX_EXPR_DEPTH) -> IR | None:
     """A node nested deeper than ``limit`` (the one at depth ``limit + 1`` on the deepest
     path), or None. Iterative, so any depth is safe; each node is measured once, by identity,

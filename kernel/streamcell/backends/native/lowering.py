@@ -12,7 +12,7 @@ from typing import Any
 from ... import plan as P
 from ...compiler import Compiled, Typer
 from ...errors import NotSupportedError
-from ...expr import IR, Binary, Call, Col, Lit, Unary, When
+from ...expr import IR, Binary, Call, Col, Lit, Shapes, Unary, When
 from ...options import RunOptions
 from ...types import INT, DType, Schema
 from ...udf import UDF_PREFIX
@@ -154,16 +154,34 @@ def _in_list(values: tuple[Any, ...], t: DType) -> tuple[str, list[Any]]:
 
 
 def lower_expr(e: IR, schema: Schema, step: P.Step) -> list[dict[str, Any]]:
-    """An expression as post-order sc_enode dicts over ``schema`` (user columns from 2)."""
+    """An expression as post-order sc_enode dicts over ``schema`` (user columns from 2).
+
+    A subexpression that occurs more than once is one node that every parent reads
+    (:class:`~streamcell.expr.Shapes`): the evaluator computes each node once per batch into
+    a vector its parents only read, and each parent masks its operands' errors as it would a
+    child of its own, so sharing changes no result, no error and no dead letter. Literals
+    stay one node per use: they are scalars that cost nothing, and the fast kernels read a
+    literal operand as a scalar only while no other parent has broadcast it."""
     typer = Typer(schema, step)
     index = {n: i + 2 for i, (n, _) in enumerate(schema)}
     nodes: list[dict[str, Any]] = []
+    shapes = Shapes()
+    done: dict[int, int] = {}  # shape -> its node
 
     def add(n: dict[str, Any]) -> int:
         nodes.append(n)
         return len(nodes) - 1
 
-    def go(e: IR) -> int:  # noqa: C901 - one dispatch over the IR
+    def go(e: IR) -> int:
+        if isinstance(e, Lit):
+            return node(e)
+        k = shapes.of(e)
+        got = done.get(k)
+        if got is None:
+            got = done[k] = node(e)
+        return got
+
+    def node(e: IR) -> int:  # noqa: C901 - one dispatch over the IR
         t = typer.type(e)
         lt = _lt(t)
         if isinstance(e, Col):

@@ -24,7 +24,7 @@ from typing import Any
 from ... import plan as P
 from ...compiler import Typer
 from ...errors import NotSupportedError
-from ...expr import IR, Binary, Call, Col, Lit, Unary, When, children
+from ...expr import IR, Binary, Call, Col, Lit, Shapes, Unary, When, children
 from ...types import DType, Schema, parse_dtype
 from ..evaluate import ARITHMETIC, COMPARE
 
@@ -130,8 +130,7 @@ class Translator:
         self.typer = Typer(schema, step)
         self._cols: dict[str, Any] = {}  # a column read twice is one Spark column
         # id(node) -> (the node, kept so that its id stays its own; its shape)
-        self._shapes: dict[int, tuple[IR, int]] = {}
-        self._canon: dict[tuple[Any, ...], int] = {}
+        self._shapes = Shapes()
         self._shared: set[int] = set()  # shapes computed once, into a column of their own
         self._done: dict[int, tuple[Any, Any, int]] = {}  # shape -> (value, error, stage)
         self._inside: list[int] = []  # the latest stage read by each shared node being built
@@ -140,31 +139,8 @@ class Translator:
         reads only the stages before it): the subexpressions :meth:`share` found."""
 
     def _shape(self, e: IR) -> int:
-        """A number per distinct subexpression: equal numbers, equal computations. Position
-        is left out; a literal keeps its type (``1`` and ``1.0`` differ, as do ``0.0`` and
-        ``-0.0``: by ``repr``). Nodes are numbered once each (by identity), so a tree that
-        reuses one node object twice at every level costs its distinct nodes, not its size."""
-        got = self._shapes.get(id(e))
-        if got is not None:
-            return got[1]
-        sig: tuple[Any, ...]
-        if isinstance(e, Col):
-            sig = ("col", e.name)
-        elif isinstance(e, Lit):
-            sig = ("lit", type(e.value).__name__, repr(e.value))
-        elif isinstance(e, Unary):
-            sig = ("unary", e.op, self._shape(e.operand))
-        elif isinstance(e, Binary):
-            sig = ("binary", e.op, self._shape(e.left), self._shape(e.right))
-        elif isinstance(e, Call):
-            sig = ("call", e.fn, *(self._shape(a) for a in e.args))
-        elif isinstance(e, When):
-            sig = ("when", *(self._shape(c) for c in children(e)))
-        else:
-            sig = ("node", id(e))
-        n = self._canon.setdefault(sig, len(self._canon))
-        self._shapes[id(e)] = (e, n)
-        return n
+        """A number per distinct subexpression (:class:`~streamcell.expr.Shapes`)."""
+        return self._shapes.of(e)
 
     def share(self, roots: list[IR]) -> None:
         """Marks the subexpressions that ``roots`` compute more than once, to be computed
