@@ -257,11 +257,18 @@ def children(x: IR) -> tuple[IR, ...]:
     return ()
 
 
+UDF_PREFIX = "udf:"
+"""The function name of a call of a registered user function: ``udf:<name>`` (udf.py)."""
+
+
 class Shapes:
     """Numbers the distinct subexpressions of the expressions it is shown: two nodes get the
     same number exactly when they compute the same thing (common subexpression elimination,
     as Polars' ``comm_subexpr_elim``). Position is left out; a literal keeps its type
-    (``1`` and ``1.0`` differ, as do ``0.0`` and ``-0.0``: by ``repr``). Each node object is
+    (``1`` and ``1.0`` differ, as do ``0.0`` and ``-0.0``: by ``repr``). A call of a user
+    function is one computation per call written: two calls written apart stay two calls
+    (the function may not be pure), and only one call object reused (``y = f(x); y + y``,
+    as a Python variable reads) is one subexpression. Each node object is
     numbered once (by identity, and held, so its id stays its own), so a tree that reuses
     one node twice at every level (``e = f(e, e)``, k times: 2^k paths) costs its distinct
     nodes, not its size."""
@@ -283,6 +290,8 @@ class Shapes:
             sig = ("unary", e.op, self.of(e.operand))
         elif isinstance(e, Binary):
             sig = ("binary", e.op, self.of(e.left), self.of(e.right))
+        elif isinstance(e, Call) and e.fn.startswith(UDF_PREFIX):
+            sig = ("node", id(e))
         elif isinstance(e, Call):
             sig = ("call", e.fn, *(self.of(a) for a in e.args))
         elif isinstance(e, When):

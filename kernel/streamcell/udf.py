@@ -73,10 +73,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import StreamcellError
-from .expr import Call, Expr, _ir, col
+from .expr import UDF_PREFIX, Call, Expr, _ir, col
 from .types import BOOL, FLOAT, INT, DType
-
-UDF_PREFIX = "udf:"
 
 _CTYPES: dict[str, tuple[str, DType]] = {
     # Cython spelling -> (kind letter used by the native kernel ABI, streamcell type)

@@ -22,7 +22,7 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-from ..expr import IR, Binary, Call, Col, Lit, Unary, When
+from ..expr import IR, Binary, Call, Col, Lit, Shapes, Unary, When, children
 from ..types import parse_dtype
 from ..udf import UDF_PREFIX
 from ..udf import lookup as udf_lookup
@@ -314,8 +314,67 @@ def _as_lists(v: Any) -> Any:
     return [_as_lists(x) for x in v] if isinstance(v, (tuple, list)) else v
 
 
-def compile_row_expr(e: IR) -> Fn:  # noqa: C901 - one dispatch over the IR
-    """Compile an expression to ``f(row) -> value`` (may raise :class:`RowError`)."""
+def compile_row_expr(e: IR) -> Fn:
+    """Compile an expression to ``f(row) -> value`` (may raise :class:`RowError`).
+
+    A subexpression that occurs more than once (:class:`~streamcell.expr.Shapes`) is compiled
+    once and evaluated at most once per call of ``f``: where it is first needed, as Python
+    would evaluate it there, and read back where it is needed again. Evaluation is pure, so
+    this is the value the second evaluation would give; a failure at the first use ends the
+    row, as it would unshared. Without it ``e = f(e, e)`` written k times is 2^k evaluations
+    of the first ``e`` per row (and 2^k closures to build). ``f`` keeps the current call's
+    values in its closure: one thread calls it at a time (each operator compiles its own)."""
+    shapes = Shapes()
+    uses: dict[int, int] = {}
+    shared = False
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        k = shapes.of(x)
+        uses[k] = uses.get(k, 0) + 1
+        if uses[k] == 1:
+            stack.extend(children(x))
+        elif not isinstance(x, (Col, Lit)):
+            shared = True
+    call = [0]  # which call of the compiled expression is running
+    built: dict[int, Fn] = {}
+
+    def sub(x: IR) -> Fn:
+        k = shapes.of(x)
+        f = built.get(k)
+        if f is None:
+            f = _compile_node(x, sub)
+            if uses[k] > 1 and not isinstance(x, (Col, Lit)):
+                f = _once_per_call(f, call)
+            built[k] = f
+        return f
+
+    root = sub(e)
+    if not shared:
+        return root
+
+    def top(r: Row) -> Any:
+        call[0] += 1
+        return root(r)
+
+    return top
+
+
+def _once_per_call(f: Fn, call: list[int]) -> Fn:
+    memo: list[Any] = [0, None]  # the call it was computed in, its value
+
+    def once(r: Row) -> Any:
+        if memo[0] == call[0]:
+            return memo[1]
+        v = f(r)
+        memo[0], memo[1] = call[0], v
+        return v
+
+    return once
+
+
+def _compile_node(e: IR, sub: Callable[[IR], Fn]) -> Fn:  # noqa: C901 - one dispatch over the IR
+    """One node's closure; ``sub`` compiles its children."""
     if isinstance(e, Col):
         name = e.name
         return lambda r: r[name]
@@ -323,7 +382,7 @@ def compile_row_expr(e: IR) -> Fn:  # noqa: C901 - one dispatch over the IR
         v = _as_lists(e.value)
         return lambda r: v
     if isinstance(e, Unary):
-        f = compile_row_expr(e.operand)
+        f = sub(e.operand)
         if e.op == "neg":
 
             def neg(r: Row) -> Any:
@@ -338,7 +397,7 @@ def compile_row_expr(e: IR) -> Fn:  # noqa: C901 - one dispatch over the IR
 
         return not_
     if isinstance(e, Binary):
-        lf, rf = compile_row_expr(e.left), compile_row_expr(e.right)
+        lf, rf = sub(e.left), sub(e.right)
         if e.op == "and":
 
             def and_(r: Row) -> Any:
@@ -376,8 +435,8 @@ def compile_row_expr(e: IR) -> Fn:  # noqa: C901 - one dispatch over the IR
 
         return binop
     if isinstance(e, When):
-        branches = [(compile_row_expr(c), compile_row_expr(v)) for c, v in e.branches]
-        other = compile_row_expr(e.otherwise)
+        branches = [(sub(c), sub(v)) for c, v in e.branches]
+        other = sub(e.otherwise)
 
         def when(r: Row) -> Any:
             for c, v in branches:
@@ -387,12 +446,12 @@ def compile_row_expr(e: IR) -> Fn:  # noqa: C901 - one dispatch over the IR
 
         return when
     if isinstance(e, Call):
-        return _compile_call(e)
+        return _compile_call(e, sub)
     raise TypeError(f"cannot evaluate {e!r}")
 
 
-def _compile_call(e: Call) -> Fn:
-    args = [compile_row_expr(a) for a in e.args]
+def _compile_call(e: Call, sub: Callable[[IR], Fn]) -> Fn:
+    args = [sub(a) for a in e.args]
     subject = args[0]
     fn = e.fn
     if fn.startswith(UDF_PREFIX):
