@@ -52,7 +52,7 @@ from ...sources import BadRow, locate_serial, row_batches
 from ...types import BOOL, Schema, polars_schema
 from ..evaluate import RowError, compile_row_expr
 from . import native_ops
-from .expr import NAME, Translator, can_fail, qcol, spark_type
+from .expr import NAME, Translator, can_fail, check_names, qcol, spark_type
 from .groupby import (
     agg_columns,
     exact_aggs,
@@ -263,6 +263,7 @@ class SparkBackend:
         steps = chain(c) if streaming else graph(c)
         for s in steps:
             check_step(s, streaming)
+            check_names(s.step_id, c.schemas[s.step_id])
         src = steps[0]
         assert isinstance(src, P.Source)
         if streaming and src.rate is not None and source_spec(src).kind in P.FILE_KINDS:

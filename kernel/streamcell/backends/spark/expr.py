@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -48,6 +49,68 @@ def spark_type(t: DType) -> str:
         assert t.inner is not None
         return f"array<{spark_type(t.inner)}>"
     return SPARK_TYPES[t.name]
+
+
+# The columns the Spark engine adds to its DataFrames: the order key, error and keep flags,
+# dead and late rows, window bounds and watermarks, keys and buckets of a groupBy, the sides
+# and rows of joins and correlations, partition hashes (_h0, _h1, ...), shared subexpressions
+# (__sc_shared0, ...) and running-sum helpers (__sc_run0, ...). Spark resolves column names
+# without regard to case, so a user column spelled like one of them in any case would be
+# taken for it: such a plan is refused (check_names).
+INTERNAL_COLUMNS = frozenset(
+    [
+        "_o",
+        "_e",
+        "_p",
+        "_k",
+        "_b",
+        "_t",
+        "_f",
+        "_g",
+        "_l",
+        "_m",
+        "_r",
+        "_we",
+        "_ws",
+        "_wq",
+        "_wma",
+        "_dead",
+        "_late",
+        "_prev",
+        "_ro",
+        "_lo",
+        "_rr",
+        "_rt",
+        "_lt",
+        "_bs",
+        "_sid",
+        "_nk",
+        "_nb",
+        "_r0",
+        "_r1",
+        "_stop",
+        "_row",
+    ]
+)
+_INTERNAL = re.compile(r"_[hr]\d+|__sc_.*", re.IGNORECASE | re.DOTALL)
+
+
+def internal_name(name: str) -> bool:
+    """Whether ``name`` is, to Spark, one of the engine's own columns (:data:`INTERNAL_COLUMNS`)."""
+    return name.lower() in INTERNAL_COLUMNS or _INTERNAL.fullmatch(name) is not None
+
+
+def check_names(step_id: str, schema: Schema) -> None:
+    """Refuse a step whose output has a column named like one of the engine's own."""
+    for n, _ in schema:
+        if internal_name(n):
+            raise NotSupportedError(
+                step_id,
+                NAME,
+                f"column {n!r}: the Spark engine names its own columns so (Spark reads names "
+                "without case); rename it where it is made (in the source data, e.g. "
+                "df.rename(...), or in the step that computes it)",
+            )
 
 
 def qcol(name: str) -> Any:

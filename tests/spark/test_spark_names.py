@@ -1,0 +1,62 @@
+"""Column names the Spark engine gives its own columns (the order key ``_o``, error flags,
+window bounds, partition hashes, shared subexpressions ...): a user column named like one of
+them, in any case (Spark resolves names without case), would be taken for it, so a plan with
+one is refused with the step and the column (before: a raw Arrow error from a schema with
+``_o`` twice). Other names that begin with ``_`` run and equal the reference."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+import streamcell as sc
+from streamcell.errors import NotSupportedError
+from streamcell.options import RunOptions
+from tests.helpers import run_plan
+
+pytest.importorskip("pyspark")
+pytestmark = pytest.mark.spark
+
+from streamcell.backends.spark import expr as SX  # noqa: E402
+
+SPARK, REF = RunOptions(engine="spark", display=False), RunOptions(engine="reference")
+
+
+@pytest.mark.parametrize("name", ["_o", "_O", "_e", "_we", "_h3", "__sc_shared0", "__SC_run1"])
+def test_a_source_column_named_like_an_engine_column_is_refused(name):
+    df = pl.DataFrame({name: [1, 2], "v": [1.0, 2.0]})
+    plan = sc.source(df).filter(sc.col("v") > 0).plan("names")
+    with pytest.raises(NotSupportedError, match=rf"source#1 \(column '{re.escape(name)}'"):
+        run_plan(plan, SPARK)
+
+
+def test_a_computed_column_named_like_an_engine_column_is_refused_at_its_step():
+    plan = sc.source(pl.DataFrame({"v": [1.0]})).with_columns(_p=sc.col("v") * 2).plan("names2")
+    with pytest.raises(NotSupportedError, match=r"with_columns#2 \(column '_p'"):
+        run_plan(plan, SPARK)
+
+
+def test_other_names_with_underscores_run_and_equal_the_reference():
+    df = pl.DataFrame({"_id": [3, 1, 2], "_oo": [1.0, -2.0, 3.0], "o_": [True, False, True]})
+    p = sc.col("_id") * 2
+    s = sc.source(df).filter((p > 1) & sc.col("o_")).with_columns(w=p + p, _x=sc.col("_oo") * 2)
+    plan = s.plan("names3")
+    assert_frame_equal(run_plan(plan, SPARK).table(), run_plan(plan, REF).table())
+
+
+def test_every_internal_name_the_engine_writes_is_reserved():
+    """The engine's sources name its columns as string literals (``"_o"``, ``f"_h{i}"``):
+    each must be one :func:`internal_name` refuses, so a new one cannot be forgotten."""
+    root = Path(SX.__file__).parent
+    found = set()
+    for f in root.glob("*.py"):
+        text = f.read_text()
+        found |= set(re.findall(r"""["'](_{1,2}[A-Za-z][A-Za-z0-9_]*)["']""", text))
+        found |= {m + "7" for m in re.findall(r"""f["'](_{1,2}[A-Za-z][A-Za-z0-9_]*)\{""", text)}
+    not_columns = {"__self__"}  # an attribute name
+    assert "_o" in found and "__sc_shared7" in found and "_h7" in found
+    assert sorted(n for n in found - not_columns if not SX.internal_name(n)) == []
