@@ -14,6 +14,8 @@ import pytest
 from polars.testing import assert_frame_equal
 
 import streamcell as sc
+from streamcell.backends import get_backend
+from streamcell.compiler import compile_plan
 from streamcell.errors import NotSupportedError
 from streamcell.options import RunOptions
 from tests.helpers import run_plan
@@ -26,7 +28,9 @@ from streamcell.backends.spark import expr as SX  # noqa: E402
 SPARK, REF = RunOptions(engine="spark", display=False), RunOptions(engine="reference")
 
 
-@pytest.mark.parametrize("name", ["_o", "_O", "_e", "_we", "_h3", "__sc_shared0", "__SC_run1"])
+@pytest.mark.parametrize(
+    "name", ["_o", "_O", "_e", "_we", "_h3", "__sc_shared0", "__SC_run1", "_metadata"]
+)
 def test_a_source_column_named_like_an_engine_column_is_refused(name):
     df = pl.DataFrame({name: [1, 2], "v": [1.0, 2.0]})
     plan = sc.source(df).filter(sc.col("v") > 0).plan("names")
@@ -40,10 +44,27 @@ def test_a_computed_column_named_like_an_engine_column_is_refused_at_its_step():
         run_plan(plan, SPARK)
 
 
+def test_a_parquet_column_named_metadata_is_refused(tmp_path):
+    path = tmp_path / "m.parquet"
+    pl.DataFrame({"_metadata": [1, 2, 3], "v": [1.0, 2.0, 3.0]}).write_parquet(path)
+    plan = sc.source(sc.parquet(str(path))).filter(sc.col("v") > 1).plan("names_meta")
+    with pytest.raises(NotSupportedError, match=r"source#1 \(column '_metadata'"):
+        run_plan(plan, SPARK)
+
+
+def test_a_streaming_run_takes_any_name(tmp_path):
+    (tmp_path / "a.csv").write_text("_o,_e\n1,2\n")
+    src = sc.source(sc.watch(str(tmp_path), format="csv"))
+    get_backend("spark").check(compile_plan(src.with_columns(_p=sc.col("_o") + 1).plan()), SPARK)
+
+
 def test_other_names_with_underscores_run_and_equal_the_reference():
-    df = pl.DataFrame({"_id": [3, 1, 2], "_oo": [1.0, -2.0, 3.0], "o_": [True, False, True]})
+    """Among them the text scan's own column names, which never sit beside user columns."""
+    df = pl.DataFrame(
+        {"_id": [3, 1, 2], "_oo": [1.0, -2.0, 3.0], "o_": [True, False, True], "_f": [1, 2, 3]}
+    )
     p = sc.col("_id") * 2
-    s = sc.source(df).filter((p > 1) & sc.col("o_")).with_columns(w=p + p, _x=sc.col("_oo") * 2)
+    s = sc.source(df).filter((p > 1) & sc.col("o_")).with_columns(w=p + p, _m=sc.col("_oo") * 2)
     plan = s.plan("names3")
     assert_frame_equal(run_plan(plan, SPARK).table(), run_plan(plan, REF).table())
 
@@ -55,8 +76,13 @@ def test_every_internal_name_the_engine_writes_is_reserved():
     found = set()
     for f in root.glob("*.py"):
         text = f.read_text()
-        found |= set(re.findall(r"""["'](_{1,2}[A-Za-z][A-Za-z0-9_]*)["']""", text))
+        found |= set(re.findall(r"""["'](_{1,2}[A-Za-z][A-Za-z0-9_]*)[."']""", text))
         found |= {m + "7" for m in re.findall(r"""f["'](_{1,2}[A-Za-z][A-Za-z0-9_]*)\{""", text)}
-    not_columns = {"__self__"}  # an attribute name
-    assert "_o" in found and "__sc_shared7" in found and "_h7" in found
+    not_columns = {
+        "__self__",  # an attribute
+        "_stop",  # an attribute
+        "_g",  # only in a streaming run's row, where user rows travel pickled
+        *("_f", "_bs", "_m", "_nb"),  # only in the text scan's frame of lines
+    }
+    assert {"_o", "_metadata", "__sc_shared7", "_h7"} <= found
     assert sorted(n for n in found - not_columns if not SX.internal_name(n)) == []

@@ -112,3 +112,20 @@ def test_shared_subexpressions_keep_the_reference_dead_letters_and_filter_column
     assert len(shared["filter"]) == 2 and len(shared["with_columns"]) == 2
     # 1 and 1.0 are two literals, and k + 1.0, k + 1 two expressions: neither is shared
     assert got["tables"] and list(got["tables"].values())[0].columns == ["k", "v", "w", "z", "y"]
+
+
+def test_a_filter_that_reuses_its_parts_keeps_them_shared(tmp_path):
+    """A filter none of whose expressions can fail, over shared subexpressions: Spark pushes a
+    filter below the projections it sits on and inlines each column it passes, so the
+    predicate became its 2^k-leaf tree again (16 levels of ``e * 0.5 + e``: the JVM ran out of
+    heap planning it). It reads a flag above the step's metrics instead, where no filter is
+    pushed through."""
+    path = tmp_path / "v.parquet"
+    pl.DataFrame({"v": [0.5, 1.0, 2.0, -3.0, None] * 20}).write_parquet(path)
+    e = sc.col("v")
+    for _ in range(20):
+        e = e * 0.5 + e
+    plan = sc.source(sc.parquet(str(path))).filter(e > 2000.0).plan("shared_filter")
+    got = run_plan(plan, SPARK)
+    assert_same_outputs(outputs(got), outputs(run_plan(plan, REF)))
+    assert got.table().height == 40

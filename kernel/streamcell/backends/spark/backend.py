@@ -263,7 +263,8 @@ class SparkBackend:
         steps = chain(c) if streaming else graph(c)
         for s in steps:
             check_step(s, streaming)
-            check_names(s.step_id, c.schemas[s.step_id])
+            if not streaming:  # a streaming run's rows travel pickled: no name can clash
+                check_names(s.step_id, c.schemas[s.step_id])
         src = steps[0]
         assert isinstance(src, P.Source)
         if streaming and src.rate is not None and source_spec(src).kind in P.FILE_KINDS:
@@ -615,7 +616,13 @@ class Lowering:
         into = self.count_of.get(s.inputs[0].step_id)
         if s.inputs[0].step_id in self.flat:  # rows pass with their order keys as they are
             self.flat.add(s.step_id)
-        if err is None and into is not None and not self.streaming:
+        # a filter straight over the shared columns' projections would be pushed below them,
+        # and Spark's pushdown inlines each column it passes: a predicate that reuses its
+        # parts (e = f(e, e), k times) would become their 2^k-leaf tree again. Taken as a
+        # step that can fail, the filter reads a flag above the step's metrics instead, which
+        # no filter is pushed through
+        inlined = bool(shared) and isinstance(s, P.Filter)
+        if err is None and into is not None and not self.streaming and not inlined:
             return self._cannot_fail(j, s, df, keep, exprs, into, shared)
         err_col = F.coalesce(err, F.lit(False)) if err is not None else F.lit(False)
         df = df.withColumn("_e", err_col).withColumn("_p", keep & ~F.col("_e"))

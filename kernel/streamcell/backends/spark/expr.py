@@ -51,12 +51,15 @@ def spark_type(t: DType) -> str:
     return SPARK_TYPES[t.name]
 
 
-# The columns the Spark engine adds to its DataFrames: the order key, error and keep flags,
-# dead and late rows, window bounds and watermarks, keys and buckets of a groupBy, the sides
-# and rows of joins and correlations, partition hashes (_h0, _h1, ...), shared subexpressions
-# (__sc_shared0, ...) and running-sum helpers (__sc_run0, ...). Spark resolves column names
-# without regard to case, so a user column spelled like one of them in any case would be
-# taken for it: such a plan is refused (check_names).
+# The columns the Spark engine adds beside a batch run's user columns: the order key, error
+# and keep flags, dead and late rows, window bounds and watermarks, keys and buckets of a
+# groupBy, the sides and rows of joins and correlations, partition hashes (_h0, _h1, ...),
+# shared subexpressions (__sc_shared0, ...), running-sum helpers (__sc_run0, ...), and the
+# hidden file-metadata column a Parquet scan's order key is read from (_metadata). Spark
+# resolves column names without regard to case, so a user column spelled like one of them in
+# any case would be taken for it: such a plan is refused (check_names). The text-scan frame's
+# columns (_f, _bs, _m, _nb) never sit beside user columns, nor does a streaming run's row
+# (user rows travel pickled in _b), so those names, and any name on a streaming run, are free.
 INTERNAL_COLUMNS = frozenset(
     [
         "_o",
@@ -65,10 +68,7 @@ INTERNAL_COLUMNS = frozenset(
         "_k",
         "_b",
         "_t",
-        "_f",
-        "_g",
         "_l",
-        "_m",
         "_r",
         "_we",
         "_ws",
@@ -82,22 +82,21 @@ INTERNAL_COLUMNS = frozenset(
         "_rr",
         "_rt",
         "_lt",
-        "_bs",
         "_sid",
         "_nk",
-        "_nb",
         "_r0",
         "_r1",
-        "_stop",
         "_row",
+        "_metadata",
     ]
 )
-_INTERNAL = re.compile(r"_[hr]\d+|__sc_.*", re.IGNORECASE | re.DOTALL)
+_INTERNAL = re.compile(r"_[hr]\d+|__sc_.*", re.DOTALL)
 
 
 def internal_name(name: str) -> bool:
     """Whether ``name`` is, to Spark, one of the engine's own columns (:data:`INTERNAL_COLUMNS`)."""
-    return name.lower() in INTERNAL_COLUMNS or _INTERNAL.fullmatch(name) is not None
+    folded = name.casefold()
+    return folded in INTERNAL_COLUMNS or _INTERNAL.fullmatch(folded) is not None
 
 
 def check_names(step_id: str, schema: Schema) -> None:
@@ -192,8 +191,7 @@ class Translator:
         self.step = step
         self.typer = Typer(schema, step)
         self._cols: dict[str, Any] = {}  # a column read twice is one Spark column
-        # id(node) -> (the node, kept so that its id stays its own; its shape)
-        self._shapes = Shapes()
+        self._shapes = Shapes()  # a number per distinct subexpression
         self._shared: set[int] = set()  # shapes computed once, into a column of their own
         self._done: dict[int, tuple[Any, Any, int]] = {}  # shape -> (value, error, stage)
         self._inside: list[int] = []  # the latest stage read by each shared node being built
