@@ -302,6 +302,23 @@ class Shapes:
         self._of[id(e)] = (e, n)
         return n
 
+    def repeated(self, roots: list[IR]) -> set[int]:
+        """The numbers of the subexpressions (columns and literals aside) that ``roots``
+        compute more than once. One counts once however often it appears inside a repeated
+        one (that one is computed once): each distinct node's children are walked once."""
+        seen: set[int] = set()
+        out: set[int] = set()
+        stack = list(reversed(roots))
+        while stack:
+            e = stack.pop()
+            k = self.of(e)
+            if k not in seen:
+                seen.add(k)
+                stack.extend(reversed(children(e)))
+            elif not isinstance(e, (Col, Lit)):
+                out.add(k)
+        return out
+
 
 def too_deep(e: IR, limit: int = MAX_EXPR_DEPTH) -> IR | None:
     """A node nested deeper than ``limit`` (the one at depth ``limit + 1`` on the deepest

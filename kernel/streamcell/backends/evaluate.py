@@ -22,7 +22,7 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-from ..expr import IR, Binary, Call, Col, Lit, Shapes, Unary, When, children
+from ..expr import IR, Binary, Call, Col, Lit, Shapes, Unary, When
 from ..types import parse_dtype
 from ..udf import UDF_PREFIX
 from ..udf import lookup as udf_lookup
@@ -325,17 +325,7 @@ def compile_row_expr(e: IR) -> Fn:
     of the first ``e`` per row (and 2^k closures to build). ``f`` keeps the current call's
     values in its closure: one thread calls it at a time (each operator compiles its own)."""
     shapes = Shapes()
-    uses: dict[int, int] = {}
-    shared = False
-    stack = [e]
-    while stack:
-        x = stack.pop()
-        k = shapes.of(x)
-        uses[k] = uses.get(k, 0) + 1
-        if uses[k] == 1:
-            stack.extend(children(x))
-        elif not isinstance(x, (Col, Lit)):
-            shared = True
+    repeated = shapes.repeated([e])
     call = [0]  # which call of the compiled expression is running
     built: dict[int, Fn] = {}
 
@@ -344,13 +334,13 @@ def compile_row_expr(e: IR) -> Fn:
         f = built.get(k)
         if f is None:
             f = _compile_node(x, sub)
-            if uses[k] > 1 and not isinstance(x, (Col, Lit)):
+            if k in repeated:
                 f = _once_per_call(f, call)
             built[k] = f
         return f
 
     root = sub(e)
-    if not shared:
+    if not repeated:
         return root
 
     def top(r: Row) -> Any:

@@ -25,7 +25,7 @@ from typing import Any
 from ... import plan as P
 from ...compiler import Typer
 from ...errors import NotSupportedError
-from ...expr import IR, Binary, Call, Col, Lit, Shapes, Unary, When, children
+from ...expr import IR, Binary, Call, Col, Lit, Shapes, Unary, When
 from ...types import DType, Schema, parse_dtype
 from ..evaluate import ARITHMETIC, COMPARE
 
@@ -210,16 +210,7 @@ class Translator:
         ``e`` (and of any Python UDF in it) in one Catalyst expression, which Spark plans and
         runs in time exponential in k. A subexpression counts once however often it appears
         inside a shared one (that one is computed once)."""
-        seen: dict[int, int] = {}
-        stack = list(reversed(roots))
-        while stack:
-            e = stack.pop()
-            k = self._shape(e)
-            seen[k] = seen.get(k, 0) + 1
-            if seen[k] == 1:
-                stack.extend(reversed(children(e)))
-            elif not isinstance(e, (Col, Lit)):
-                self._shared.add(k)
+        self._shared |= self._shapes.repeated(roots)
 
     def unsupported(self, what: str) -> NotSupportedError:
         return NotSupportedError(self.step.step_id, NAME, what)
