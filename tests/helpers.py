@@ -16,6 +16,26 @@ from streamcell.options import RunOptions
 _names = itertools.count()
 
 
+def nested(depth: int) -> sc.Expr:
+    """``e = (e * 1.0001 + k) % 97.3 + (e / (k + 1.5)) ** 0.5``, ``depth`` times, over column
+    ``v``: each level reads the previous one twice, so as a tree it holds 2^depth copies of
+    ``v`` and 2^depth - 1 powers (the bench's compute-heavy chain at depth 4)."""
+    e = sc.col("v")
+    for k in range(depth):
+        e = (e * 1.0001 + k) % 97.3 + (e / (k + 1.5)) ** 0.5
+    return e
+
+
+def nested_in_python(values: list[float], depth: int) -> list[float]:
+    """:func:`nested` computed by Python's own float arithmetic, value by value."""
+    out = []
+    for x in values:
+        for k in range(depth):
+            x = (x * 1.0001 + k) % 97.3 + (x / (k + 1.5)) ** 0.5
+        out.append(x)
+    return out
+
+
 def run_plan(plan: sc.Plan, options: RunOptions | None = None, timeout: float = 120) -> sc.Run:
     """Start ``plan`` under a fresh name, wait for it, return the finished run."""
     name = f"t{next(_names)}"

@@ -15,7 +15,7 @@ from streamcell import col
 from streamcell.backends.native.lowering import E, lower
 from streamcell.compiler import compile_plan
 from streamcell.options import RunOptions
-from tests.helpers import check_against_reference
+from tests.helpers import check_against_reference, nested, nested_in_python
 
 NATIVE = RunOptions(engine="native", workers=2, batch_size=7, display=False)
 FRAME = pl.DataFrame(
@@ -24,15 +24,6 @@ FRAME = pl.DataFrame(
         "v": [-1.5, 0.0, 2.5, -3.0, None, 7.25, -0.0, 1e300, 4.0, 9.5] * 3,
     }
 )
-
-
-def nested(depth: int, leaf: sc.Expr | None = None) -> sc.Expr:
-    """``e = (e * 1.0001 + k) % 97.3 + (e / (k + 1.5)) ** 0.5``, ``depth`` times: as a tree,
-    2^depth copies of the leaf."""
-    e = col("v") if leaf is None else leaf
-    for k in range(depth):
-        e = (e * 1.0001 + k) % 97.3 + (e / (k + 1.5)) ** 0.5
-    return e
 
 
 def _ops(stream: sc.Stream) -> dict[str, dict]:
@@ -84,12 +75,7 @@ def test_deep_reuse_starts_at_once_and_computes_what_python_does():
     run = sc.source(pl.DataFrame({"v": v})).with_columns(h=e).start("deep", options=NATIVE)
     run.wait(60)
     assert run.status == "finished", run.error
-    want = []
-    for x in v:
-        for k in range(20):
-            x = (x * 1.0001 + k) % 97.3 + (x / (k + 1.5)) ** 0.5
-        want.append(x)
-    assert run.table()["h"].to_list() == want
+    assert run.table()["h"].to_list() == nested_in_python(v, 20)
 
 
 def test_reuse_with_nulls_and_failures_equals_the_reference():

@@ -18,7 +18,7 @@ import streamcell as sc
 from streamcell import col
 from streamcell.expr import Shapes
 from streamcell.options import RunOptions
-from tests.helpers import assert_same_outputs, outputs, run_plan
+from tests.helpers import assert_same_outputs, nested, nested_in_python, outputs, run_plan
 
 REF = RunOptions(engine="reference", display=False)
 FRAME = pl.DataFrame(
@@ -34,15 +34,8 @@ def p() -> sc.Expr:
     return col("k") ** (col("k") - 2)
 
 
-def nested(depth: int) -> sc.Expr:
-    e = col("v")
-    for k in range(depth):
-        e = (e * 1.0001 + k) % 97.3 + (e / (k + 1.5)) ** 0.5
-    return e
-
-
 def nested_tree(depth: int) -> sc.Expr:
-    """The same expression, every node its own object."""
+    """:func:`~tests.helpers.nested`, every node its own object."""
     if depth == 0:
         return col("v")
     k = depth - 1
@@ -109,12 +102,7 @@ def test_twenty_levels_run_at_once():
     """2^20 paths: before, the reference built a closure per path and walked each per row."""
     v = [0.0, 2.5, 7.25, 1e300, 4.0]
     run = run_plan(sc.source(pl.DataFrame({"v": v})).with_columns(h=nested(20)).plan(), REF, 60)
-    want = []
-    for x in v:
-        for k in range(20):
-            x = (x * 1.0001 + k) % 97.3 + (x / (k + 1.5)) ** 0.5
-        want.append(x)
-    assert run.table()["h"].to_list() == want
+    assert run.table()["h"].to_list() == nested_in_python(v, 20)
 
 
 def test_a_user_function_is_called_once_per_call_object():

@@ -11,7 +11,7 @@ from polars.testing import assert_frame_equal
 
 import streamcell as sc
 from streamcell.options import RunOptions
-from tests.helpers import assert_same_outputs, outputs, run_plan
+from tests.helpers import assert_same_outputs, nested, outputs, run_plan
 
 pytest.importorskip("pyspark")
 pytestmark = pytest.mark.spark
@@ -67,15 +67,6 @@ def test_equal_python_literals_that_compute_differently_are_not_shared(pair):
         assert sa != sb
 
 
-def _nested(depth: int) -> sc.Expr:
-    """``e = (e * 1.0001 + k) % 97.3 + (e / (k + 1.5)) ** 0.5``, ``depth`` times: as a tree,
-    2^depth copies of ``v`` and 2^depth - 1 powers (Python UDFs on Spark)."""
-    e = sc.col("v")
-    for k in range(depth):
-        e = (e * 1.0001 + k) % 97.3 + (e / (k + 1.5)) ** 0.5
-    return e
-
-
 def _shared_names(t: object) -> list[str]:
     return [n for stage in t.stages for n in stage]  # type: ignore[attr-defined]
 
@@ -84,7 +75,7 @@ def test_a_repeated_subexpression_is_computed_once():
     """Four levels of ``e = f(e, e)``: each level's ``e`` becomes one hidden column that the
     next level reads twice (before, the tree held 15 power UDFs and Spark's Python worker
     crashed on it, leaving the job hanging); the hidden columns do not reach the output."""
-    s = sc.source(FRAME).with_columns(h=_nested(4), g=_nested(2) * 2)
+    s = sc.source(FRAME).with_columns(h=nested(4), g=nested(2) * 2)
     plan = sc.Plan.of((s.sink_table(),))
     got = run_plan(plan, SPARK)
     (t,) = _entries().values()
