@@ -12,6 +12,7 @@ Every edge says how data moves to the step: ``forward`` (same order, any worker)
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -532,9 +533,10 @@ class Plan:
         _check_depth(sinks)
         return Plan(_number(sinks), name)
 
-    @property
+    @functools.cached_property
     def steps(self) -> tuple[Step, ...]:
-        """Every step, inputs before consumers, in step-id order."""
+        """Every step, inputs before consumers, in step-id order (found once per plan: a
+        plan never changes)."""
         seen: dict[str, Step] = {}
 
         def visit(s: Step) -> None:

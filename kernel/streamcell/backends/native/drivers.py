@@ -54,8 +54,23 @@ def reason_fn(s: P.Step, c: Compiled) -> Callable[[dict[str, Any]], str | None]:
 
 
 BUFFER_IDLE_S = 10.0  # freed column buffers kept for reuse longer than this are released
-_trim_timer: threading.Timer | None = None
-_trim_lock = threading.Lock()
+_trim_due: float | None = None  # when the trimmer next releases idle buffers (monotonic s)
+_trim_wake = threading.Condition()
+_trimmer: threading.Thread | None = None
+
+
+def _trim_loop() -> None:
+    """The one thread that releases idle column buffers once BUFFER_IDLE_S * 1.5 has passed
+    since the last run ended (a run's end moves the deadline; no thread per run)."""
+    from ... import _runtime as R
+
+    global _trim_due
+    while True:
+        with _trim_wake:
+            while _trim_due is None or time.monotonic() < _trim_due:
+                _trim_wake.wait(None if _trim_due is None else _trim_due - time.monotonic())
+            _trim_due = None
+        R.buffer_cache_trim(BUFFER_IDLE_S)
 
 
 def _release_idle_buffers() -> None:
@@ -65,15 +80,16 @@ def _release_idle_buffers() -> None:
     later refills the cache for the next run (the reason it exists)."""
     from ... import _runtime as R
 
-    global _trim_timer
+    global _trim_due, _trimmer
     R.buffer_cache_trim(BUFFER_IDLE_S)
-    with _trim_lock:
-        if _trim_timer is not None:
-            _trim_timer.cancel()
-        _trim_timer = threading.Timer(BUFFER_IDLE_S * 1.5, R.buffer_cache_trim, (BUFFER_IDLE_S,))
-        _trim_timer.daemon = True
-        _trim_timer.name = "streamcell-buffer-trim"
-        _trim_timer.start()
+    with _trim_wake:
+        _trim_due = time.monotonic() + BUFFER_IDLE_S * 1.5
+        if _trimmer is None:
+            _trimmer = threading.Thread(
+                target=_trim_loop, name="streamcell-buffer-trim", daemon=True
+            )
+            _trimmer.start()
+        _trim_wake.notify()
 
 
 class Driver:
@@ -96,9 +112,7 @@ class Driver:
         self.source = self.low.source
         self.sink = self.low.sink
         self.sink_schema = self.c.schemas[self.sink.inputs[0].step_id]
-        self.out = _SinkOut(
-            self.env, self.sink, self.sink_schema, self.low.publishing, takes=True
-        )
+        self.out = _SinkOut(self.env, self.sink, self.sink_schema, self.low.publishing, takes=True)
 
     # ---------------------------------------------------------------- source
     def _batches(self, s: P.Source) -> Iterator[pa.RecordBatch | BadRow]:
