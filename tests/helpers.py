@@ -65,6 +65,19 @@ def assert_same_outputs(a: dict[str, Any], b: dict[str, Any]) -> None:
     assert_frame_equal(a["dead"], b["dead"])
 
 
+def float_bits(df: pl.DataFrame) -> list[tuple[object, ...]]:
+    """A frame's rows with each float as its bit pattern: -0.0 is not 0.0, a last-bit
+    difference shows, and every NaN is one value (for comparisons to the bit)."""
+    import struct
+
+    def b(x: object) -> object:
+        if isinstance(x, float):
+            return "nan" if x != x else struct.pack("<d", x).hex()
+        return x
+
+    return [tuple(b(x) for x in r) for r in df.iter_rows()]
+
+
 def check_against_reference(plan: sc.Plan, options: RunOptions) -> dict[str, Any]:
     """Run on ``options``' engine and on the reference; require identical outputs.
 

@@ -58,6 +58,8 @@ from .groupby import (
     exact_aggs,
     first_order,
     grouped,
+    running_columns,
+    running_fits,
     session_fits,
     sessions,
     tumbling,
@@ -530,6 +532,8 @@ class Lowering:
             return self.window(j, s, df)
         if isinstance(s, P.Aggregate) and self.final_table(s):
             return self.group_by(j, s, df)
+        if isinstance(s, (P.Aggregate, P.Running)) and self.spark_running(s):
+            return self.running(j, s, df)
         if isinstance(s, (P.Aggregate, P.Running, P.TopK, P.Dedup)):
             return self.keyed(j, s, df)
         if isinstance(s, P.Sketch):
@@ -723,6 +727,47 @@ class Lowering:
         out = part.mapInArrow(fn, ddl(out_schema, SIDE_DDL))
         out = self._side_observe(j, s, out)
         return out.filter(F.col("_k") == F.lit(LIVE)).drop("_k", "_b")
+
+    # ----------------------------------------------------------------- running aggregates
+
+    def spark_running(self, s: P.Aggregate | P.Running) -> bool:
+        """Whether Spark's own window functions give exactly the reference's rows for ``s``: a
+        ``running`` or the per-row changelog of an unwindowed keyed ``agg``, in a finite run,
+        with the aggregates of ``groupby.running_fits``."""
+        from . import native_ops
+
+        if self.streaming or not native_ops.GROUP_BY:
+            return False
+        if isinstance(s, P.Aggregate) and s.window is not None:
+            return False
+        return running_fits(s, dict(self.in_schema(s)))
+
+    def running(self, j: int, s: P.Aggregate | P.Running, df: Any) -> Any:
+        """A ``running`` (the input row and its key's aggregates so far) or an unwindowed
+        ``agg``'s changelog (the key and its aggregates so far) as Spark window functions
+        over the key's rows in arrival order (``groupby.running_columns``): one exchange and
+        sort by key, no Python on the executors. Every input row is one output row with the
+        input row's order key, and no row can fail (the aggregates read columns)."""
+        from pyspark.sql import functions as F
+
+        types = dict(self.in_schema(s))
+        flat = s.inputs[0].step_id in self.flat
+        order = F.col("_o")[0] if flat else F.col("_o")
+        cols = running_columns(s.keys, s.aggs, types, order)
+        into = self.count_of.get(s.inputs[0].step_id)
+        if into is None:
+            df, obs = self.observe(df, j, F.count(F.lit(1)).alias("n"))
+            into = lambda: int(obs.get["n"] or 0)  # noqa: E731 - read after the job
+        self.lowered.append(Lowered(s, "pass", None, into=into))
+        self.count_of[s.step_id] = into
+        if flat:
+            self.flat.add(s.step_id)
+        self.how[s.step_id] = "spark window"
+        out = [
+            cols[n].cast(spark_type(t)).alias(n) if n in cols else qcol(n)
+            for n, t in self.c.schemas[s.step_id]
+        ]
+        return df.select(*out, F.col("_o"))
 
     # ----------------------------------------------------------------- final tables
 

@@ -184,6 +184,101 @@ def _ordered_sum(c: Any, run: str) -> Any:
     return F.when(only_neg_zeros, F.lit(-0.0)).otherwise(last)
 
 
+# --------------------------------------------------------------------------- running aggregates
+
+RUNNING_FNS = ("count", "min", "max", "sum", "mean", "first", "last")
+"""The aggregate functions :func:`running_columns` computes exactly, row by row."""
+
+
+def running_fits(s: P.Running | P.Aggregate, types: dict[str, Any]) -> bool:
+    """Whether :func:`running_columns` gives the reference's value at every row of ``s`` (a
+    ``running``, or the per-row changelog of an unwindowed ``agg``): keys that are not floats
+    (see :func:`exact_aggs`), aggregates of :data:`RUNNING_FNS` over columns (or ``count()``),
+    sums of numbers or bools, means of floats (the mean of an int column divides a wrapped
+    64-bit sum by the count exactly rounded, which a double division of the sum does not
+    for sums beyond 2^53)."""
+    if not s.keys or any(types[k].name in ("null", "list", "float") for k in s.keys):
+        return False
+    for _, a in s.aggs:
+        if a.fn not in RUNNING_FNS:
+            return False
+        if a.arg is None:
+            if a.fn != "count":
+                return False
+            continue
+        if not isinstance(a.arg, Col):
+            return False
+        t = types[a.arg.name].name
+        if t in ("null", "list"):
+            return False
+        if a.fn == "sum" and t not in ("int", "bool", "float"):
+            return False
+        if a.fn == "mean" and t != "float":
+            return False
+    return True
+
+
+def running_columns(
+    keys: tuple[str, ...], aggs: tuple[tuple[str, Any], ...], types: dict[str, Any], order: Any
+) -> dict[str, Any]:
+    """Each aggregate of :func:`running_fits` as a Spark window function over its key's rows
+    up to the current one in arrival order (``order``: the order key): Spark's window frame
+    from the first row to the current one folds row after row, in order, as the reference
+    does. Counts count rows or non-null values; integer sums wrap at 64 bits (Spark's long
+    addition outside ANSI mode) and bools sum as ints; a float sum is the left fold from the
+    first value (:func:`_running_float_sum`), 0 while no value is set; a mean is that sum over
+    the count (null while none); min / max keep the first of equal values (a signed zero
+    stays as it came) and take NaN as the largest, as the reference does; first is the
+    key's first row's value and last the current row's, nulls included."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    w = (
+        Window.partitionBy(*[qcol(k) for k in keys])
+        .orderBy(order)
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    out: dict[str, Any] = {}
+    for name, a in aggs:
+        if a.arg is None:
+            out[name] = F.count(F.lit(1)).over(w)
+            continue
+        c = qcol(a.arg.name)
+        fn = a.fn
+        if fn == "count":
+            e = F.count(c).over(w)
+        elif fn == "min":
+            e = F.min(c).over(w)
+        elif fn == "max":
+            e = F.max(c).over(w)
+        elif fn == "first":
+            e = F.first(c, ignorenulls=False).over(w)
+        elif fn == "last":
+            e = c
+        elif types[a.arg.name].name == "float":
+            e = _running_float_sum(c, w)
+            if fn == "mean":
+                n = F.count(c).over(w)
+                e = F.when(n > F.lit(0), e / n)
+        else:  # an int or bool sum
+            e = F.coalesce(F.sum(c.cast("bigint")).over(w), F.lit(0).cast("bigint"))
+        out[name] = e
+    return out
+
+
+def _running_float_sum(c: Any, w: Any) -> Any:
+    """The reference's running float sum of ``c`` over window ``w``: Spark's running sum, which
+    starts from 0.0 where the reference starts from the first value. The two differ only
+    while every value so far is -0.0 (``0.0 + -0.0`` is 0.0), which the reference keeps as
+    -0.0 (see :func:`_ordered_sum`)."""
+    from pyspark.sql import functions as F
+
+    neg_zero = (c == F.lit(0.0)) & c.cast("string").startswith("-")
+    other = F.max(F.when(c.isNotNull() & ~neg_zero, F.lit(1)).otherwise(F.lit(0))).over(w)
+    only_neg_zeros = (F.count(c).over(w) > F.lit(0)) & (other == F.lit(0))
+    return F.when(only_neg_zeros, F.lit(-0.0)).otherwise(F.coalesce(F.sum(c).over(w), F.lit(0.0)))
+
+
 # --------------------------------------------------------------------------- late rows
 
 BLOCK = 1 << 16
