@@ -86,3 +86,33 @@ def test_every_internal_name_the_engine_writes_is_reserved():
     }
     assert {"_o", "_metadata", "__sc_shared7", "_h7"} <= found
     assert sorted(n for n in found - not_columns if not SX.internal_name(n)) == []
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda s: s.key_by("k.1").top_k(2, by="v`w"),
+        lambda s: s.key_by("k.1").running(d=sc.col("x.y").count_distinct()),
+        lambda s: s.key_by("k.1").tumbling(4, time="t.t").agg(n=sc.count(), m=sc.col("x.y").mean()),
+        lambda s: s.sketch(u=sc.hll("x.y")),
+    ],
+    ids=["top_k", "running-native", "window", "sketch"],
+)
+def test_names_spark_reads_as_paths_pass_through_the_native_operators(make):
+    """PySpark hands ``mapInArrow`` each column by its bare name, and ``a.b`` is then field
+    ``b`` of a column ``a``: such names (and backticks) used to fail with Spark's
+    unresolved-column error on every step that runs on the C operator."""
+    from tests.helpers import assert_same_outputs, outputs
+
+    df = pl.DataFrame(
+        {
+            "k.1": ["a", "b", "a", "c", "b", "a"],
+            "x.y": [1.5, 2.0, None, 4.0, 2.0, 7.0],
+            "v`w": [3, 1, 2, 5, 4, 0],
+            "t.t": [1, 2, 3, 9, 10, 11],
+        }
+    )
+    plan = sc.combine(make(sc.source(df)).sink_table("out", mode="append"))
+    got = run_plan(plan, SPARK, timeout=300)
+    assert_same_outputs(outputs(got), outputs(run_plan(plan, REF)))
+    assert "native" in got.spark_operators.values() or not got.spark_operators

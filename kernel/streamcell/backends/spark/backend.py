@@ -35,7 +35,7 @@ import itertools
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -317,8 +317,24 @@ class SparkBackend:
 # --------------------------------------------------------------------------- helpers
 
 
+def map_in_arrow(df: Any, fn: Callable[..., Any], schema: str) -> Any:
+    """``df.mapInArrow(fn, schema)``, also over columns whose names Spark reads as paths.
+    PySpark passes each column to the function by its bare name, and a name like ``a.b`` is
+    then field ``b`` of a column ``a``; the columns go in under positional names
+    (``__sc_in0``...) and ``fn`` gets its batches under their own names back (no copy)."""
+    names = list(df.columns)
+    if not any("." in n or "`" in n for n in names):
+        return df.mapInArrow(fn, schema)
+    safe = [f"__sc_in{i}" for i in range(len(names))]
+
+    def renamed(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return fn(b.rename_columns(names) for b in batches)
+
+    return df.toDF(*safe).mapInArrow(renamed, schema)
+
+
 def ddl(schema: Schema, extra: str = "") -> str:
-    cols = ", ".join(f"`{n}` {spark_type(t)}" for n, t in schema)
+    cols = ", ".join(f"`{n.replace('`', '``')}` {spark_type(t)}" for n, t in schema)
     return cols + (", " + extra if extra and cols else extra)
 
 
@@ -549,7 +565,7 @@ class Lowering:
         from pyspark.sql import functions as F
 
         schema = self.in_schema(s)
-        out = df.mapInArrow(sketch_fn(s, schema), ddl(schema, SIDE_DDL))
+        out = map_in_arrow(df, sketch_fn(s, schema), ddl(schema, SIDE_DDL))
         out = self._side_observe(j, s, out)
         return out.filter(F.col("_k") == F.lit(LIVE)).drop("_k", "_b")
 
@@ -724,7 +740,7 @@ class Lowering:
         else:
             fn = keyed_fn(s, j, self.schemas(s), out_schema)
             self.how[s.step_id] = f"reference: {why}"
-        out = part.mapInArrow(fn, ddl(out_schema, SIDE_DDL))
+        out = map_in_arrow(part, fn, ddl(out_schema, SIDE_DDL))
         out = self._side_observe(j, s, out)
         return out.filter(F.col("_k") == F.lit(LIVE)).drop("_k", "_b")
 
@@ -968,8 +984,10 @@ class Lowering:
         else:
             fn = window_fn(s, j, self.schemas(s), out_schema)
             self.how[s.step_id] = f"reference: {why}"
-        out = part.mapInArrow(
-            fn, ddl(out_schema, SIDE_DDL + ", `_ws` bigint, `_we` bigint, `_wq` array<bigint>")
+        out = map_in_arrow(
+            part,
+            fn,
+            ddl(out_schema, SIDE_DDL + ", `_ws` bigint, `_we` bigint, `_wq` array<bigint>"),
         )
         out = self._side_observe(j, s, out)
         out = self.checkpoint(out)
