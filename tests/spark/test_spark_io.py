@@ -501,3 +501,31 @@ def test_a_rerun_over_the_same_files_reuses_the_source_frame_until_a_file_change
     table = next(iter(changed["tables"].values()))
     assert table["v"].to_list()[-2:] == [8, 9]
     assert table.height == 9 + 2 + 10 + 2  # v != 3 drops a row of "a a.parquet" and of d's
+
+
+NAN = float("nan")
+
+
+@pytest.mark.parametrize(
+    "pred",
+    [
+        lambda f, lit: f > 0.5,
+        lambda f, lit: f >= 0.5,
+        lambda f, lit: f != 0.1,
+        lambda f, lit: lit(0.5) < f,
+        lambda f, lit: f == NAN,
+        lambda f, lit: f < 0.5,
+    ],
+    ids=["gt", "ge", "ne", "lit-lt", "eq-nan", "lt"],
+)
+def test_a_filter_on_a_parquet_float_column_keeps_nan_rows(tmp_path, pred):
+    """Parquet row-group statistics leave NaN out: a group [NaN, 0.1, 0.2] has max 0.2, so a
+    comparison Spark pushed into the scan skipped it and lost the NaN rows, which compare
+    above every number (and equal to NaN) as in Polars."""
+    df = pl.DataFrame({"f": [NAN, 0.1, 0.2, NAN], "i": [0, 1, 2, 3]})
+    df.write_parquet(tmp_path / "part-0.parquet")
+    stream = sc.source(sc.parquet(str(tmp_path))).filter(pred(sc.col("f"), sc.lit))
+    got = check_against_reference(stream.plan(), SPARK)["tables"]
+    (table,) = got.values()
+    polars = pl.read_parquet(tmp_path / "part-0.parquet").filter(pred(pl.col("f"), pl.lit))
+    assert table["i"].to_list() == polars["i"].to_list()

@@ -112,6 +112,31 @@ def check_names(step_id: str, schema: Schema) -> None:
             )
 
 
+FLIPPED = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def _nan_passes(op: str, other: IR) -> bool:
+    """Whether ``NaN op other`` can hold: NaN compares above every number and equal to NaN."""
+    if op in (">", ">=", "!="):
+        return True
+    return not isinstance(other, Lit) or (
+        isinstance(other.value, float) and other.value != other.value
+    )
+
+
+def _unscanned(c: Any, e: IR, t: DType) -> Any:
+    """A float column compared as itself plus 0.0 (the same value in every comparison: NaN
+    stays NaN, -0.0 equals 0.0 either way). Spark pushes a comparison of a bare column into a
+    Parquet scan, which skips row groups by their min / max statistics, and those leave NaN
+    out: a group holding [NaN, 0.1] has max 0.1, so ``f > 0.5`` skipped it and lost the NaN
+    row, which compares above every number (as in Polars). An expression is never pushed."""
+    from pyspark.sql import functions as F
+
+    if t.name == "float" and isinstance(e, Col):
+        return c + F.lit(0.0)
+    return c
+
+
 def qcol(name: str) -> Any:
     from pyspark.sql import functions as F
 
@@ -327,6 +352,10 @@ class Translator:
         if op in ("==", "!=", "<", "<=", ">", ">="):
             if {lt.name, rt.name} == {"int", "float"}:
                 a, b = a.cast("double"), b.cast("double")
+            if _nan_passes(op, e.right):
+                a = _unscanned(a, e.left, lt)
+            if _nan_passes(FLIPPED[op], e.left):
+                b = _unscanned(b, e.right, rt)
             return COMPARE[op](a, b), err  # only the chosen column is built
         if op == "+" and t.name == "str":
             return F.concat(a, b), err
