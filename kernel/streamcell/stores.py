@@ -98,8 +98,13 @@ class TableStore:
                 self._rows.extend(rows)
             else:
                 k = self.key
+                by_key = self._by_key
                 for r in rows:
-                    self._by_key[tuple(_hashable(r[c]) for c in k)] = r
+                    key = tuple(_hashable(r[c]) for c in k)
+                    old = by_key.get(key)
+                    # the key's first row gives the key's values (0.0 or -0.0), as the columnar
+                    # compaction's group_by does; the latest row gives the rest
+                    by_key[key] = r if old is None else {**r, **{c: old[c] for c in k}}
 
     def __len__(self) -> int:
         if self._remote is not None:
@@ -143,8 +148,17 @@ def _uninterrupted(query: Callable[[], pl.DataFrame]) -> pl.DataFrame:
     return query()
 
 
+_NAN = float("nan")
+
+
 def _hashable(v: Any) -> Any:
-    return tuple(v) if isinstance(v, list) else v
+    """A key value as a dict key that groups as Polars' ``group_by`` does: every NaN one value
+    (a dict tells NaN objects apart by identity), 0.0 and -0.0 one value (equal already)."""
+    if isinstance(v, list):
+        return tuple(_hashable(x) for x in v)
+    if isinstance(v, float) and v != v:
+        return _NAN
+    return v
 
 
 class ParquetWriter:

@@ -36,9 +36,9 @@ FNS = ("count", "min", "max", "sum", "count_distinct", "first", "last")
 
 def exact_aggs(s: P.Aggregate, types: dict[str, Any]) -> bool:
     """Whether :func:`agg_columns` gives the reference's values for ``s``: aggregates of
-    :data:`FNS` over columns (or ``count()``), keys that are not floats (the reference keeps
-    a NaN key's rows apart by identity and a signed zero by its last row, which no groupBy
-    gives)."""
+    :data:`FNS` over columns (or ``count()``), keys that are not floats (a table keeps a
+    float key as the key's first row has it, -0.0 or 0.0, where Spark's groupBy writes every
+    zero key as 0.0)."""
     if any(types[k].name in ("null", "list", "float") for k in s.keys):
         return False
     for _, a in s.aggs:
