@@ -80,10 +80,8 @@ def test_keyed_agg_changelog_runs_native_with_dead_letters():
         lambda s: s.key_by("k").running(n=sc.count(), d=sc.col("f").count_distinct()),
         lambda s: s.key_by("k").top_k(2, by="f"),
         lambda s: s.top_k(3, by="v", descending=False),
-        lambda s: s.key_by("k", "s").dedup(),
-        lambda s: s.dedup("v"),
     ],
-    ids=["running", "top_k-keyed", "top_k-global", "dedup-keys", "dedup-column"],
+    ids=["running", "top_k-keyed", "top_k-global"],
 )
 def test_keyed_steps_run_native_and_equal_the_reference(make):
     run = _both(_changelog(make(sc.source(DATA))))

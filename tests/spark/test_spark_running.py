@@ -1,7 +1,7 @@
-"""``running`` and the per-row changelog of an unwindowed ``agg`` on Spark: Spark's own window
-functions over each key's rows in arrival order, where they give the reference's value at
-every row (counts, min / max, first / last, integer and float sums, float means over columns);
-the other aggregates stay on the native C operator. Every run is compared with the reference
+"""``running``, the per-row changelog of an unwindowed ``agg``, and ``dedup`` on Spark: Spark's own
+window functions over each key's rows in arrival order, where they give the reference's value
+at every row (counts, min / max, first / last, integer and float sums, float means over
+columns; a dedup's first row per key); the other aggregates stay on the native C operator. Every run is compared with the reference
 (tables to the last bit, counts, late rows, dead letters), and with Polars itself where it has
 the same running aggregate."""
 
@@ -196,13 +196,13 @@ def test_rows_counted_after_a_native_step():
     window step counts its rows itself."""
     stream = (
         sc.source(DATA)
-        .key_by("k", "s")
-        .dedup()
+        .key_by("k")
+        .top_k(3, by="v")
         .key_by("k")
         .running(n=sc.count(), sf=sc.col("f").sum())
     )
     run = _same(_log(stream))
-    assert run.spark_operators == {"dedup#2": "native", "running#3": "spark window"}
+    assert run.spark_operators == {"top_k#2": "native", "running#3": "spark window"}
 
 
 @pytest.mark.parametrize(
@@ -219,3 +219,26 @@ def test_rows_counted_after_a_native_step():
 def test_other_running_aggregates_stay_on_the_native_operator(make):
     run = _same(_log(make(sc.source(DATA))))
     assert set(run.spark_operators.values()) == {"native"}
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda s: s.dedup("k", "b"),
+        lambda s: s.key_by("v").dedup(),
+        lambda s: s.dedup("f"),  # NaN one key, 0.0 and -0.0 one key, each row's own value kept
+        lambda s: s.dedup(),  # every column, floats included
+        lambda s: s.filter(sc.col("b").is_not_null()).dedup("s").key_by("k").running(n=sc.count()),
+    ],
+    ids=["keys", "key_by", "float-key", "all-columns", "then-running"],
+)
+def test_dedup_is_the_first_row_per_key_by_row_number(make):
+    run = _same(_log(make(sc.source(DATA))))
+    assert set(run.spark_operators.values()) == {"spark window"}
+
+
+def test_dedup_after_a_union_follows_merged_order_keys():
+    a = sc.source(DATA.head(300))
+    b = sc.source(DATA.tail(350))  # 50 rows in both inputs: each key's first is in order
+    run = _same(_log(a.union(b).dedup("k", "s")))
+    assert "spark window" in run.spark_operators.values()

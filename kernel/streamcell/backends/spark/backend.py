@@ -550,6 +550,8 @@ class Lowering:
             return self.group_by(j, s, df)
         if isinstance(s, (P.Aggregate, P.Running)) and self.spark_running(s):
             return self.running(j, s, df)
+        if isinstance(s, P.Dedup) and self.spark_dedup(s):
+            return self.dedup(j, s, df)
         if isinstance(s, (P.Aggregate, P.Running, P.TopK, P.Dedup)):
             return self.keyed(j, s, df)
         if isinstance(s, P.Sketch):
@@ -784,6 +786,42 @@ class Lowering:
             for n, t in self.c.schemas[s.step_id]
         ]
         return df.select(*out, F.col("_o"))
+
+    def spark_dedup(self, s: P.Dedup) -> bool:
+        """Whether a ``dedup`` runs as Spark's ``row_number``: in a finite run (keys are scalars;
+        Spark's window partitions group NaN as one value and 0.0 with -0.0, as the reference's
+        keys do, and keep each row's own values)."""
+        from . import native_ops
+
+        return not self.streaming and native_ops.GROUP_BY
+
+    def dedup(self, j: int, s: P.Dedup, df: Any) -> Any:
+        """A ``dedup`` as each key's first row in arrival order: ``row_number() == 1`` over the
+        key's rows ordered by order key (one exchange and sort, no Python on the executors).
+        The dropped rows are the step's filtered rows."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        types = dict(self.in_schema(s))
+        keys = s.keys or tuple(types)
+        flat = s.inputs[0].step_id in self.flat
+        order = F.col("_o")[0] if flat else F.col("_o")
+        w = Window.partitionBy(*[qcol(k) for k in keys]).orderBy(order)
+        marked = df.withColumn("__sc_first", F.row_number().over(w) == F.lit(1))
+        first = F.col("__sc_first")
+        marked, obs = self.observe(
+            marked,
+            j,
+            F.count(F.lit(1)).alias("n"),
+            F.sum(F.when(first, 1).otherwise(0)).alias("out"),
+            F.sum(F.lit(0)).alias("dead"),
+        )
+        self.lowered.append(Lowered(s, "stateless", obs, list(types)))
+        self.count_of[s.step_id] = lambda: int(obs.get["out"] or 0)
+        if flat:
+            self.flat.add(s.step_id)
+        self.how[s.step_id] = "spark window"
+        return marked.filter(first).drop("__sc_first")
 
     # ----------------------------------------------------------------- final tables
 
