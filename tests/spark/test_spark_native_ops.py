@@ -167,10 +167,16 @@ def test_final_table_with_null_int_and_bool_keys_and_nan_values():
     assert run.table().height == df.select("g", "b").unique().height
 
 
-def test_float_keys_stay_on_the_native_operator():
-    df = pl.DataFrame({"g": [0.0, 1.5, None, 1.5, 2.5], "v": [1, 2, 3, 4, 5]})
+def test_a_final_table_of_float_keys_is_a_running_window_with_first_key_values():
+    """Not a groupBy (which writes every zero key as 0.0): the per-row window, whose upsert
+    table keeps the key's first row's value (-0.0 here), and one NaN key."""
+    nan = float("nan")
+    df = pl.DataFrame({"g": [-0.0, 1.5, None, 0.0, nan, 1.5, nan], "v": [1, 2, 3, 4, 5, 6, 7]})
     run = _final(("g",), df, n=sc.count(), sv=sc.col("v").sum())
-    assert run.spark_operators == {"aggregate#2": "native"}
+    assert run.spark_operators == {"aggregate#2": "spark window"}
+    want = run_plan(sc.source(df).key_by("g").agg(n=sc.count(), sv=sc.col("v").sum()).plan())
+    assert float_bits(run.table()) == float_bits(want.table())
+    assert float_bits(run.table().head(1).select("g")) == float_bits(pl.DataFrame({"g": [-0.0]}))
 
 
 def test_final_table_integer_sums_wrap_at_64_bits_as_on_the_reference():

@@ -192,12 +192,14 @@ RUNNING_FNS = ("count", "min", "max", "sum", "mean", "first", "last")
 
 def running_fits(s: P.Running | P.Aggregate, types: dict[str, Any]) -> bool:
     """Whether :func:`running_columns` gives the reference's value at every row of ``s`` (a
-    ``running``, or the per-row changelog of an unwindowed ``agg``): keys that are not floats
-    (see :func:`exact_aggs`), aggregates of :data:`RUNNING_FNS` over columns (or ``count()``),
+    ``running``, or the per-row changelog of an unwindowed ``agg``): keys (of any type but
+    lists: Spark's window partitions group NaN as one value and 0.0 with -0.0, as the
+    reference's keys do, and each output row keeps its own key values), aggregates of
+    :data:`RUNNING_FNS` over columns (or ``count()``),
     sums of numbers or bools, means of floats (the mean of an int column divides a wrapped
     64-bit sum by the count exactly rounded, which a double division of the sum does not
     for sums beyond 2^53)."""
-    if not s.keys or any(types[k].name in ("null", "list", "float") for k in s.keys):
+    if not s.keys or any(types[k].name == "list" for k in s.keys):
         return False
     for _, a in s.aggs:
         if a.fn not in RUNNING_FNS:

@@ -538,8 +538,17 @@ def latest_per_key(df: Any, key: tuple[str, ...] | None, names: list[str]) -> An
     agg = [F.min("_o").alias("_o")]
     if rest:
         agg.append(F.max_by(F.struct(*[qcol(n) for n in rest]), "_o").alias("_r"))
+    floats = [k for k in key if dict(df.dtypes).get(k) in ("double", "float")]
+    if floats:  # the key's first row's values: Spark's groupBy writes every zero key as 0.0
+        agg.append(F.min_by(F.struct(*[qcol(k) for k in floats]), "_o").alias("__sc_key"))
     out = df.groupBy(*[qcol(k) for k in key]).agg(*agg)
-    return out.select(*[qcol(n) if n in key else F.col("_r")[n].alias(n) for n in names], "_o")
+
+    def col(n: str) -> Any:
+        if n in floats:
+            return F.col("__sc_key")[n].alias(n)
+        return qcol(n) if n in key else F.col("_r")[n].alias(n)
+
+    return out.select(*[col(n) for n in names], "_o")
 
 
 def in_order(df: Any, parts: int) -> Any:
