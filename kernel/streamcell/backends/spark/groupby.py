@@ -11,7 +11,9 @@ current one: Spark adds row after row, in order) read at the group's last row
 executors.
 
 Used by the final table of an unwindowed ``agg`` (``Lowering.group_by``) and by tumbling
-windows over finite sources (:func:`tumbling`).
+windows over finite sources (:func:`tumbling`). The same window, read at every row instead of
+a group's last, is a ``running`` step or an ``agg``'s per-row changelog
+(:func:`running_columns`, ``Lowering.running``).
 """
 
 from __future__ import annotations

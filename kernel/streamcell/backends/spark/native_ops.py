@@ -54,7 +54,8 @@ from .ops import (
 )
 
 # The ablation switches (bench/bench_spark_ops.py; read on the driver when a plan is lowered):
-# False runs every keyed / window step on the reference operators, or never uses groupBy.
+# False runs every keyed / window step on the reference operators, or never uses Spark's
+# own groupBy and window functions (final tables, running aggregates, dedup).
 NATIVE_OPERATORS = True
 GROUP_BY = True
 
