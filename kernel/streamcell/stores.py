@@ -100,7 +100,7 @@ class TableStore:
                 k = self.key
                 by_key = self._by_key
                 for r in rows:
-                    key = tuple(_hashable(r[c]) for c in k)
+                    key = tuple(key_part(r[c]) for c in k)
                     old = by_key.get(key)
                     # the key's first row gives the key's values (0.0 or -0.0), as the columnar
                     # compaction's group_by does; the latest row gives the rest
@@ -148,16 +148,18 @@ def _uninterrupted(query: Callable[[], pl.DataFrame]) -> pl.DataFrame:
     return query()
 
 
-_NAN = float("nan")
+NAN_KEY = float("nan")
+"""The one NaN object every NaN key value becomes (:func:`key_part`)."""
 
 
-def _hashable(v: Any) -> Any:
+def key_part(v: Any) -> Any:
     """A key value as a dict key that groups as Polars' ``group_by`` does: every NaN one value
-    (a dict tells NaN objects apart by identity), 0.0 and -0.0 one value (equal already)."""
+    (a dict tells NaN objects apart by identity), 0.0 and -0.0 one value (equal already), a
+    list as a tuple of such values. Used by the reference's operators and tables alike."""
     if isinstance(v, list):
-        return tuple(_hashable(x) for x in v)
+        return tuple(key_part(x) for x in v)
     if isinstance(v, float) and v != v:
-        return _NAN
+        return NAN_KEY
     return v
 
 

@@ -21,7 +21,7 @@ import polars as pl
 from .. import plan as P
 from ..compiler import Compiled
 from ..sources import BadRow
-from ..stores import StepCounters
+from ..stores import StepCounters, key_part
 from ..types import DATE, DATETIME, FLOAT, Schema
 from .evaluate import RowError, compile_row_expr, epoch_us, from_epoch_us, wrap64
 from .pacing import TokenBucket
@@ -54,7 +54,7 @@ class _Acc:
             self.v = (seq, x)
             return
         if fn == "count_distinct":
-            self.v.add(_key_part(x))  # one NaN value, as for keys
+            self.v.add(key_part(x))  # one NaN value, as for keys
             return
         if x is None:
             return
@@ -226,19 +226,8 @@ class ExplodeOp(Op):
         return rows
 
 
-_NAN = float("nan")
-
-
-def _key_part(v: Any) -> Any:
-    if isinstance(v, list):
-        return tuple(_key_part(x) for x in v)  # NaN elements one value too
-    if isinstance(v, float) and v != v:
-        return _NAN  # one NaN object: all NaN keys are one group (as in Polars)
-    return v
-
-
 def _key(row: Row, keys: tuple[str, ...]) -> tuple[Any, ...]:
-    return tuple(_key_part(row[k]) for k in keys)
+    return tuple(key_part(row[k]) for k in keys)
 
 
 class AggregateOp(Op):
@@ -677,7 +666,7 @@ class TransferOp(Op):
             return []
         if self.is_float:
             amt = float(amt)
-        ka, kb = _key_part(a), _key_part(b)
+        ka, kb = key_part(a), key_part(b)
         ba = self.bal.get(ka, self.initial)
         if not self.overdraft and ba < amt:
             self.dead(row, f"transfer rejected: {self.src} balance below amount")

@@ -748,6 +748,17 @@ class Lowering:
 
     # ----------------------------------------------------------------- running aggregates
 
+    def _arrival(self, s: P.Step) -> Any:
+        """What a window over ``s``'s input sorts by for arrival order: the serial as a long
+        where each row has one (``flat``), else the order key. ``s`` passes each row's order
+        key through, so it stays flat when its input is."""
+        from pyspark.sql import functions as F
+
+        if s.inputs[0].step_id not in self.flat:
+            return F.col("_o")
+        self.flat.add(s.step_id)
+        return F.col("_o")[0]
+
     def spark_running(self, s: P.Aggregate | P.Running) -> bool:
         """Whether Spark's own window functions give exactly the reference's rows for ``s``: a
         ``running`` or the per-row changelog of an unwindowed keyed ``agg``, in a finite run,
@@ -769,17 +780,13 @@ class Lowering:
         from pyspark.sql import functions as F
 
         types = dict(self.in_schema(s))
-        flat = s.inputs[0].step_id in self.flat
-        order = F.col("_o")[0] if flat else F.col("_o")
-        cols = running_columns(s.keys, s.aggs, types, order)
+        cols = running_columns(s.keys, s.aggs, types, self._arrival(s))
         into = self.count_of.get(s.inputs[0].step_id)
         if into is None:
             df, obs = self.observe(df, j, F.count(F.lit(1)).alias("n"))
             into = lambda: int(obs.get["n"] or 0)  # noqa: E731 - read after the job
         self.lowered.append(Lowered(s, "pass", None, into=into))
         self.count_of[s.step_id] = into
-        if flat:
-            self.flat.add(s.step_id)
         self.how[s.step_id] = "spark window"
         out = [
             cols[n].cast(spark_type(t)).alias(n) if n in cols else qcol(n)
@@ -804,9 +811,7 @@ class Lowering:
 
         types = dict(self.in_schema(s))
         keys = s.keys or tuple(types)
-        flat = s.inputs[0].step_id in self.flat
-        order = F.col("_o")[0] if flat else F.col("_o")
-        w = Window.partitionBy(*[qcol(k) for k in keys]).orderBy(order)
+        w = Window.partitionBy(*[qcol(k) for k in keys]).orderBy(self._arrival(s))
         marked = df.withColumn("__sc_first", F.row_number().over(w) == F.lit(1))
         first = F.col("__sc_first")
         marked, obs = self.observe(
@@ -818,8 +823,6 @@ class Lowering:
         )
         self.lowered.append(Lowered(s, "stateless", obs, list(types)))
         self.count_of[s.step_id] = lambda: int(obs.get["out"] or 0)
-        if flat:
-            self.flat.add(s.step_id)
         self.how[s.step_id] = "spark window"
         return marked.filter(first).drop("__sc_first")
 

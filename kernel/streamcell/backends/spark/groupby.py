@@ -43,16 +43,32 @@ def exact_aggs(s: P.Aggregate, types: dict[str, Any]) -> bool:
     zero key as 0.0)."""
     if any(types[k].name in ("null", "list", "float") for k in s.keys):
         return False
-    for _, a in s.aggs:
-        if a.fn not in FNS:
+    return column_aggs(s.aggs, types, FNS)
+
+
+def column_aggs(
+    aggs: tuple[tuple[str, Any], ...], types: dict[str, Any], fns: tuple[str, ...]
+) -> bool:
+    """Whether every aggregate is one of ``fns`` over a column (or ``count()``) of a type
+    Spark computes it on as the reference does: no null or list column, sums of numbers or
+    bools, means of floats (the mean of an int column divides a wrapped 64-bit sum by the
+    count exactly rounded, which a double division of the sum does not for sums beyond
+    2^53)."""
+    for _, a in aggs:
+        if a.fn not in fns:
             return False
         if a.arg is None:
             if a.fn != "count":
                 return False
             continue
-        if not isinstance(a.arg, Col) or types[a.arg.name].name in ("null", "list"):
+        if not isinstance(a.arg, Col):
             return False
-        if a.fn == "sum" and types[a.arg.name].name not in ("int", "bool", "float"):
+        t = types[a.arg.name].name
+        if t in ("null", "list"):
+            return False
+        if a.fn == "sum" and t not in ("int", "bool", "float"):
+            return False
+        if a.fn == "mean" and t != "float":
             return False
     return True
 
@@ -197,29 +213,10 @@ def running_fits(s: P.Running | P.Aggregate, types: dict[str, Any]) -> bool:
     ``running``, or the per-row changelog of an unwindowed ``agg``): keys (of any type but
     lists: Spark's window partitions group NaN as one value and 0.0 with -0.0, as the
     reference's keys do, and each output row keeps its own key values), aggregates of
-    :data:`RUNNING_FNS` over columns (or ``count()``),
-    sums of numbers or bools, means of floats (the mean of an int column divides a wrapped
-    64-bit sum by the count exactly rounded, which a double division of the sum does not
-    for sums beyond 2^53)."""
+    :data:`RUNNING_FNS` that :func:`column_aggs` allows."""
     if not s.keys or any(types[k].name == "list" for k in s.keys):
         return False
-    for _, a in s.aggs:
-        if a.fn not in RUNNING_FNS:
-            return False
-        if a.arg is None:
-            if a.fn != "count":
-                return False
-            continue
-        if not isinstance(a.arg, Col):
-            return False
-        t = types[a.arg.name].name
-        if t in ("null", "list"):
-            return False
-        if a.fn == "sum" and t not in ("int", "bool", "float"):
-            return False
-        if a.fn == "mean" and t != "float":
-            return False
-    return True
+    return column_aggs(s.aggs, types, RUNNING_FNS)
 
 
 def running_columns(

@@ -538,7 +538,8 @@ def latest_per_key(df: Any, key: tuple[str, ...] | None, names: list[str]) -> An
     agg = [F.min("_o").alias("_o")]
     if rest:
         agg.append(F.max_by(F.struct(*[qcol(n) for n in rest]), "_o").alias("_r"))
-    floats = [k for k in key if dict(df.dtypes).get(k) in ("double", "float")]
+    dtypes = dict(df.dtypes)
+    floats = [k for k in key if dtypes.get(k) in ("double", "float")]
     if floats:  # the key's first row's values: Spark's groupBy writes every zero key as 0.0
         agg.append(F.min_by(F.struct(*[qcol(k) for k in floats]), "_o").alias("__sc_key"))
     out = df.groupBy(*[qcol(k) for k in key]).agg(*agg)

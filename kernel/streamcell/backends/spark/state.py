@@ -101,10 +101,10 @@ def group_of(row: dict[str, Any], keys: tuple[str, ...] | None) -> bytes:
 def _renan(x: Any) -> Any:
     """Unpickled state with the reference's one NaN object back in keys and sets (its dicts
     and sets find NaN keys by identity)."""
-    from ..reference import _NAN
+    from ...stores import NAN_KEY
 
     if isinstance(x, float) and x != x:
-        return _NAN
+        return NAN_KEY
     if isinstance(x, tuple):
         return tuple(_renan(v) for v in x)
     if isinstance(x, frozenset):
