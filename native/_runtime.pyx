@@ -270,6 +270,7 @@ cdef class Program:
     cdef list source_schemas
     cdef list sink_schemas
     cdef bytes keep_views   # per input column (hidden first): its strings may stay views
+    cdef bint lean          # pushed batches are lean: nothing reads their hidden columns
 
     def __cinit__(self, int nsteps, int max_out=64, tuple dag=None):
         if dag is None:
@@ -470,14 +471,17 @@ cdef class Program:
         return check_status(sc_op_base_init(b, step, cin, cout, self._ctr(step), &i.s, &o.s,
                                             capacity, side), "operator")
 
-    def set_input(self, bytes lts, bytes keep_views=None):
+    def set_input(self, bytes lts, bytes keep_views=None, bint lean=False):
         """The input schema (type codes, hidden columns first); ``keep_views``: one byte per
         column, nonzero where a string column is read by no operator (only carried to the
-        sink), so Polars' inline string views pass through as they are (arrow_bridge.h)."""
+        sink), so Polars' inline string views pass through as they are (arrow_bridge.h);
+        ``lean``: the batches :meth:`push_many` pushes are lean (exec/exec.h: their hidden
+        columns are not written), for a program that never reads them."""
         self.in_schema = _Schema(lts)
         if keep_views is not None and len(keep_views) != len(lts):
             raise ValueError("keep_views needs one flag per input column")
         self.keep_views = keep_views
+        self.lean = lean
 
     cdef void *_filter(self, int step, bint cin, bint cout, bytes lts, list pred, int64_t capacity) except NULL:
         cdef _Schema s = _Schema(lts)
@@ -901,6 +905,7 @@ cdef class Program:
                 # allocates its buffers), so this thread only paces and hands out slices
                 rc = sc_batch_new(&b, &self.in_schema.s, 1)
                 if rc == 0:
+                    b.lean = self.lean
                     rc = sc_arrow_defer(b, hold, offset + done, m, seq0 + done)
                 if rc == 0:
                     rc = sc_prog_push(self.p, b, timeout_ns)

@@ -211,10 +211,13 @@ static int import_ref(const struct ArrowSchema *schema, const struct ArrowArray 
         int rc = sc_batch_reserve(out, n);
         if (rc) return rc;
     }
-    int64_t *seq = out->cols[SC_COL_SEQ].values, *pos = out->cols[SC_COL_POS].values;
-    for (int64_t r = 0; r < n; r++) {
-        seq[r] = seq0 + r;
-        pos[r] = 0;
+    out->first_row = (uint64_t)seq0;
+    if (!out->lean) { /* a lean batch's hidden columns stay unwritten (exec.h) */
+        int64_t *seq = out->cols[SC_COL_SEQ].values, *pos = out->cols[SC_COL_POS].values;
+        for (int64_t r = 0; r < n; r++) {
+            seq[r] = seq0 + r;
+            pos[r] = 0;
+        }
     }
     for (int64_t k = 0; k < schema->n_children; k++) {
         int32_t col = (int32_t)(SC_NHIDDEN + k);

@@ -325,7 +325,8 @@ int sc_batch_append(sc_batch *dst, const sc_batch *src) {
         int rc = sc_batch_reserve(dst, d0 + m);
         if (rc) return rc;
     }
-    for (int32_t c = 0; c < dst->ncols && m; c++) {
+    if (src->lean) dst->lean = 1; /* hidden columns: not moved (nothing reads them) */
+    for (int32_t c = src->lean ? SC_NHIDDEN : 0; c < dst->ncols && m; c++) {
         sc_column *d = &dst->cols[c];
         const sc_column *x = &src->cols[c];
         bits_copy(d->validity, d0, x->validity, m);
@@ -452,6 +453,7 @@ int sc_batch_clone(sc_batch **out, const sc_batch *src) {
     b->part = src->part;
     b->group_n = src->group_n;
     b->eos = src->eos;
+    b->lean = src->lean;
     *out = b;
     return SC_OK;
 }
@@ -495,7 +497,8 @@ void sc_side_destroy(sc_side *s) {
 uint32_t sc_side_step(const sc_side *s) { return s->step; }
 const sc_schema *sc_side_schema(const sc_side *s) { return &s->schema; }
 
-int sc_side_add(sc_side *s, sc_side_kind kind, const sc_batch *b, int64_t row, const char *reason) {
+static int side_add(sc_side *s, sc_side_kind kind, const sc_batch *b, int64_t row, const int64_t *seq,
+                    const char *reason) {
     char *r = NULL;
     if (reason && !(r = strdup(reason))) return SC_ENOMEM;
     pthread_mutex_lock(&s->mu);
@@ -512,6 +515,10 @@ int sc_side_add(sc_side *s, sc_side_kind kind, const sc_batch *b, int64_t row, c
         }
     }
     if (!rc) rc = sc_batch_copy_row(s->rows, s->n, b, row);
+    if (!rc && seq) {
+        sc_batch_set_i64(s->rows, SC_COL_SEQ, s->n, *seq);
+        sc_batch_set_i64(s->rows, SC_COL_POS, s->n, 0);
+    }
     if (!rc) {
         s->meta[s->n] = (sc_side_meta){ (uint8_t)kind, b->serial, row, r };
         s->n++;
@@ -520,6 +527,15 @@ int sc_side_add(sc_side *s, sc_side_kind kind, const sc_batch *b, int64_t row, c
     pthread_mutex_unlock(&s->mu);
     if (rc) free(r);
     return rc;
+}
+
+int sc_side_add(sc_side *s, sc_side_kind kind, const sc_batch *b, int64_t row, const char *reason) {
+    return side_add(s, kind, b, row, NULL, reason);
+}
+
+int sc_side_add_seq(sc_side *s, sc_side_kind kind, const sc_batch *b, int64_t row, int64_t seq,
+                    const char *reason) {
+    return side_add(s, kind, b, row, &seq, reason);
 }
 
 int sc_side_take(sc_side *s, sc_batch **rows, sc_side_meta **meta, int64_t *n) {
@@ -573,6 +589,11 @@ void sc_op_base_free(sc_op_base *b) {
 int sc_op_dead(sc_op_base *b, const sc_batch *in, int64_t row, const char *reason) {
     sc_u64_fetch_add_relaxed(&b->counters->dead, 1);
     return b->side ? sc_side_add(b->side, SC_SIDE_DEAD, in, row, reason) : SC_OK;
+}
+
+int sc_op_dead_seq(sc_op_base *b, const sc_batch *in, int64_t row, int64_t seq, const char *reason) {
+    sc_u64_fetch_add_relaxed(&b->counters->dead, 1);
+    return b->side ? sc_side_add_seq(b->side, SC_SIDE_DEAD, in, row, seq, reason) : SC_OK;
 }
 
 int sc_op_late(sc_op_base *b, const sc_batch *in, int64_t row) {

@@ -10,6 +10,12 @@
  *   from (int64, never null); column 1 (SC_COL_POS) is scratch used by the keyed split and
  *   merge (int64, never null). Operators copy both through to every output row; user columns
  *   start at SC_NHIDDEN. Rows created at end of stream carry seq = SC_SEQ_EOS + step.
+ *   A lean batch (sc_batch.lean) has both hidden columns allocated but not written: a
+ *   program of one fused stateless stage straight into a sink that does not publish
+ *   (backends/native/program.py, lean_chain) reads neither, so its import does not fill
+ *   them and the stage and the sink do not move them (a quarter of the bytes a stateless
+ *   run gathered). Row r of an unfiltered lean batch is serial first_row + r; the fused
+ *   stage works out the serial of a dead row from its selections (sc_op_dead_seq).
  * - Logical types (sc_ltype) say how a physical column is read: INT, DATETIME (microseconds
  *   since the epoch, naive UTC), DATE (days since the epoch) and NULL (all rows null) are
  *   SC_COL_INT64; FLOAT is DOUBLE; BOOL is BOOL; STR is UTF8.
@@ -173,6 +179,9 @@ int sc_side_create(sc_side **out, const sc_schema *row_schema, uint32_t step);
 void sc_side_destroy(sc_side *s);
 /* Record row `row` of `b` (thread-safe). `reason` is copied (may be NULL for late). */
 int sc_side_add(sc_side *s, sc_side_kind kind, const sc_batch *b, int64_t row, const char *reason);
+/* The same, with the row's serial given (a lean batch's hidden columns hold none). */
+int sc_side_add_seq(sc_side *s, sc_side_kind kind, const sc_batch *b, int64_t row, int64_t seq,
+                    const char *reason);
 /* Take everything recorded so far: a batch of row copies (*rows, NULL if none) and its
  * metadata (*meta, n entries, malloc'd; free reasons with sc_side_meta_free). */
 int sc_side_take(sc_side *s, sc_batch **rows, sc_side_meta **meta, int64_t *n);
@@ -212,6 +221,8 @@ static inline void sc_count_filtered(sc_op_base *b, int64_t n) {
 }
 /* Record a dead row (counts it). */
 int sc_op_dead(sc_op_base *b, const sc_batch *in, int64_t row, const char *reason);
+/* Record a dead row of a lean batch, whose serial is `seq` (counts it). */
+int sc_op_dead_seq(sc_op_base *b, const sc_batch *in, int64_t row, int64_t seq, const char *reason);
 /* Record a late row (counts it). */
 int sc_op_late(sc_op_base *b, const sc_batch *in, int64_t row);
 

@@ -340,6 +340,12 @@ typedef struct fscratch {
     sc_column *view, *next;
     sc_batch **own, **nown; /* per view column: the batch that owns it ... */
     int32_t *ocol, *nocol;  /* ... and its index there */
+    /* a lean batch (exec.h): the keep masks of the compactions so far (per part at most,
+     * each over the view before it, of mlen[i] rows), and the input row of each view row
+     * when a dead row needs its serial (orig: made then, once per batch) */
+    uint8_t **masks;
+    int64_t *mlen;
+    int32_t *orig;
     struct fscratch *link;
 } fscratch;
 
@@ -379,6 +385,10 @@ static void fs_free(fused_st *st, fscratch *s) {
     free(s->nown);
     free(s->ocol);
     free(s->nocol);
+    for (int32_t p = 0; s->masks && p < st->nparts; p++) free(s->masks[p]);
+    free(s->masks);
+    free(s->mlen);
+    free(s->orig);
     free(s);
 }
 
@@ -407,8 +417,10 @@ static fscratch *fs_take(fused_st *st, int64_t n) {
     s->nown = malloc(mc * sizeof(sc_batch *));
     s->ocol = malloc(mc * sizeof(int32_t));
     s->nocol = malloc(mc * sizeof(int32_t));
+    s->masks = calloc(np, sizeof(uint8_t *));
+    s->mlen = calloc(np, sizeof(int64_t));
     if (!s->keep || !s->code || !s->sel || !s->col || !s->tmp || !s->mat || !s->view || !s->next || !s->own ||
-        !s->nown || !s->ocol || !s->nocol) {
+        !s->nown || !s->ocol || !s->nocol || !s->masks || !s->mlen) {
         fs_free(st, s);
         return NULL;
     }
@@ -442,15 +454,23 @@ typedef struct fview {
     sc_batch vb;  /* header of the view: the input's serial, the view's columns */
     int64_t n;    /* rows of the view */
     int64_t nsel; /* rows kept */
+    bool lean;    /* the input is lean (exec.h): hidden columns are neither read nor moved */
+    int32_t ncomp;  /* lean: compactions so far (their masks in s->masks) */
+    bool orig_made; /* lean: s->orig maps the view's rows to the input's */
 } fview;
 
-/* Compact the view to its kept rows (the part's input schema `sch`). */
+/* The first column a lean view moves: its hidden columns hold nothing. */
+static int32_t moved_from(const fview *w) { return w->lean ? SC_NHIDDEN : 0; }
+
+/* Compact the view to its kept rows (the part's input schema `sch`). A lean view keeps the
+ * mask it compacted by (s->masks): a dead row found later needs its input row. */
 static int fused_compact(fview *w, sc_batch **mat, const sc_schema *sch, ctx *c) {
     fscratch *s = w->s;
     int rc = scratch_batch(mat, sch, s->cap);
     if (rc) return rc;
     int64_t k = w->nsel;
-    rc = sc_sel_compress_cols((*mat)->cols, s->view, sch->ncols, s->keep, w->n, s->sel, k, true);
+    int32_t h = moved_from(w);
+    rc = sc_sel_compress_cols((*mat)->cols + h, s->view + h, sch->ncols - h, s->keep, w->n, s->sel, k, true);
     for (int32_t j = 0; !rc && j < sch->ncols; j++) {
         s->view[j] = (*mat)->cols[j];
         s->own[j] = *mat;
@@ -458,9 +478,40 @@ static int fused_compact(fview *w, sc_batch **mat, const sc_schema *sch, ctx *c)
     }
     if (rc) return rc;
     (*mat)->nrows = k;
+    if (w->lean) { /* the mask moves aside; a fresh one (the spare buffer) takes its place */
+        uint8_t *spare = s->masks[w->ncomp];
+        if (!spare && !(spare = malloc((size_t)s->cap))) return SC_ENOMEM;
+        s->masks[w->ncomp] = s->keep;
+        s->mlen[w->ncomp] = w->n;
+        s->keep = spare;
+        w->ncomp++;
+        w->orig_made = false;
+    }
     w->n = w->nsel = k;
     memset(s->keep, 1, (size_t)k);
     return cx_begin(c, k);
+}
+
+/* Record view row r as dead. A lean view's serials are worked out from its input's first
+ * serial and, once it has been compacted, the input row of each view row (the masks of its
+ * compactions composed, once per batch, for the first dead row that needs it). */
+static int fused_dead(sc_op_base *base, fview *w, int64_t r, const char *why) {
+    if (!w->lean) return sc_op_dead(base, &w->vb, r, why);
+    fscratch *s = w->s;
+    if (w->ncomp == 0) return sc_op_dead_seq(base, &w->vb, r, (int64_t)w->vb.first_row + r, why);
+    if (!w->orig_made) {
+        if (!s->orig && !(s->orig = malloc((size_t)s->cap * sizeof(int32_t)))) return SC_ENOMEM;
+        int64_t k = 0;
+        for (int64_t i = 0; i < s->mlen[0]; i++)
+            if (s->masks[0][i]) s->orig[k++] = (int32_t)i;
+        for (int32_t m = 1; m < w->ncomp; m++) { /* in place: the j-th kept row is at or after j */
+            int64_t j = 0;
+            for (int64_t i = 0; i < s->mlen[m]; i++)
+                if (s->masks[m][i]) s->orig[j++] = s->orig[i];
+        }
+        w->orig_made = true;
+    }
+    return sc_op_dead_seq(base, &w->vb, r, (int64_t)w->vb.first_row + s->orig[r], why);
 }
 
 static int fused_filter(filter_st *f, fview *w, ctx *c) {
@@ -475,7 +526,7 @@ static int fused_filter(filter_st *f, fview *w, ctx *c) {
         for (int64_t r = 0; r < n; r++) {
             if (!keep[r] || !v->err[r]) continue;
             reason(why, sizeof why, v->err[r], -1);
-            if ((rc = sc_op_dead(&f->base, &w->vb, r, why))) return rc;
+            if ((rc = fused_dead(&f->base, w, r, why))) return rc;
             keep[r] = 0;
             ndead++;
         }
@@ -518,7 +569,7 @@ static int fused_project(project_st *pj, fview *w, sc_batch **tmp, ctx *c) {
     for (int64_t r = 0; failed && r < n; r++) {
         if (!s->keep[r] || !s->code[r]) continue;
         reason(why, sizeof why, s->code[r], s->col[r]);
-        if ((rc = sc_op_dead(&pj->base, &w->vb, r, why))) return rc;
+        if ((rc = fused_dead(&pj->base, w, r, why))) return rc;
         s->keep[r] = 0;
         w->nsel--;
     }
@@ -565,8 +616,10 @@ static int fused_output(fused_st *st, fview *w, sc_batch *in, sc_batch **out) {
     if (2 * w->nsel < cap) cap = w->nsel;
     int rc = sc_op_new_out_rows(last, in, cap, &o);
     if (rc) return rc;
+    int32_t h = moved_from(w);
+    o->lean = w->lean;
     if (w->nsel == w->n) { /* every row of the view: move each column its owner gives up */
-        for (int32_t k = 0; !rc && k < nc; k++) {
+        for (int32_t k = h; !rc && k < nc; k++) {
             sc_batch *ow = s->own[k];
             int uses = 0;
             for (int32_t j = 0; j < nc; j++) uses += s->own[j] == ow && s->ocol[j] == s->ocol[k];
@@ -582,10 +635,10 @@ static int fused_output(fused_st *st, fview *w, sc_batch *in, sc_batch **out) {
         int64_t k = w->nsel;
         /* compressing by the mask stores whole lanes past row k: only into room for the view */
         if (o->capacity >= w->n) {
-            rc = sc_sel_compress_cols(o->cols, s->view, nc, s->keep, w->n, s->sel, k, true);
+            rc = sc_sel_compress_cols(o->cols + h, s->view + h, nc - h, s->keep, w->n, s->sel, k, true);
         } else {
             sc_sel_from_mask(s->keep, w->n, s->sel);
-            rc = sc_sel_gather_cols(o->cols, s->view, nc, s->sel, k, true);
+            rc = sc_sel_gather_cols(o->cols + h, s->view + h, nc - h, s->sel, k, true);
         }
     }
     if (rc) {
@@ -638,7 +691,7 @@ int sc_op_fused_run(void *vst, sc_batch *in, sc_batch **out) {
     fscratch *s = fs_take(st, n);
     ctx *c = s ? cx_take(&st->pool, n) : NULL;
     int rc = c ? SC_OK : SC_ENOMEM;
-    fview w = { .s = s, .n = n, .nsel = n };
+    fview w = { .s = s, .n = n, .nsel = n, .lean = in->lean != 0 };
     bool changed = false;
     if (!rc) {
         for (int32_t k = 0; k < in->ncols; k++) {

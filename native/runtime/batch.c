@@ -285,6 +285,7 @@ void sc_batch_reset(sc_batch *b) {
     b->group_n = 0;
     b->eos = 0;
     b->publish = 0;
+    b->lean = 0;
     for (int32_t i = 0; i < b->ncols; i++) {
         sc_column *c = &b->cols[i];
         if (c->views) { /* a string column again (views belong to standalone batches only) */

@@ -104,6 +104,9 @@ typedef struct sc_batch {
     uint32_t group_n;      /* sub-batches cut from one input by the keyed split (0: none) */
     uint8_t eos;           /* end-of-stream marker batch (exec) */
     uint8_t publish;       /* keyed sub-batch: the operator publishes its changed keys (exec) */
+    uint8_t lean;          /* the exec layer's hidden columns hold no values (exec.h: a lean
+                            * batch of a program where nothing reads them); row r of an
+                            * unfiltered lean batch is serial first_row + r */
     sc_batch_pool *pool;   /* NULL: a standalone batch (exec/sc_batch_new), freed on release */
     sc_extbuf *ext;        /* standalone: the buffers its borrowed columns point into (a
                             * reference, dropped when the batch is freed), or NULL */

@@ -16,6 +16,7 @@ cdef extern from "runtime/batch.h":
         int64_t capacity
         int32_t ncols
         uint8_t eos
+        uint8_t lean
         sc_batch *next
         sc_column *cols
     void sc_batch_release(sc_batch *b) nogil

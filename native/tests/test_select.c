@@ -255,7 +255,9 @@ typedef struct chain {
     sc_step_counters ctr[4];
 } chain;
 
-static void make_chain(chain *ch, double t, bool keep_all) {
+/* keep_all: part 0 keeps every row; narrow: part 0 keeps about a fifth (i % 5 == 0), so the
+ * fused stage compacts before part 1 and part 1's dead rows come after a compaction. */
+static void make_chain_of(chain *ch, double t, bool keep_all, bool narrow) {
     sc_schema s0, s1, s3;
     sc_schema_init(&s0, NIN, LT0);
     sc_schema_init(&s1, 6, LT1);
@@ -266,8 +268,11 @@ static void make_chain(chain *ch, double t, bool keep_all) {
     sc_enode p0[] = { nd(SC_E_COL, SC_LT_INT, IN_I, -1), ilit(3), nd(SC_E_MOD, SC_LT_INT, 0, 1), ilit(0),
                       nd(SC_E_NE, SC_LT_BOOL, 2, 3) };
     sc_enode all[] = { ilit(0), nd(SC_E_IS_NOT_NULL, SC_LT_BOOL, 0, -1) };
+    sc_enode fifth[] = { nd(SC_E_COL, SC_LT_INT, IN_I, -1), ilit(5), nd(SC_E_MOD, SC_LT_INT, 0, 1), ilit(0),
+                         nd(SC_E_EQ, SC_LT_BOOL, 2, 3) };
     CHECK_RC(sc_op_base_init(&b, 0, true, true, &ch->ctr[0], &s0, &s0, 64, true));
     if (keep_all) CHECK_RC(sc_op_filter_create(&ch->part[0], &b, all, 2)); /* is_not_null(0): true */
+    else if (narrow) CHECK_RC(sc_op_filter_create(&ch->part[0], &b, fifth, 5));
     else CHECK_RC(sc_op_filter_create(&ch->part[0], &b, p0, 5));
     sc_op_base_free(&b);
     /* part 1 */
@@ -294,6 +299,8 @@ static void make_chain(chain *ch, double t, bool keep_all) {
     sc_schema_free(&s1);
     sc_schema_free(&s3);
 }
+
+static void make_chain(chain *ch, double t, bool keep_all) { make_chain_of(ch, t, keep_all, false); }
 
 static const uint8_t KINDS[4] = { 1, 2, 1, 2 };
 
@@ -349,11 +356,13 @@ static int64_t side_rows(sc_side *s, uint64_t *seqs, char reasons[][128], int64_
 }
 
 /* The first np parts of the chain (4: ends in a project, which then computes after the
- * gather; 3: ends in a filter, which gathers computed columns too). */
-static void test_fused(double t, bool keep_all, int np) {
+ * gather; 3: ends in a filter, which gathers computed columns too). lean: the fused stage
+ * gets each batch lean (exec.h), its hidden columns scribbled over, and must still give the
+ * user columns and the dead rows' serials the parts give one after another. */
+static void test_fused_of(double t, bool keep_all, int np, bool narrow, bool lean) {
     chain a, f;
-    make_chain(&a, t, keep_all);
-    make_chain(&f, t, keep_all);
+    make_chain_of(&a, t, keep_all, narrow);
+    make_chain_of(&f, t, keep_all, narrow);
     void *fused = NULL;
     sc_op_base **bases = NULL;
     CHECK_RC(sc_op_fused_create(&fused, &bases, f.part, KINDS, np));
@@ -366,14 +375,26 @@ static void test_fused(double t, bool keep_all, int np) {
     for (int it = 0; it < 60; it++) {
         int64_t n = 1 + (int64_t)(next() % 64); /* batches fit the ops' capacity (64) */
         sc_batch *in = input(n, keep_all && it % 2), *copy = NULL, *x = NULL, *y = NULL;
+        int64_t first = rows + 1000 * it; /* serials first, first + 1, ... */
+        for (int64_t r = 0; r < n; r++) sc_batch_set_i64(in, 0, r, first + r);
         CHECK_RC(sc_batch_clone(&copy, in));
+        if (lean) {
+            copy->lean = 1;
+            copy->first_row = (uint64_t)first;
+            for (int64_t r = 0; r < n; r++) {
+                sc_batch_set_i64(copy, 0, r, -7);
+                sc_batch_set_i64(copy, 1, r, 12345);
+            }
+        }
         CHECK_RC(run_seq(&a, np, in, &x));
         CHECK_RC(sc_op_fused_run(fused, copy, &y));
         CHECK((x ? x->nrows : 0) == (y ? y->nrows : 0));
         CHECK(!y || (y->ncols == ncols && !y->next));
+        CHECK(!y || y->lean == lean);
+        int32_t c0 = lean ? SC_NHIDDEN : 0;
         for (int64_t r = 0; y && r < y->nrows; r++)
-            for (int32_t c = 0; c < ncols; c++) CHECK(cell_eq(x, c, r, y, c, r));
-        for (int32_t c = 0; y && c < ncols; c++) CHECK(y->cols[c].null_count == nulls_of(y, c, y->nrows));
+            for (int32_t c = c0; c < ncols; c++) CHECK(cell_eq(x, c, r, y, c, r));
+        for (int32_t c = c0; y && c < ncols; c++) CHECK(y->cols[c].null_count == nulls_of(y, c, y->nrows));
         CHECK(!y || y->capacity >= y->nrows);
         /* gathered rows that would fill less than half of a batch get exactly their room */
         exact += y && y->capacity == y->nrows && 2 * y->nrows < 64;
@@ -398,12 +419,17 @@ static void test_fused(double t, bool keep_all, int np) {
     CHECK(sc_u64_load_relaxed(&f.ctr[1].dead) > 0); /* the casts did fail somewhere */
     CHECK(!keep_all || moved > 0);                 /* and whole batches left without a gather */
     CHECK(np != 3 || t < 100 || !out_rows || exact); /* and small gathered outputs had exact room */
-    printf("  fused %d parts (T = %g%s): %lld rows in, %lld out, %lld dead, %lld batches kept whole\n", np, t,
-           keep_all ? ", filter 0 keeps all" : "", (long long)rows, (long long)out_rows,
-           (long long)sc_u64_load_relaxed(&f.ctr[1].dead), (long long)moved);
+    printf("  fused %d parts (T = %g%s%s%s): %lld rows in, %lld out, %lld dead, %lld batches kept whole\n", np, t,
+           keep_all ? ", filter 0 keeps all" : "", narrow ? ", filter 0 keeps a fifth" : "", lean ? ", lean" : "",
+           (long long)rows, (long long)out_rows, (long long)sc_u64_load_relaxed(&f.ctr[1].dead), (long long)moved);
     free(bases);
     sc_op_fused_destroy(fused);
     for (int p = 0; p < 4; p++) KINDS[p] == 1 ? sc_op_filter_destroy(a.part[p]) : sc_op_project_destroy(a.part[p]);
+}
+
+static void test_fused(double t, bool keep_all, int np) {
+    test_fused_of(t, keep_all, np, false, false);
+    test_fused_of(t, keep_all, np, false, true);
 }
 
 /* A chain whose parts do not fit together is refused (and its parts freed: ASan checks). */
@@ -478,6 +504,8 @@ int main(void) {
         test_fused(180.0, false, np); /* under a quarter survive: compacted before part 3 */
         test_fused(-1.0, true, np);   /* every row survives the filters; clean batches stay whole */
         test_fused(1e9, false, np);   /* none survive */
+        test_fused_of(50.0, false, np, true, false); /* compacted before part 1: its dead rows after */
+        test_fused_of(50.0, false, np, true, true);
     }
     test_fused_refuses();
     test_fused_threads();

@@ -91,7 +91,7 @@ def build(low: Lowered, c: Compiled) -> Any:
         prog = _dag_program(low, c)
     else:
         prog = R.Program(low.nsteps, 64)
-        prog.set_input(_lts(low.in_schema), carried_strings(low, c, ops))
+        prog.set_input(_lts(low.in_schema), carried_strings(low, c, ops), lean_chain(low, c, ops))
     parts = 1 if dag else low.partitions  # a DAG vertex runs its phases in order
     for kind, a in ops:
         if dag:
@@ -226,6 +226,26 @@ def build(low: Lowered, c: Compiled) -> Any:
     return prog
 
 
+def _one_stage(low: Lowered, c: Compiled, ops: list[tuple[str, Any]]) -> list[P.Step] | None:
+    """The plan's steps when it runs as one fused stateless stage straight into a sink that
+    does not publish (filters, selects and with_columns between its source and its sink),
+    else None."""
+    plan = getattr(c, "plan", None)  # a Spark executor's operator builds without a plan
+    if plan is None or len(ops) != 1 or ops[0][0] != "fused" or low.publishing:
+        return None
+    steps = list(plan.steps)
+    stateless = (P.Source, P.Sink, P.Filter, P.Select, P.WithColumns)
+    return steps if all(isinstance(s, stateless) for s in steps) else None
+
+
+def lean_chain(low: Lowered, c: Compiled, ops: list[tuple[str, Any]]) -> bool:
+    """Whether the program's batches may be lean (exec/exec.h): one fused stage straight
+    into a sink that does not publish reads no hidden column (the sink's frames leave them
+    out, and the stage works out a dead row's serial itself), so the import does not write
+    them and nothing moves them."""
+    return _one_stage(low, c, ops) is not None
+
+
 def carried_strings(low: Lowered, c: Compiled, ops: list[tuple[str, Any]]) -> bytes | None:
     """Which input string columns no operator reads (one flag per input column, hidden ones
     first), or None: their inline string views may pass from the source frame to the sink as
@@ -237,12 +257,12 @@ def carried_strings(low: Lowered, c: Compiled, ops: list[tuple[str, Any]]) -> by
     function."""
     from ...expr import Call, Col, children, columns_used
 
-    plan = getattr(c, "plan", None)  # a Spark executor's operator builds without a plan
-    if plan is None or len(ops) != 1 or ops[0][0] != "fused" or low.publishing:
+    steps = _one_stage(low, c, ops)
+    if steps is None:  # a sketch or any other step kind: nothing is carried
         return None
     read: set[str] = set()
     exprs = []
-    for s in plan.steps:  # a sketch or any other step kind: nothing is carried (below)
+    for s in steps:
         if isinstance(s, P.Filter):
             exprs.append(s.predicate)
             read.update(columns_used(s.predicate))
@@ -254,8 +274,6 @@ def carried_strings(low: Lowered, c: Compiled, ops: list[tuple[str, Any]]) -> by
                         read.add(e.name)
                 else:
                     read.update(columns_used(e))
-        elif not isinstance(s, (P.Source, P.Sink)):
-            return None
     stack = list(exprs)
     while stack:  # a user function may see whatever it is handed: nothing stays views
         x = stack.pop()
