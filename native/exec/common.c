@@ -497,6 +497,17 @@ void sc_side_destroy(sc_side *s) {
 uint32_t sc_side_step(const sc_side *s) { return s->step; }
 const sc_schema *sc_side_schema(const sc_side *s) { return &s->schema; }
 
+/* A hidden cell written, and valid whatever the copied row had there (a lean row's hidden
+ * columns hold nothing). */
+static void put_hidden(sc_batch *b, int32_t col, int64_t row, int64_t v) {
+    sc_column *c = &b->cols[col];
+    if (!sc_bit_get(c->validity, row)) {
+        sc_bit_set(c->validity, row, true);
+        c->null_count--;
+    }
+    sc_batch_set_i64(b, col, row, v);
+}
+
 static int side_add(sc_side *s, sc_side_kind kind, const sc_batch *b, int64_t row, const int64_t *seq,
                     const char *reason) {
     char *r = NULL;
@@ -516,8 +527,8 @@ static int side_add(sc_side *s, sc_side_kind kind, const sc_batch *b, int64_t ro
     }
     if (!rc) rc = sc_batch_copy_row(s->rows, s->n, b, row);
     if (!rc && seq) {
-        sc_batch_set_i64(s->rows, SC_COL_SEQ, s->n, *seq);
-        sc_batch_set_i64(s->rows, SC_COL_POS, s->n, 0);
+        put_hidden(s->rows, SC_COL_SEQ, s->n, *seq);
+        put_hidden(s->rows, SC_COL_POS, s->n, 0);
     }
     if (!rc) {
         s->meta[s->n] = (sc_side_meta){ (uint8_t)kind, b->serial, row, r };

@@ -8,7 +8,8 @@
  *
  * - Hidden columns. Column 0 (SC_COL_SEQ) is the serial of the source row a row descends
  *   from (int64, never null); column 1 (SC_COL_POS) is scratch used by the keyed split and
- *   merge (int64, never null). Operators copy both through to every output row; user columns
+ *   merge (int64, never null). Operators copy both through to every output row (of a batch
+ *   that is not lean: below); user columns
  *   start at SC_NHIDDEN. Rows created at end of stream carry seq = SC_SEQ_EOS + step.
  *   A lean batch (sc_batch.lean) has both hidden columns allocated but not written: a
  *   program of one fused stateless stage straight into a sink that does not publish

@@ -622,7 +622,7 @@ static int fused_output(fused_st *st, fview *w, sc_batch *in, sc_batch **out) {
         for (int32_t k = h; !rc && k < nc; k++) {
             sc_batch *ow = s->own[k];
             int uses = 0;
-            for (int32_t j = 0; j < nc; j++) uses += s->own[j] == ow && s->ocol[j] == s->ocol[k];
+            for (int32_t j = h; j < nc; j++) uses += s->own[j] == ow && s->ocol[j] == s->ocol[k];
             if (uses == 1 && ow->pool == NULL && ow->capacity == o->capacity && !s->view[k].borrowed) {
                 sc_column t = o->cols[k];
                 o->cols[k] = ow->cols[s->ocol[k]];
