@@ -8,20 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool bit(const uint8_t *bm, int64_t i) { return !bm || ((bm[i >> 3] >> (i & 7)) & 1); }
-
-static void copy_bits(uint8_t *dst, const uint8_t *src, int64_t src_off, int64_t n) {
-    if ((src_off & 7) == 0) {
-        memcpy(dst, src + (src_off >> 3), (size_t)((n + 7) / 8));
-        return;
-    }
-    for (int64_t i = 0; i < n; i++) sc_bit_set(dst, i, bit(src, src_off + i));
-}
-
 /* Column c's validity for rows [0, n) from the Arrow bitmap bits [start, start + n) (all
  * valid when there is none), and its exact null count. */
 static void import_validity(sc_column *c, const uint8_t *valid, int64_t start, int64_t n) {
-    if (valid) copy_bits(c->validity, valid, start, n);
+    if (valid) sc_bits_read(c->validity, valid, start, n);
     else if (c->null_count) memset(c->validity, 0xFF, (size_t)((n + 7) / 8));
     c->null_count = valid ? n - sc_bits_count(c->validity, 0, n) : 0;
 }
@@ -179,7 +169,7 @@ static int import_column(sc_batch *out, int32_t col, sc_ltype lt, const struct A
     }
     case SC_LT_BOOL:
         if (strcmp(fmt, "b")) return SC_ETYPE;
-        copy_bits(c->values, a->buffers[1], start, n);
+        sc_bits_read(c->values, a->buffers[1], start, n);
         break;
     case SC_LT_STR:
         if (strcmp(fmt, "u") && strcmp(fmt, "U") && strcmp(fmt, "vu")) return SC_ETYPE;

@@ -73,6 +73,34 @@ int64_t sc_bits_count(const uint8_t *bm, int64_t from, int64_t n) {
     return cnt;
 }
 
+void sc_bits_read(uint8_t *dst, const uint8_t *src, int64_t src_off, int64_t n) {
+    if (n <= 0) return;
+    const uint8_t *p = src + (src_off >> 3);
+    const unsigned s = (unsigned)(src_off & 7);
+    const int64_t whole = n >> 3, nbytes = (n + 7) >> 3;
+    if (s == 0) {
+        memcpy(dst, p, (size_t)whole);
+    } else {
+        const int64_t last = (s + n - 1) >> 3; /* the source byte of the range's last bit */
+        int64_t j = 0;
+        for (; j + 8 <= whole && j + 8 <= last; j += 8) { /* output bytes j..j+7 from p[j..j+8] */
+            uint64_t lo;
+            memcpy(&lo, p + j, 8);
+            uint64_t v = (lo >> s) | ((uint64_t)p[j + 8] << (64 - s));
+            memcpy(dst + j, &v, 8);
+        }
+        for (; j < whole; j++) dst[j] = (uint8_t)((p[j] >> s) | (j + 1 <= last ? p[j + 1] << (8 - s) : 0));
+    }
+    if (nbytes > whole) { /* the last byte's n & 7 low bits; the rest of it kept */
+        unsigned bits = (unsigned)(n & 7), at = (unsigned)((src_off + 8 * whole) & 7);
+        const uint8_t *q = src + ((src_off + 8 * whole) >> 3);
+        unsigned v = q[0] >> at;
+        if (at + bits > 8) v |= (unsigned)q[1] << (8 - at);
+        uint8_t m = (uint8_t)((1u << bits) - 1);
+        dst[whole] = (uint8_t)((dst[whole] & ~m) | (v & m));
+    }
+}
+
 /* ------------------------------------------------------------------ column buffers */
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)

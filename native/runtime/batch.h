@@ -175,6 +175,10 @@ int sc_cpu_flags(void);
 
 /* Set bits among bm bits [from, from + n) (whole 64-bit words where it can). */
 int64_t sc_bits_count(const uint8_t *bm, int64_t from, int64_t n);
+/* dst bits [0, n) = src bits [src_off, src_off + n): a memcpy when src_off is a whole byte,
+ * else 64 bits per shift where the source has the bytes; reads no src byte past the last
+ * bit of the range and leaves dst's bits from n on in their byte as they were. */
+void sc_bits_read(uint8_t *dst, const uint8_t *src, int64_t src_off, int64_t n);
 static inline void sc_bit_set(uint8_t *bm, int64_t i, bool v) {
     if (v) bm[i >> 3] |= (uint8_t)(1u << (i & 7));
     else bm[i >> 3] &= (uint8_t)~(1u << (i & 7));

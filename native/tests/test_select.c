@@ -59,6 +59,24 @@ static void test_bits_count(void) {
     }
 }
 
+/* sc_bits_read against a bit-by-bit copy: every source offset and length, the source exactly
+ * as long as the range needs (ASan sees any read past it), dst's bits past n kept. */
+static void test_bits_read(void) {
+    uint8_t want[80], got[80];
+    for (int it = 0; it < 20000; it++) {
+        int64_t off = (int64_t)(next() % 64), n = (int64_t)(next() % 520);
+        size_t len = (size_t)((off + n + 7) / 8);
+        uint8_t *src = malloc(len ? len : 1);
+        CHECK(src != NULL);
+        for (size_t i = 0; i < len; i++) src[i] = (uint8_t)next();
+        for (size_t i = 0; i < sizeof want; i++) want[i] = got[i] = (uint8_t)next();
+        for (int64_t r = 0; r < n; r++) sc_bit_set(want, r, sc_bit_get(src, off + r));
+        sc_bits_read(got, src, off, n);
+        CHECK(memcmp(want, got, sizeof want) == 0);
+        free(src);
+    }
+}
+
 /* ---- gather */
 
 enum { CI = 0, CF, CB, CS, NG };
@@ -359,6 +377,8 @@ static int64_t side_rows(sc_side *s, uint64_t *seqs, char reasons[][128], int64_
  * gather; 3: ends in a filter, which gathers computed columns too). lean: the fused stage
  * gets each batch lean (exec.h), its hidden columns scribbled over, and must still give the
  * user columns and the dead rows' serials the parts give one after another. */
+static int64_t max_rows = 64; /* rows of the largest input batch */
+
 static void test_fused_of(double t, bool keep_all, int np, bool narrow, bool lean) {
     chain a, f;
     make_chain_of(&a, t, keep_all, narrow);
@@ -373,7 +393,7 @@ static void test_fused_of(double t, bool keep_all, int np, bool narrow, bool lea
     static char ra[4096][128], rf[4096][128];
     int64_t rows = 0, out_rows = 0, moved = 0, exact = 0;
     for (int it = 0; it < 60; it++) {
-        int64_t n = 1 + (int64_t)(next() % 64); /* batches fit the ops' capacity (64) */
+        int64_t n = 1 + (int64_t)(next() % max_rows); /* 64: batches fit the ops' capacity */
         sc_batch *in = input(n, keep_all && it % 2), *copy = NULL, *x = NULL, *y = NULL;
         int64_t first = rows + 1000 * it; /* serials first, first + 1, ... */
         for (int64_t r = 0; r < n; r++) sc_batch_set_i64(in, 0, r, first + r);
@@ -397,7 +417,7 @@ static void test_fused_of(double t, bool keep_all, int np, bool narrow, bool lea
         for (int32_t c = c0; y && c < ncols; c++) CHECK(y->cols[c].null_count == nulls_of(y, c, y->nrows));
         CHECK(!y || y->capacity >= y->nrows);
         /* gathered rows that would fill less than half of a batch get exactly their room */
-        exact += y && y->capacity == y->nrows && 2 * y->nrows < 64;
+        exact += y && y->capacity == y->nrows && 2 * y->nrows < 64 && max_rows == 64;
         rows += n;
         out_rows += y ? y->nrows : 0;
         moved += y && y->nrows == n;
@@ -497,6 +517,7 @@ static void test_fused_threads(void) {
 int main(void) {
     test_from_mask();
     test_bits_count();
+    test_bits_read();
     test_gather();
     test_compress();
     for (int np = 3; np <= 4; np++) {
@@ -507,6 +528,15 @@ int main(void) {
         test_fused_of(50.0, false, np, true, false); /* compacted before part 1: its dead rows after */
         test_fused_of(50.0, false, np, true, true);
     }
+    /* batches of up to twice the ops' capacity: the scratch keeps the largest one's room, the
+     * outputs of smaller ones are gathered out of it */
+    max_rows = 128;
+    for (int np = 3; np <= 4; np++) {
+        test_fused(50.0, false, np);
+        test_fused(-1.0, true, np);
+        test_fused_of(50.0, false, np, true, true);
+    }
+    max_rows = 64;
     test_fused_refuses();
     test_fused_threads();
     printf("test_select: ok\n");
