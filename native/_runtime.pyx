@@ -846,7 +846,7 @@ cdef class Program:
 
     def push_many(self, batch, int64_t offset, int64_t n, int64_t seq0, int64_t batch_size,
                   int64_t timeout_ns=-1, double rate=0.0, uint64_t t0_ns=0,
-                  int64_t catch_up=0):
+                  int64_t catch_up=0, int64_t burst=1):
         """Hand rows [offset, offset+n) to the runtime as batches of up to ``batch_size`` rows,
         in one call without the GIL (each batch is imported by the worker that runs it). Returns (status, rows taken): OK with ``n``, or FULL /
         CLOSED with fewer when the pipeline stayed full for ``timeout_ns`` or was closed
@@ -860,7 +860,9 @@ cdef class Program:
         and each batch enters the pipeline when its rows are due (latency is measured from
         there). A paced call that has fallen behind its schedule pushes the rows already due
         as one batch of up to ``catch_up`` rows (larger batches cost less per row, so the
-        pipeline catches up)."""
+        pipeline catches up). ``burst`` batches go in together, when the first one's rows are
+        due: the rows due in one pacing interval, split so that several workers run them at
+        once (their latency is a part's, not the whole interval's)."""
         schema_capsule, array_capsule = batch.__arrow_c_array__()
         cdef ArrowSchema *sch = <ArrowSchema *>PyCapsule_GetPointer(schema_capsule, "arrow_schema")
         cdef ArrowArray *arr = <ArrowArray *>PyCapsule_GetPointer(array_capsule, "arrow_array")
@@ -872,8 +874,8 @@ cdef class Program:
         cdef sc_extbuf *hold = NULL  # the array, moved in: batches point into its buffers
         cdef const uint8_t *keep = NULL
         cdef int slack = -1
-        if batch_size <= 0:
-            raise ValueError("batch_size must be positive")
+        if batch_size <= 0 or burst <= 0:
+            raise ValueError("batch_size and burst must be positive")
         sc_arrow_reclaim()  # release the arrays earlier batches no longer use (here, with the GIL)
         check_status(sc_arrow_hold_create(&hold, arr), "push")
         if self.keep_views is not None:
@@ -889,7 +891,7 @@ cdef class Program:
             while done < n:
                 m = batch_size
                 if rate > 0:
-                    due = t0_ns + <uint64_t>((seq0 + done) * 1e9 / rate)
+                    due = t0_ns + <uint64_t>((seq0 + done - done % (batch_size * burst)) * 1e9 / rate)
                     now = sc_now_ns()
                     if now < due:  # sleep, never spin: the workers need the cores
                         ts.tv_sec = <long>((due - now) // 1000000000)

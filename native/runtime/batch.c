@@ -125,6 +125,8 @@ typedef struct colbuf_free {
  * larger than asked for); larger than the last class: not cached. */
 #define COLBUF_MIN_LOG 14
 #define COLBUF_CLASSES (4 * (31 - COLBUF_MIN_LOG))
+/* A request may take a cached buffer up to this many classes larger (4: twice the size). */
+#define COLBUF_SPILL 4
 static pthread_mutex_t colbuf_mu = PTHREAD_MUTEX_INITIALIZER;
 static colbuf_free *colbuf_lists[COLBUF_CLASSES];
 static int64_t colbuf_bytes;
@@ -162,11 +164,19 @@ void *sc_colbuf_alloc(size_t bytes) {
     int k = bytes >= SC_COLBUF_MIN ? colbuf_class(bytes, &cap) : -1;
     if (k < 0) cap = bytes;
     if (COLBUF_CACHING && k >= 0) {
+        /* the request's class, else the smallest cached buffer of the next COLBUF_SPILL
+         * classes (at most twice the size): batches of varying sizes (a paced source's
+         * catch-up batches, filtered outputs sized to their rows) would otherwise leave the
+         * cache full of buffers a class too small or too large while every request faults
+         * in fresh memory, run after run */
         pthread_mutex_lock(&colbuf_mu);
-        colbuf_free *f = colbuf_lists[k];
-        if (f) {
-            colbuf_lists[k] = f->next;
-            colbuf_bytes -= (int64_t)f->h.cap;
+        colbuf_free *f = NULL;
+        for (int j = k; !f && j < COLBUF_CLASSES && j <= k + COLBUF_SPILL; j++) {
+            f = colbuf_lists[j];
+            if (f) {
+                colbuf_lists[j] = f->next;
+                colbuf_bytes -= (int64_t)f->h.cap;
+            }
         }
         pthread_mutex_unlock(&colbuf_mu);
         if (f) return (char *)f + sizeof(colbuf_hdr);

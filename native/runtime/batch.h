@@ -37,6 +37,9 @@
  * empty, so every run's output (freed later, when Polars drops it) was faulted in afresh:
  * 136K page faults and a quarter of the CPU of a 4M-row stateless run. The cache keeps at most
  * sc_colbuf_limit() bytes; sc_colbuf_trim releases buffers cached longer than a given age.
+ * Sizes are rounded up to classes, four per power of two; a request whose class is empty takes
+ * the smallest cached buffer of the next four classes (at most twice its size), which goes
+ * back to its own class when freed.
  * Every buffer from these functions is freed by sc_colbuf_free (and never by free(): its size
  * header would make libc abort). Sanitizer builds cache nothing, so ASan still sees every
  * use after free. */

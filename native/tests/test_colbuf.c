@@ -1,7 +1,8 @@
 // sources: runtime/batch.c runtime/ring.c
 /* Tests for the column-buffer allocator of runtime/batch.h (sc_colbuf_*): contents survive
  * realloc across sizes, calloc zeroes reused memory, freed large buffers are handed out again
- * (not in sanitizer builds, which cache nothing), the cache never holds more than
+ * (not in sanitizer builds, which cache nothing), also to a request up to two size classes'
+ * worth smaller when its own class is empty, the cache never holds more than
  * sc_colbuf_limit(), trim releases by age, and threads allocating and freeing at once
  * neither lose nor share a buffer. */
 #include <pthread.h>
@@ -98,6 +99,39 @@ static void test_cap_and_trim(void) {
     CHECK(sc_colbuf_cached() == 0);
 }
 
+/* A request whose class is empty takes the smallest cached buffer of the next four classes
+ * (at most twice its size) and gives it back to that buffer's own class; a buffer more than
+ * four classes up stays cached. Classes: 16K 20K 24K 28K 32K 40K 48K 56K 64K ... */
+static void test_reuse_across_classes(void) {
+    sc_colbuf_trim(0);
+    uint8_t *big = sc_colbuf_alloc(65536), *mid = sc_colbuf_alloc(40000);
+    CHECK(big && mid);
+    fill(mid, 40000, 3);
+    sc_colbuf_free(big);
+    sc_colbuf_free(mid);
+    CHECK(sc_colbuf_cached() == (CACHING ? 65536 + 40960 : 0));
+    uint8_t *a = sc_colbuf_alloc(30000); /* class 32K, empty: the 40K buffer, not the 64K one */
+    CHECK(a);
+    CHECK(CACHING ? a == mid : 1);
+    CHECK(sc_colbuf_cached() == (CACHING ? 65536 : 0));
+    fill(a, 30000, 5);
+    sc_colbuf_free(a); /* back to the 40K class: a 40K request finds it */
+    CHECK(sc_colbuf_cached() == (CACHING ? 65536 + 40960 : 0));
+    uint8_t *b = sc_colbuf_alloc(16384); /* class 16K: 40K and 64K are five and eight up */
+    CHECK(b);
+    CHECK(b != mid && b != big);
+    CHECK(sc_colbuf_cached() == (CACHING ? 65536 + 40960 : 0));
+    uint8_t *c = sc_colbuf_alloc(36000); /* class 40K itself */
+    CHECK(c);
+    CHECK(CACHING ? c == mid : 1);
+    fill(c, 36000, 7);
+    CHECK(same(c, 36000, 7));
+    sc_colbuf_free(b);
+    sc_colbuf_free(c);
+    sc_colbuf_trim(0);
+    CHECK(sc_colbuf_cached() == 0);
+}
+
 typedef struct {
     int id;
     int bad;
@@ -151,6 +185,7 @@ static void test_threads(void) {
 int main(void) {
     test_realloc_keeps_contents();
     test_reuse_and_calloc();
+    test_reuse_across_classes();
     test_cap_and_trim();
     test_threads();
     printf("test_colbuf: ok\n");

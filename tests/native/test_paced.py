@@ -1,10 +1,11 @@
 """A throttled source on the native engine. A paced chain's operators size their batches for
-the rows the pacer pushes (lowering.paced_rows, at least 1,024), and the fused stage gives a
+the rows the pacer pushes (lowering.paced_batches: the rows due in 200 us, cut into one batch
+per worker once there are at least 4,096 of them; at least 1,024), and the fused stage gives a
 gathered output its rows would fill less than half of exactly their room (checked in C by
 native/tests/test_select.c, also under ASan), so such outputs reach the sink without a copy.
 Here: every shape of pipeline stays equal to the reference, at a rate whose batches are
-smaller than 1,024 rows and at one whose batches are a few thousand, and lowering gives the
-capacities it should."""
+smaller than 1,024 rows, at one whose batches are a few thousand and at one whose pushes are
+split among the workers, and lowering gives the capacities it should."""
 
 from __future__ import annotations
 
@@ -13,7 +14,13 @@ import pytest
 
 import streamcell as sc
 from streamcell import col
-from streamcell.backends.native.lowering import PACED_MIN_ROWS, lower, paced_rows
+from streamcell.backends.native.lowering import (
+    PACED_MIN_ROWS,
+    PACED_SPLIT_ROWS,
+    lower,
+    paced_batches,
+    paced_rows,
+)
 from streamcell.compiler import compile_plan
 from streamcell.options import RunOptions
 from tests.helpers import check_against_reference
@@ -41,7 +48,9 @@ SHAPES = {
 }
 
 
-@pytest.mark.parametrize("rate", [2_000_000, 20_000_000], ids=["rate-2M", "rate-20M"])
+@pytest.mark.parametrize(
+    "rate", [2_000_000, 20_000_000, 60_000_000], ids=["rate-2M", "rate-20M", "rate-60M"]
+)
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_a_paced_run_equals_the_reference(shape, rate):
     src = sc.source(sc.clickstream(rows=ROWS, users=500, seed=11), rate=rate)
@@ -51,13 +60,33 @@ def test_a_paced_run_equals_the_reference(shape, rate):
 
 
 @pytest.mark.parametrize(
-    ("rate", "expected"),
-    [(2_000_000, PACED_MIN_ROWS), (20_000_000, 4_000), (500_000_000, 16_384), (None, 16_384)],
+    ("rate", "workers", "expected"),
+    [
+        (2_000_000, 2, PACED_MIN_ROWS),
+        (20_000_000, 2, 4_000),  # 4,000 rows per push: too few to split
+        (60_000_000, 1, 12_000),
+        (60_000_000, 2, 6_000),  # 12,000 rows per push, one batch per worker
+        (60_000_000, 4, 3_000),  # four batches of at least 2,048 rows
+        (500_000_000, 1, 16_384),
+        (500_000_000, 2, 8_192),
+        (None, 2, 16_384),
+    ],
 )
-def test_operators_size_their_batches_for_what_a_paced_source_pushes(rate, expected):
+def test_operators_size_their_batches_for_what_a_paced_source_pushes(rate, workers, expected):
     s = sc.source(pl.DataFrame({"x": [1.0, 2.0]}), rate=rate).filter(col("x") > 1.0)
-    low = lower(compile_plan(s.plan("sized")), RunOptions(engine="native", batch_size=16_384))
+    opts = RunOptions(engine="native", batch_size=16_384, workers=workers)
+    low = lower(compile_plan(s.plan("sized")), opts)
     assert {a["capacity"] for _, a in low.ops} == {expected}
+
+
+@pytest.mark.parametrize("rate", [1_000, 2_000_000, 20_480_000, 60_000_000, 1e9])
+@pytest.mark.parametrize("workers", [1, 2, 3, 16])
+def test_a_split_push_covers_the_rows_due_in_one_interval(rate, workers):
+    rows = paced_rows(rate, 16_384)
+    per, parts = paced_batches(rate, 16_384, workers)
+    assert 1 <= parts <= workers
+    assert per * parts >= rows > per * (parts - 1)  # every row of the push, no empty batch
+    assert parts == 1 or per >= PACED_SPLIT_ROWS
 
 
 def test_a_paced_source_of_a_dag_keeps_the_batch_size():

@@ -20,7 +20,7 @@ from ...sources import BadRow, locate_serial, merged_serials, row_batches
 from ..evaluate import RowError, compile_row_expr
 from ..pacing import TokenBucket
 from .arrow import _arrow_target, _conform_batch, _conform_plan, to_frame
-from .lowering import lower, paced_rows, tagged_schema, untag_row
+from .lowering import lower, paced_batches, tagged_schema, untag_row
 from .program import PHASES, build
 from .sinks import _SinkOut
 
@@ -224,19 +224,24 @@ class Driver:
                     return False
                 if rate:
                     # paced in C: each batch_size slice is pushed when its rows are due; a
-                    # slower stream pushes what is due every 200 us (lowering.paced_rows): a
-                    # batch then takes tens of microseconds to run, its rows' latency. One call
-                    # covers at most ~20 ms and 32 batches and returns once the output queue
+                    # slower stream pushes what is due every 200 us, cut into one batch per
+                    # worker when large enough (lowering.paced_batches): a batch then takes
+                    # tens of microseconds to run, its rows' latency. Behind schedule, what is
+                    # due goes in back to back in batches of the same size (catch_up = b), so
+                    # every worker catches up at once. One call
+                    # covers at most ~20 ms and 32 pushes and returns once the output queue
                     # is a quarter full, so stop / pause stay prompt and the driver drains
                     # outputs before the sink blocks a worker, not once per batch. The
                     # schedule's origin comes from the token bucket: after a pause or a stall
                     # it restarts from now, a cap, not a quota to catch up on
                     assert bucket is not None
-                    b = paced_rows(rate, bs)
-                    m = min(n - off, max(1, int(rate * 0.02)), 32 * b)
+                    b, burst = paced_batches(rate, bs, self.options.workers)
+                    m = min(n - off, max(1, int(rate * 0.02)), 32 * b * burst)
                     bucket.due(seq)
                     t0 = int(bucket.origin * 1e9)
-                    rc, took = prog.push_many(item, off, m, seq, b, 2_000_000, rate, t0, bs)
+                    rc, took = prog.push_many(
+                        item, off, m, seq, b, 2_000_000, rate, t0, b, burst
+                    )
                 else:
                     # one call, no GIL: cut into batch_size runtime batches; a full pipeline
                     # makes it wait up to 2 ms and return what it took (backpressure)

@@ -332,10 +332,24 @@ PACED_MIN_ROWS = OUT_ROWS // 64
 joined into a chunk whatever its room (exec/program.c, least_chunk: ``chunk_rows / 64``)."""
 
 
+PACED_SPLIT_ROWS = 2048
+"""A paced push of at least twice this many rows is split into up to one batch per worker."""
+
+
 def paced_rows(rate: float, batch_size: int) -> int:
-    """Rows per batch of a source throttled to ``rate`` rows/s: what is due every
+    """Rows a source throttled to ``rate`` rows/s pushes at a time: what is due every
     :data:`PACED_BATCH_S`, at most ``batch_size``."""
     return min(batch_size, max(1, int(rate * PACED_BATCH_S)))
+
+
+def paced_batches(rate: float, batch_size: int, workers: int) -> tuple[int, int]:
+    """(rows per batch, batches per push) of a throttled source: each push of
+    :func:`paced_rows` is cut into up to ``workers`` batches of at least
+    :data:`PACED_SPLIT_ROWS` rows, which the workers run side by side, so a row waits for
+    its part of the push rather than the whole of it."""
+    rows = paced_rows(rate, batch_size)
+    parts = max(1, min(workers, rows // PACED_SPLIT_ROWS))
+    return -(-rows // parts), parts
 
 
 def lower(c: Compiled, options: RunOptions) -> Lowered:  # noqa: C901 - one dispatch per step
@@ -346,7 +360,8 @@ def lower(c: Compiled, options: RunOptions) -> Lowered:  # noqa: C901 - one disp
     # rows). The DAG driver pushes a paced source's rows in phases of its own size
     cap = options.batch_size
     if source.rate and c.plan.is_chain():
-        cap = min(cap, max(PACED_MIN_ROWS, paced_rows(source.rate, cap)))
+        rows, _ = paced_batches(source.rate, cap, options.workers)
+        cap = min(cap, max(PACED_MIN_ROWS, rows))
     sink = next(s for s in steps if isinstance(s, P.Sink))
     low = Lowered(len(steps), source, sink, c.schemas[source.step_id])
     low.partitions = PARTITIONS_PER_WORKER * max(1, options.workers)
