@@ -158,6 +158,17 @@ static int colbuf_class(size_t bytes, size_t *cap) {
     return k;
 }
 
+/* Touch every page of a new cacheable buffer now. A buffer's first user rarely writes all of
+ * it (an output of the rows a filter kept in a batch sized for all of them), and the pages it
+ * leaves untouched would fault in under a later user, run after run: with the cache warm, a
+ * paced run still took 34K, 12K, 3K page faults in its second to fourth runs. Faulting them
+ * in here puts every fault of a cached buffer in the run that first needed it. */
+static void prefault(void *p, size_t n) {
+    volatile char *c = p;
+    for (size_t i = 0; i < n; i += 4096) c[i] = 0;
+    if (n) c[n - 1] = 0;
+}
+
 void *sc_colbuf_alloc(size_t bytes) {
     if (bytes == 0) bytes = 1;
     size_t cap = bytes;
@@ -183,6 +194,7 @@ void *sc_colbuf_alloc(size_t bytes) {
     }
     colbuf_hdr *h = malloc(sizeof(colbuf_hdr) + cap);
     if (!h) return NULL;
+    if (k >= 0) prefault(h, sizeof(colbuf_hdr) + cap);
     h->cap = cap;
     h->cached_ns = 0;
     return (char *)h + sizeof(colbuf_hdr);

@@ -1,15 +1,17 @@
 // sources: runtime/batch.c runtime/ring.c
 /* Tests for the column-buffer allocator of runtime/batch.h (sc_colbuf_*): contents survive
  * realloc across sizes, calloc zeroes reused memory, freed large buffers are handed out again
- * (not in sanitizer builds, which cache nothing), also to a request up to two size classes'
- * worth smaller when its own class is empty, the cache never holds more than
- * sc_colbuf_limit(), trim releases by age, and threads allocating and freeing at once
- * neither lose nor share a buffer. */
+ * (not in sanitizer builds, which cache nothing), also to a request whose own class is empty
+ * when they are at most four classes larger, a new cacheable buffer comes with every page
+ * faulted in, the cache never holds more than sc_colbuf_limit(), trim releases by age, and
+ * threads allocating and freeing at once neither lose nor share a buffer. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "runtime/batch.h"
 
@@ -132,6 +134,32 @@ static void test_reuse_across_classes(void) {
     CHECK(sc_colbuf_cached() == 0);
 }
 
+/* Pages of [p, p + n) resident now (mincore). */
+static size_t resident_pages(const void *p, size_t n, size_t *pages) {
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (uintptr_t)p & ~(uintptr_t)(pg - 1), hi = ((uintptr_t)p + n + pg - 1) & ~(uintptr_t)(pg - 1);
+    *pages = (hi - lo) / pg;
+    unsigned char vec[1024];
+    CHECK(*pages <= sizeof vec);
+    CHECK(mincore((void *)lo, hi - lo, vec) == 0);
+    size_t r = 0;
+    for (size_t i = 0; i < *pages; i++) r += vec[i] & 1;
+    return r;
+}
+
+/* A cacheable buffer that libc hands out fresh (a 2 MB request is a new mapping of its own)
+ * has every page faulted in before it is returned: a first user that writes only part of it
+ * does not leave pages that fault in under the next user. A small buffer is left alone. */
+static void test_new_buffers_are_faulted_in(void) {
+    sc_colbuf_trim(0);
+    size_t n = (size_t)2 << 20, pages;
+    uint8_t *p = sc_colbuf_alloc(n);
+    CHECK(p);
+    CHECK(resident_pages(p, n, &pages) == pages);
+    sc_colbuf_free(p);
+    sc_colbuf_trim(0);
+}
+
 typedef struct {
     int id;
     int bad;
@@ -186,6 +214,7 @@ int main(void) {
     test_realloc_keeps_contents();
     test_reuse_and_calloc();
     test_reuse_across_classes();
+    test_new_buffers_are_faulted_in();
     test_cap_and_trim();
     test_threads();
     printf("test_colbuf: ok\n");
