@@ -125,6 +125,34 @@ def test_rerunning_a_name_never_leaves_two_runs_alive(engine):
     assert new.status == "stopped"
 
 
+def test_rerunning_a_name_frees_the_old_runs_outputs_before_the_new_run_starts(monkeypatch):
+    # the old run's table (millions of rows of the runtime's buffers) used to be freed once
+    # start() returned, while the new run's workers ran: milliseconds of its first batches
+    import weakref
+
+    from streamcell import run as run_mod
+
+    frame = pl.DataFrame({"x": list(range(1000))})
+    opts = sc.RunOptions(engine="native" if "native" in available() else "reference")
+    old = sc.start(sc.source(frame).plan(), name="rerun_free", options=opts)
+    old.wait()
+    assert old.table().height == 1000
+    gone = weakref.ref(old)
+    del old
+    seen: list[bool] = []
+    start = run_mod.Run._start
+
+    def checked(self: Any) -> None:
+        seen.append(gone() is None)
+        start(self)
+
+    monkeypatch.setattr(run_mod.Run, "_start", checked)
+    new = sc.start(sc.source(frame).plan(), name="rerun_free", options=opts)
+    new.wait()
+    assert seen == [True]
+    assert new.table().height == 1000
+
+
 # ------------------------------------------------------------------- conservation on stop
 
 
