@@ -113,6 +113,19 @@ def now_ns():
     return sc_now_ns()
 
 
+cdef inline uint64_t _paced_due(uint64_t t0_ns, int64_t row, int64_t group, double rate) noexcept nogil:
+    """When a paced batch starting at source row ``row`` goes in: when the first row of its
+    group is due (groups of ``group`` rows from row 0: a burst of batches goes in together)."""
+    return t0_ns + <uint64_t>((row - row % group) * 1e9 / rate)
+
+
+def paced_due_ns(uint64_t t0_ns, int64_t row, int64_t batch_size, int64_t burst, double rate):
+    """:meth:`Program.push_many`'s schedule: when the batch starting at ``row`` is pushed."""
+    if batch_size <= 0 or burst <= 0 or rate <= 0:
+        raise ValueError("batch_size, burst and rate must be positive")
+    return _paced_due(t0_ns, row, batch_size * burst, rate)
+
+
 # status codes the driver branches on
 OK = SC_OK
 FULL = SC_EFULL
@@ -858,11 +871,12 @@ cdef class Program:
         pushed at ``t0_ns + seq / rate`` (runtime clock, :func:`now_ns`), sleeping in C
         until then, so a throttled source keeps its rate
         and each batch enters the pipeline when its rows are due (latency is measured from
-        there). A paced call that has fallen behind its schedule pushes the rows already due
-        as one batch of up to ``catch_up`` rows (larger batches cost less per row, so the
-        pipeline catches up). ``burst`` batches go in together, when the first one's rows are
-        due: the rows due in one pacing interval, split so that several workers run them at
-        once (their latency is a part's, not the whole interval's)."""
+        there). ``burst`` batches go in together, when the first one's rows are due (the
+        batches from row ``k * batch_size * burst`` on: :func:`paced_due_ns`): the rows due in
+        one pacing interval, split so that several workers run them at once, and a row waits
+        for its part, not the whole interval's. A paced call that has fallen behind its
+        schedule pushes the rows already due back to back; with ``catch_up`` > ``batch_size``
+        it pushes them as one batch of up to ``catch_up`` rows instead."""
         schema_capsule, array_capsule = batch.__arrow_c_array__()
         cdef ArrowSchema *sch = <ArrowSchema *>PyCapsule_GetPointer(schema_capsule, "arrow_schema")
         cdef ArrowArray *arr = <ArrowArray *>PyCapsule_GetPointer(array_capsule, "arrow_array")
@@ -891,14 +905,16 @@ cdef class Program:
             while done < n:
                 m = batch_size
                 if rate > 0:
-                    due = t0_ns + <uint64_t>((seq0 + done - done % (batch_size * burst)) * 1e9 / rate)
+                    due = _paced_due(t0_ns, seq0 + done, batch_size * burst, rate)
                     now = sc_now_ns()
                     if now < due:  # sleep, never spin: the workers need the cores
                         ts.tv_sec = <long>((due - now) // 1000000000)
                         ts.tv_nsec = <long>((due - now) % 1000000000)
                         nanosleep(&ts, NULL)
                     elif catch_up > batch_size:  # behind: what is due goes in one larger batch
-                        m = <int64_t>((now - due) * rate / 1e9)
+                        # (due by this batch's own first row, not its burst's)
+                        due = _paced_due(t0_ns, seq0 + done, 1, rate)
+                        m = <int64_t>((now - due) * rate / 1e9) if now > due else 0
                         m = batch_size if m < batch_size else (catch_up if m > catch_up else m)
                 if m > n - done:
                     m = n - done

@@ -158,12 +158,16 @@ static int colbuf_class(size_t bytes, size_t *cap) {
     return k;
 }
 
-/* Touch every page of a new cacheable buffer now. A buffer's first user rarely writes all of
- * it (an output of the rows a filter kept in a batch sized for all of them), and the pages it
- * leaves untouched would fault in under a later user, run after run: with the cache warm, a
- * paced run still took 34K, 12K, 3K page faults in its second to fourth runs. Faulting them
- * in here puts every fault of a cached buffer in the run that first needed it. */
+/* Touch every page of a new buffer the cache may keep, now. A buffer's first user rarely
+ * writes all of it (an output of the rows a filter kept in a batch sized for all of them), and
+ * the pages it leaves untouched would fault in under a later user, run after run: with the
+ * cache warm, a paced run still took 34K, 12K, 3K page faults in its second to fourth runs.
+ * Faulting them in here puts every fault of a cached buffer in the run that first needed it.
+ * Only up to COLBUF_PREFAULT_MAX: a batch's column is at most 64K rows of 16 bytes, and a
+ * larger buffer may be given room it never uses. Sanitizer builds cache nothing: no touch. */
+#define COLBUF_PREFAULT_MAX ((size_t)4 << 20)
 static void prefault(void *p, size_t n) {
+    if (!COLBUF_CACHING || n > COLBUF_PREFAULT_MAX) return;
     volatile char *c = p;
     for (size_t i = 0; i < n; i += 4096) c[i] = 0;
     if (n) c[n - 1] = 0;

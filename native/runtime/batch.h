@@ -39,7 +39,7 @@
  * sc_colbuf_limit() bytes; sc_colbuf_trim releases buffers cached longer than a given age.
  * Sizes are rounded up to classes, four per power of two; a request whose class is empty takes
  * the smallest cached buffer of the next four classes (at most twice its size), which goes
- * back to its own class when freed. A buffer libc hands out for the cache has every page
+ * back to its own class when freed. A new buffer of up to 4 MB from libc has every page
  * faulted in before it is returned, so no later user of it faults.
  * Every buffer from these functions is freed by sc_colbuf_free (and never by free(): its size
  * header would make libc abort). Sanitizer builds cache nothing, so ASan still sees every

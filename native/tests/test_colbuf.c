@@ -2,12 +2,14 @@
 /* Tests for the column-buffer allocator of runtime/batch.h (sc_colbuf_*): contents survive
  * realloc across sizes, calloc zeroes reused memory, freed large buffers are handed out again
  * (not in sanitizer builds, which cache nothing), also to a request whose own class is empty
- * when they are at most four classes larger, a new cacheable buffer comes with every page
+ * when they are at most four classes larger, a new buffer of up to 4 MB comes with every page
  * faulted in, the cache never holds more than sc_colbuf_limit(), trim releases by age, and
  * threads allocating and freeing at once neither lose nor share a buffer. */
+#include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -86,7 +88,7 @@ static void test_cap_and_trim(void) {
     int64_t limit = sc_colbuf_limit();
     CHECK(limit >= ((int64_t)64 << 20) && limit <= SC_COLBUF_CACHE_MAX);
     enum { N = 72 };
-    size_t sz = 16u << 20; /* 72 x 16 MB > the largest limit, 1 GB (untouched: not faulted in) */
+    size_t sz = 16u << 20; /* 72 x 16 MB > the largest limit, 1 GB (untouched: above 4 MB, not faulted in) */
     void *p[N];
     for (int i = 0; i < N; i++) CHECK((p[i] = sc_colbuf_alloc(sz)) != NULL);
     for (int i = 0; i < N; i++) sc_colbuf_free(p[i]);
@@ -139,24 +141,35 @@ static size_t resident_pages(const void *p, size_t n, size_t *pages) {
     size_t pg = (size_t)sysconf(_SC_PAGESIZE);
     uintptr_t lo = (uintptr_t)p & ~(uintptr_t)(pg - 1), hi = ((uintptr_t)p + n + pg - 1) & ~(uintptr_t)(pg - 1);
     *pages = (hi - lo) / pg;
-    unsigned char vec[1024];
-    CHECK(*pages <= sizeof vec);
+    unsigned char *vec = malloc(*pages);
+    CHECK(vec);
     CHECK(mincore((void *)lo, hi - lo, vec) == 0);
     size_t r = 0;
     for (size_t i = 0; i < *pages; i++) r += vec[i] & 1;
+    free(vec);
     return r;
 }
 
-/* A cacheable buffer that libc hands out fresh (a 2 MB request is a new mapping of its own)
- * has every page faulted in before it is returned: a first user that writes only part of it
- * does not leave pages that fault in under the next user. A small buffer is left alone. */
+/* A new buffer the cache may keep comes with every page faulted in, so a first user that
+ * writes only part of it leaves no page to fault in under the next user; one above 4 MB is
+ * left untouched (room it may never use). A fixed mmap threshold makes each request a fresh
+ * mapping of its own, whose pages are resident only if touched. Sanitizer builds cache
+ * nothing and touch nothing. */
 static void test_new_buffers_are_faulted_in(void) {
     sc_colbuf_trim(0);
-    size_t n = (size_t)2 << 20, pages;
-    uint8_t *p = sc_colbuf_alloc(n);
-    CHECK(p);
-    CHECK(resident_pages(p, n, &pages) == pages);
+    CHECK(mallopt(M_MMAP_THRESHOLD, 128 << 10) == 1 || !CACHING);
+    size_t n = (size_t)2 << 20, big = (size_t)8 << 20, pages;
+    uint8_t *p = sc_colbuf_alloc(n), *q = sc_colbuf_alloc(big);
+    CHECK(p && q);
+    size_t rp = resident_pages(p, n, &pages);
+    CHECK(CACHING ? rp == pages : 1);
+    size_t rq = resident_pages(q, big, &pages);
+    CHECK(CACHING ? rq <= 2 : 1); /* the size header's page, maybe the next */
+    memset(p, 1, n);
+    memset(q, 2, big);
+    CHECK(same_byte(p, n, 1) && same_byte(q, big, 2));
     sc_colbuf_free(p);
+    sc_colbuf_free(q);
     sc_colbuf_trim(0);
 }
 

@@ -98,3 +98,60 @@ def test_a_paced_source_of_a_dag_keeps_the_batch_size():
     low = lower(compile_plan(plan), RunOptions(engine="native", batch_size=16_384))
     assert {a["capacity"] for _, a in low.ops} == {16_384}
     assert paced_rows(2_000_000, 16_384) == 400 < PACED_MIN_ROWS
+
+
+def test_the_batches_of_a_push_go_in_together_when_the_first_is_due():
+    # push_many's schedule (paced_due_ns): batch_size 100, bursts of 2, 1,000 rows/s: rows
+    # 0-199 go in at 0 s, 200-399 at 0.2 s, whichever call pushes them (groups count from row
+    # 0, not from a call's first row); no row before it is due, none more than a burst early
+    from streamcell._runtime import paced_due_ns
+
+    t0 = 5_000
+    assert [paced_due_ns(t0, r, 100, 2, 1000.0) for r in (0, 100, 150, 200, 300, 400)] == [
+        t0,
+        t0,
+        t0,
+        t0 + 200_000_000,
+        t0 + 200_000_000,
+        t0 + 400_000_000,
+    ]
+    for row in range(0, 1000, 37):
+        due = paced_due_ns(t0, row, 100, 2, 1000.0)
+        own = paced_due_ns(t0, row, 1, 1, 1000.0)  # the row's own due time
+        assert own - 200_000_000 < due <= own
+        assert paced_due_ns(t0, row, 100, 1, 1000.0) == t0 + (row - row % 100) * 1_000_000
+    with pytest.raises(ValueError):
+        paced_due_ns(t0, 0, 100, 0, 1000.0)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_paced_run_pushes_each_interval_as_one_batch_per_worker(monkeypatch, workers):
+    # 60,000 rows at 60M rows/s: 12,000 rows are due every 200 us, cut into one batch of
+    # 6,000 per worker with 2 workers, pushed in bursts of 2; with 1 worker, whole
+    from streamcell.backends.native import drivers
+
+    calls: list[tuple[int, int]] = []
+
+    class Recording:
+        def __init__(self, prog):
+            self.prog = prog
+
+        def push_many(self, *args):
+            calls.append((args[4], args[9] if len(args) > 9 else 1))  # batch size, burst
+            return self.prog.push_many(*args)
+
+        def __getattr__(self, name):
+            return getattr(self.prog, name)
+
+    build = drivers.build
+    monkeypatch.setattr(drivers, "build", lambda *a: Recording(build(*a)))
+    df = pl.DataFrame({"x": [float(i) for i in range(60_000)]})
+    plan = sc.source(df, rate=60_000_000).filter(col("x") >= 0.0).plan(f"bursts{workers}")
+    run = sc.start(plan, options=RunOptions(engine="native", workers=workers, display=False))
+    run.wait()
+    assert run.table().height == 60_000
+    per = 12_000 // workers
+    assert calls and set(calls) == {(per, workers)}
+    op = run.native_metrics["ops"][0]
+    assert op["rows_in"] == 60_000
+    assert op["rows_in"] / op["batches_in"] <= per < 2 * op["rows_in"] / op["batches_in"]
