@@ -125,7 +125,7 @@ typedef struct colbuf_free {
  * larger than asked for); larger than the last class: not cached. */
 #define COLBUF_MIN_LOG 14
 #define COLBUF_CLASSES (4 * (31 - COLBUF_MIN_LOG))
-/* A request may take a cached buffer up to this many classes larger (4: twice the size). */
+/* A request may take a cached buffer up to this many classes larger (4: twice the class's size). */
 #define COLBUF_SPILL 4
 static pthread_mutex_t colbuf_mu = PTHREAD_MUTEX_INITIALIZER;
 static colbuf_free *colbuf_lists[COLBUF_CLASSES];
@@ -180,7 +180,7 @@ void *sc_colbuf_alloc(size_t bytes) {
     if (k < 0) cap = bytes;
     if (COLBUF_CACHING && k >= 0) {
         /* the request's class, else the smallest cached buffer of the next COLBUF_SPILL
-         * classes (at most twice the size): batches of varying sizes (a paced source's
+         * classes (at most twice the class's size): batches of varying sizes (a paced source's
          * catch-up batches, filtered outputs sized to their rows) would otherwise leave the
          * cache full of buffers a class too small or too large while every request faults
          * in fresh memory, run after run */

@@ -333,7 +333,6 @@ joined into a chunk whatever its room (exec/program.c, least_chunk: ``chunk_rows
 
 
 PACED_SPLIT_ROWS = 2048
-
 """A paced push of at least twice this many rows is split into up to one batch per worker."""
 
 
