@@ -859,7 +859,7 @@ cdef class Program:
 
     def push_many(self, batch, int64_t offset, int64_t n, int64_t seq0, int64_t batch_size,
                   int64_t timeout_ns=-1, double rate=0.0, uint64_t t0_ns=0,
-                  int64_t catch_up=0, int64_t burst=1):
+                  int64_t burst=1):
         """Hand rows [offset, offset+n) to the runtime as batches of up to ``batch_size`` rows,
         in one call without the GIL (each batch is imported by the worker that runs it). Returns (status, rows taken): OK with ``n``, or FULL /
         CLOSED with fewer when the pipeline stayed full for ``timeout_ns`` or was closed
@@ -875,8 +875,8 @@ cdef class Program:
         batches from row ``k * batch_size * burst`` on: :func:`paced_due_ns`): the rows due in
         one pacing interval, split so that several workers run them at once, and a row waits
         for its part, not the whole interval's. A paced call that has fallen behind its
-        schedule pushes the rows already due back to back; with ``catch_up`` > ``batch_size``
-        it pushes them as one batch of up to ``catch_up`` rows instead."""
+        schedule pushes the rows already due back to back, in batches of the same size, so
+        every worker catches up at once."""
         schema_capsule, array_capsule = batch.__arrow_c_array__()
         cdef ArrowSchema *sch = <ArrowSchema *>PyCapsule_GetPointer(schema_capsule, "arrow_schema")
         cdef ArrowArray *arr = <ArrowArray *>PyCapsule_GetPointer(array_capsule, "arrow_array")
@@ -911,11 +911,6 @@ cdef class Program:
                         ts.tv_sec = <long>((due - now) // 1000000000)
                         ts.tv_nsec = <long>((due - now) % 1000000000)
                         nanosleep(&ts, NULL)
-                    elif catch_up > batch_size:  # behind: what is due goes in one larger batch
-                        # (due by this batch's own first row, not its burst's)
-                        due = _paced_due(t0_ns, seq0 + done, 1, rate)
-                        m = <int64_t>((now - due) * rate / 1e9) if now > due else 0
-                        m = batch_size if m < batch_size else (catch_up if m > catch_up else m)
                 if m > n - done:
                     m = n - done
                 b = NULL

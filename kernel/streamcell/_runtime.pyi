@@ -167,7 +167,6 @@ class Program:
         timeout_ns: int = -1,
         rate: float = 0.0,
         t0_ns: int = 0,
-        catch_up: int = 0,
         burst: int = 1,
     ) -> tuple[int, int]: ...
     def finish(self, timeout_ns: int = -1) -> int: ...

@@ -136,9 +136,9 @@ def test_a_paced_run_pushes_each_interval_as_one_batch_per_worker(monkeypatch, w
         def __init__(self, prog):
             self.prog = prog
 
-        def push_many(self, *args):
-            calls.append((args[4], args[9] if len(args) > 9 else 1))  # batch size, burst
-            return self.prog.push_many(*args)
+        def push_many(self, *args, **kw):
+            calls.append((args[4], kw.get("burst", 1)))  # batch size, burst
+            return self.prog.push_many(*args, **kw)
 
         def __getattr__(self, name):
             return getattr(self.prog, name)

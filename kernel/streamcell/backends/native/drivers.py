@@ -227,8 +227,8 @@ class Driver:
                     # slower stream pushes what is due every 200 us, cut into one batch per
                     # worker when large enough (lowering.paced_batches): a batch then takes
                     # tens of microseconds to run, its rows' latency. Behind schedule, what is
-                    # due goes in back to back in batches of the same size (catch_up = b), so
-                    # every worker catches up at once. One call
+                    # due goes in back to back in batches of the same size, so every worker
+                    # catches up at once. One call
                     # covers at most ~20 ms and 32 pushes and returns once the output queue
                     # is a quarter full, so stop / pause stay prompt and the driver drains
                     # outputs before the sink blocks a worker, not once per batch. The
@@ -240,7 +240,7 @@ class Driver:
                     bucket.due(seq)
                     t0 = int(bucket.origin * 1e9)
                     rc, took = prog.push_many(
-                        item, off, m, seq, b, 2_000_000, rate, t0, b, burst
+                        item, off, m, seq, b, 2_000_000, rate, t0, burst=burst
                     )
                 else:
                     # one call, no GIL: cut into batch_size runtime batches; a full pipeline
