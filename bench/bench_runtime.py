@@ -266,16 +266,23 @@ def measure_each(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, tu
 
 
 def measure_alone(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, tuple[float, float]]:
-    """Median wall and CPU seconds of each function run ``repeat`` times in a row after one
+    """Median wall and CPU seconds of each function run several times in a row after one
     warm-up call: each on memory the previous run of itself left (its allocator's pages
     already mapped), as a user running one engine sees it. Interleaved runs
     (:func:`measure_each`) hand each engine memory another one just freed, which costs some
-    engines more than others: both are printed."""
-    out = {}
-    for n, fn in fns.items():
-        fn()
-        out[n] = medians([settled_call(fn) for _ in range(repeat)])
-    return out
+    engines more than others: both are printed.
+
+    ``repeat`` blocks per function, alternating which function's block comes first (the
+    order reversed every block), each block a warm-up call and ``repeat`` calls in a row:
+    the median is over ``repeat``**2 calls, and a spell of background load on this shared
+    machine falls on every function's blocks alike rather than on one function's only."""
+    names = list(fns)
+    times: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
+    for block in range(repeat):
+        for n in names if block % 2 == 0 else names[::-1]:
+            fns[n]()
+            times[n].extend(settled_call(fns[n]) for _ in range(repeat))
+    return {n: medians(times[n]) for n in names}
 
 
 def to_table(stream: sc.Stream, opts: RunOptions) -> Callable[[], pl.DataFrame]:

@@ -27,7 +27,9 @@ class RunOptions:
     workers
         Worker threads (native engine).
     batch_size
-        Rows per columnar batch (native engine).
+        Rows per columnar batch (native engine). ``None`` (the default): the engine picks,
+        65,536 rows for a plan of stateless steps only (filters, selects, with_columns) and
+        16,384 for any other (backends/native/lowering.py, ``batch_rows``).
     scheduler
         Native scheduling heuristic (Prasaad et al. section 6).
     display
@@ -54,7 +56,7 @@ class RunOptions:
 
     engine: Engine = "auto"
     workers: int = 1
-    batch_size: int = 16384
+    batch_size: int | None = None
     scheduler: Scheduler = "CT"
     display: bool = True
     reorder: Reorder = "nonblocking"
@@ -70,7 +72,7 @@ class RunOptions:
             )
         if self.workers < 1:
             raise ValueError("workers must be >= 1")
-        if self.batch_size < 1:
+        if self.batch_size is not None and self.batch_size < 1:
             raise ValueError("batch_size must be >= 1")
         if self.scheduler not in ("CT", "QST", "LP", "ET"):
             raise ValueError(f"unknown scheduler {self.scheduler!r}; schedulers: CT, QST, LP, ET")

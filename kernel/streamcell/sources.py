@@ -699,6 +699,7 @@ def _refit(
 
 
 POLARS_SLICE_ROWS = 65_536  # a Polars frame is exported a slice of whole chunks at a time
+POLARS_WINDOW_ROWS = 1 << 20  # ... or, column by column, a window of about this many rows
 
 
 def _polars_schema(df: Any) -> pa.Schema:
@@ -708,23 +709,59 @@ def _polars_schema(df: Any) -> pa.Schema:
     return df.head(0).to_arrow(compat_level=pl.CompatLevel.newest()).schema  # type: ignore[no-any-return]
 
 
-def _polars_batches(df: Any) -> Iterator[pa.RecordBatch]:
-    """A Polars frame in its own layout (strings as string_view), zero-copy, as it is read:
-    a slice of whole chunks (at least POLARS_SLICE_ROWS rows) at a time. Its
-    __arrow_c_stream__ would first rechunk the frame into one (a copy of every row), and one
-    export of the whole frame (~6 us per chunk and column) would delay the first row."""
+def _polars_batches(df: Any, schema: pa.Schema | None = None) -> Iterator[pa.RecordBatch]:
+    """A Polars frame in its own layout (strings as string_view), zero-copy, as it is read,
+    one record batch per chunk. Its __arrow_c_stream__ would first rechunk the frame into one
+    (a copy of every row), and one export of the whole frame would delay the first row.
+
+    When every column has the same chunks (a frame built from batches, or read from files),
+    each column is exported on its own (``Series.__arrow_c_stream__``: its chunks as they
+    are, about 2 us per chunk) over a window of whole chunks, the first of at least
+    POLARS_SLICE_ROWS rows and the rest of POLARS_WINDOW_ROWS, and each chunk's columns make
+    one batch of ``schema`` (the frame's :func:`_polars_schema`). Otherwise, or when a
+    column's export has other types than ``schema`` says, a slice of whole chunks (at least
+    POLARS_SLICE_ROWS rows) goes through ``DataFrame.to_arrow``, which aligns the columns'
+    chunks (about 25 us per 64K-row slice of six columns: five times the column path)."""
     import polars as pl
 
     newest = pl.CompatLevel.newest()
     n = df.height
-    lengths = df.to_series(0).chunk_lengths() if df.width else [n]
+    cols = df.get_columns()
+    lengths = cols[0].chunk_lengths() if cols else [n]
+    aligned = (
+        schema is not None and bool(cols) and all(c.chunk_lengths() == lengths for c in cols[1:])
+    )
     start = end = 0
+    want = POLARS_SLICE_ROWS
     for m in lengths:
         end += m
-        if end - start < POLARS_SLICE_ROWS and end < n:
+        if end - start < want and end < n:
             continue
-        yield from df.slice(start, end - start).to_arrow(compat_level=newest).to_batches()
-        start = end
+        window = df.slice(start, end - start)
+        batches = _column_batches(window, schema) if aligned else None
+        if batches is None:
+            aligned = False
+            batches = window.to_arrow(compat_level=newest).to_batches()
+        yield from batches
+        start, want = end, POLARS_WINDOW_ROWS
+
+
+def _column_batches(window: Any, schema: pa.Schema) -> list[pa.RecordBatch] | None:
+    """The chunks of a Polars frame whose columns share their chunks, one batch each, from
+    each column's own Arrow C stream; None when a column's types are not ``schema``'s."""
+    try:
+        arrays = [pa.chunked_array(c) for c in window.get_columns()]
+    except (pa.ArrowException, TypeError, ValueError):
+        return None
+    if [a.type for a in arrays] != schema.types:
+        return None
+    chunks = [[len(c) for c in a.chunks] for a in arrays]
+    if any(c != chunks[0] for c in chunks[1:]):
+        return None
+    return [
+        pa.RecordBatch.from_arrays([a.chunk(i) for a in arrays], schema=schema)
+        for i in range(len(chunks[0]))
+    ]
 
 
 def _is_polars_frame(o: Any) -> bool:
@@ -760,7 +797,7 @@ class ArrowReader(Reader):
             return o.to_reader()
         if _is_polars_frame(o):
             df, self._snap = (self._snap if self._snap is not None else o), None
-            return pa.RecordBatchReader.from_batches(self._first, _polars_batches(df))
+            return pa.RecordBatchReader.from_batches(self._first, _polars_batches(df, self._first))
         # anything else through the C stream interface, zero-copy
         return pa.RecordBatchReader.from_stream(o)
 

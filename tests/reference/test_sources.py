@@ -15,8 +15,9 @@ from polars.testing import assert_frame_equal
 
 import streamcell as sc
 from streamcell import plan as P
+from streamcell import sources
 from streamcell.errors import PlanError
-from streamcell.sources import ArrowReader
+from streamcell.sources import ArrowReader, _polars_batches, _polars_schema
 from tests.helpers import check_against_reference, run_plan, table
 
 TYPED = pl.DataFrame(
@@ -261,6 +262,62 @@ def test_a_polars_frame_of_several_chunks_is_read_chunk_by_chunk(engine):
     assert df.n_chunks() == 3
     assert_frame_equal(table(sc.source(df).plan(), engine.options), df)
     assert df.n_chunks() == 3
+
+
+def _chunked(k: int) -> pl.DataFrame:
+    """TYPED (every column type, nulls in each) ``k`` times over, one chunk per copy."""
+    parts = [TYPED.with_columns(pl.col("i") + 10 * j) for j in range(k)]
+    return pl.concat(parts, rechunk=False)
+
+
+def _frame_batches(df: pl.DataFrame) -> list[pa.RecordBatch]:
+    return list(_polars_batches(df, _polars_schema(df)))
+
+
+def test_a_frame_whose_columns_share_chunks_is_read_column_by_column(monkeypatch):
+    """Each column is exported on its own, zero-copy, over windows of whole chunks (the
+    first of at least POLARS_SLICE_ROWS rows, then POLARS_WINDOW_ROWS): a batch per chunk,
+    whose buffers are the frame's own, equal to what DataFrame.to_arrow gives."""
+    monkeypatch.setattr(sources, "POLARS_SLICE_ROWS", 4)
+    monkeypatch.setattr(sources, "POLARS_WINDOW_ROWS", 7)
+    df = _chunked(5)
+    assert df.n_chunks() == 5
+    got = _frame_batches(df)
+    assert [b.num_rows for b in got] == [3] * 5
+    want = df.to_arrow(compat_level=pl.CompatLevel.newest()).to_batches()
+    assert [g.equals(w) for g, w in zip(got, want)] == [True] * 5
+    assert got[0].schema.field("s").type == pa.string_view()
+    for k in (0, 4):  # the frame's buffers, not copies
+        ours = got[k].column("f").buffers()[1]
+        theirs = pa.chunked_array(df.get_column("f")).chunk(k).buffers()[1]
+        assert ours.address == theirs.address
+    assert df.n_chunks() == 5
+
+
+def test_a_frame_whose_columns_have_other_chunks_is_aligned_slice_by_slice(engine):
+    """A column of other chunks than the rest (a column added to a concatenated frame) sends
+    the frame through DataFrame.to_arrow, a slice of whole chunks at a time, which aligns
+    them: every row read once, in order, and the frame left as it was."""
+    df = _chunked(3).with_columns(pl.Series("extra", range(9)))
+    lengths = {tuple(c.chunk_lengths()) for c in df.get_columns()}
+    assert lengths == {(3, 3, 3), (9,)}
+    got = pa.Table.from_batches(_frame_batches(df))
+    out = table(sc.source(df).plan(), engine.options)
+    assert {tuple(c.chunk_lengths()) for c in df.get_columns()} == lengths
+    # (DataFrame.to_arrow aligns the chunks of the frame it is called on: a clone here)
+    assert got.equals(df.clone().to_arrow(compat_level=pl.CompatLevel.newest()))
+    assert_frame_equal(out, df)
+
+
+def test_an_export_of_other_types_falls_back_to_to_arrow():
+    """A column whose own export is not of the frame's schema (asked here with another type)
+    is not trusted: the window goes through DataFrame.to_arrow."""
+    df = _chunked(2)
+    schema = _polars_schema(df)
+    other = schema.set(schema.get_field_index("i"), pa.field("i", pa.int32()))
+    assert sources._column_batches(df, other) is None
+    got = list(_polars_batches(df, other))
+    assert pa.Table.from_batches(got).equals(df.to_arrow(compat_level=pl.CompatLevel.newest()))
 
 
 def test_a_polars_frame_changed_in_place_after_the_source_opened_is_read_as_it_was():

@@ -194,7 +194,7 @@ class Driver:
 
         env, sid = self.env, self.source.step_id
         cnt = env.counters[sid]
-        bs = self.options.batch_size
+        bs = self.low.batch_size
         seq = 0
         rate = self.source.rate
         bucket = TokenBucket(rate, lambda: R.now_ns() / 1e9) if rate else None
@@ -538,7 +538,7 @@ class DagDriver(Driver):
         rates = [s.rate for s in self.sources]
         # a phase holds at most DAG_PHASE_ROUNDS rounds: each phase's outputs travel as one
         # unit, so larger phases only delay the sinks (batch_size is a chain's batch)
-        k, chunk = min(self.options.batch_size, DAG_PHASE_ROUNDS), CHUNK
+        k, chunk = min(self.low.batch_size, DAG_PHASE_ROUNDS), CHUNK
         if any(rates):  # a throttled source: small phases, each pushed when its rows are due
             k, chunk = max(1, min(int(r * 0.02) for r in rates if r)), 1
         local = [0] * n
