@@ -95,9 +95,12 @@ sc_exec_tune_allocator()
 
 def buffer_cache_trim(double age_s=0.0):
     """Release the column buffers the runtime keeps for reuse (batch.h: sc_colbuf) that were
-    freed at least ``age_s`` seconds ago (0: all of them); returns the bytes released."""
+    freed at least ``age_s`` seconds ago (0: all of them); returns the bytes released. Also
+    releases, here with the GIL, the imported Arrow arrays no batch or exported chunk uses
+    any more (a table that shared a source's buffers, dropped since the last run)."""
     cdef uint64_t age = <uint64_t>(age_s * 1e9) if age_s > 0 else 0
     cdef int64_t n
+    sc_arrow_reclaim()
     with nogil:
         n = sc_colbuf_trim(age)
     return n

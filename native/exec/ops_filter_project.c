@@ -623,7 +623,16 @@ static int fused_output(fused_st *st, fview *w, sc_batch *in, sc_batch **out) {
             sc_batch *ow = s->own[k];
             int uses = 0;
             for (int32_t j = h; j < nc; j++) uses += s->own[j] == ow && s->ocol[j] == s->ocol[k];
-            if (uses == 1 && ow->pool == NULL && ow->capacity == o->capacity && !s->view[k].borrowed) {
+            /* a borrowed column (values in the source's Arrow buffers) moves as it is, the
+             * output then holding a reference to those buffers (one ext per batch: the
+             * owner's, when the output has none or the same) */
+            bool borrowed = s->view[k].borrowed;
+            bool movable = !borrowed || (ow->ext != NULL && (o->ext == NULL || o->ext == ow->ext));
+            if (uses == 1 && ow->pool == NULL && ow->capacity == o->capacity && movable) {
+                if (borrowed && o->ext == NULL) {
+                    o->ext = ow->ext;
+                    sc_extbuf_ref(o->ext);
+                }
                 sc_column t = o->cols[k];
                 o->cols[k] = ow->cols[s->ocol[k]];
                 ow->cols[s->ocol[k]] = t;

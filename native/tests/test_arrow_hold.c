@@ -5,10 +5,12 @@
  * hold and imported as several slices: int64 / double values point into the array's buffers
  * (borrowed), validity and strings are copied, and every value reads back as the array's.
  * The array's release callback runs exactly once, only after the last batch pointing into it
- * is freed and sc_arrow_reclaim is called. Operators never move or grow a borrowed column:
- * a project passing columns through and the fused stage copy them into their outputs, which
- * stay readable after the array is released (ASan reports any use after free), and
- * sc_batch_reserve gives a borrowed column a copy of its own.
+ * is freed and sc_arrow_reclaim is called. Operators never grow a borrowed column: a project
+ * passing columns through copies them into its output, which stays readable after the array
+ * is released (ASan reports any use after free), and sc_batch_reserve gives a borrowed
+ * column a copy of its own. The fused stage, when every row of a batch survives, moves the
+ * borrowed columns into its output as they are, and the output holds a reference to the
+ * array: the array is released only after that output is freed.
  *
  * Deferred batches (sc_arrow_defer): the schema is checked and moved into the hold once; each
  * batch only names its slice until sc_batch_ready imports it (here also on another thread,
@@ -369,26 +371,33 @@ int main(void) {
     sc_batch *o0 = NULL, *o1 = NULL;
     CHECK_RC(sc_op_project_run(proj, b[0], &o0)); /* takes b[0] */
     CHECK_RC(sc_op_fused_run(fused, b[1], &o1));  /* takes b[1] */
-    CHECK(o0 && o1 && !o0->ext && !o1->ext);
-    for (int32_t c = 0; c < 5; c++) CHECK(!o0->cols[c].borrowed && !o1->cols[c].borrowed);
+    CHECK(o0 && o1 && !o0->ext && o1->ext == hold);
+    for (int32_t c = 0; c < 5; c++) CHECK(!o0->cols[c].borrowed);
+    /* the fused output shares i and f (borrowed, as in b[1]); f2 and the bitmaps are its own */
+    CHECK(o1->cols[2].borrowed && o1->cols[3].borrowed && !o1->cols[4].borrowed);
+    CHECK(o1->cols[3].values == (const double *)a->children[1]->buffers[1] + 30);
 
     /* reserve on a borrowed batch: its columns get copies of their own */
     CHECK_RC(sc_batch_reserve(b[2], 200));
     CHECK(!b[2]->cols[2].borrowed && !b[2]->cols[3].borrowed);
     check_rows(b[2], 64);
-    sc_batch_release(b[2]); /* the last batch: now the array may go */
+    sc_batch_release(b[2]); /* the last input batch: the fused output still holds the array */
+    CHECK(sc_arrow_reclaim() == 0 && released == 0);
+    for (int64_t r = 0; r < o1->nrows; r++) {
+        CHECK(sc_batch_get_f64(o1, 3, r) == (30 + r) / 4.0);
+        CHECK(sc_batch_get_f64(o1, 4, r) == (30 + r) / 2.0);
+    }
+    sc_batch_release(o1); /* now the array may go */
     CHECK(released == 0);
     CHECK(sc_arrow_reclaim() == 1 && released == 1);
     CHECK(sc_arrow_reclaim() == 0 && released == 1);
 
-    /* the outputs outlive the array */
+    /* the project's output outlives the array */
     for (int64_t r = 0; r < o0->nrows; r++) {
         CHECK(sc_batch_get_f64(o0, 4, r) == (double)r / 2.0);
         CHECK(!sc_batch_is_valid(o0, 2, r) || sc_batch_get_i64(o0, 2, r) == r * 7 - 300);
     }
-    for (int64_t r = 0; r < o1->nrows; r++) CHECK(sc_batch_get_f64(o1, 3, r) == (30 + r) / 4.0);
     sc_batch_release(o0);
-    sc_batch_release(o1);
     sc_op_project_destroy(proj);
     sc_op_fused_destroy(fused);
     sc_schema_free(&so);
