@@ -282,6 +282,7 @@ cdef class Program:
     cdef list entities      # sc_entities tables (addresses), freed after the program
     cdef list speculators   # speculate operator states (addresses; owned by the program)
     cdef sc_dag *d          # DAG mode (exec/dag.h) instead of the chain
+    cdef public bint share_sources  # pushed arrays' buffers may be shared by outputs (sc_extbuf.shared)
     cdef public int vertex  # DAG mode: the vertex add_* methods append to
     cdef list source_schemas
     cdef list sink_schemas
@@ -895,6 +896,7 @@ cdef class Program:
             raise ValueError("batch_size and burst must be positive")
         sc_arrow_reclaim()  # release the arrays earlier batches no longer use (here, with the GIL)
         check_status(sc_arrow_hold_create(&hold, arr), "push")
+        hold.shared = self.share_sources
         if self.keep_views is not None:
             keep = <const uint8_t *>self.keep_views
         rc = sc_arrow_hold_defer(hold, sch, &self.in_schema.s, keep)  # type checks here, on this thread

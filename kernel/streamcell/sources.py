@@ -743,7 +743,7 @@ def _polars_batches(df: Any, schema: pa.Schema | None = None) -> Iterator[pa.Rec
             aligned = False
             batches = window.to_arrow(compat_level=newest).to_batches()
         yield from batches
-        start, want = end, POLARS_WINDOW_ROWS
+        start, want = end, POLARS_WINDOW_ROWS if aligned else POLARS_SLICE_ROWS
 
 
 def _column_batches(window: Any, schema: pa.Schema) -> list[pa.RecordBatch] | None:
@@ -783,6 +783,9 @@ class ArrowReader(Reader):
         # shares its buffers: changing the frame in place later, a rename or an extend, does
         # not change what the run reads)
         self._snap = obj.clone() if _is_polars_frame(obj) else None
+        # a Polars frame's buffers cannot change under the run, and the user holds them: a
+        # run's outputs may share them (the native engine's sc_extbuf.shared)
+        self.shares_buffers = self._snap is not None
         self._first = (
             _polars_schema(self._snap) if self._snap is not None else self._reader().schema
         )

@@ -18,7 +18,7 @@ cdef extern from "exec/arrow_bridge.h":
     int sc_arrow_export_stream(sc_batch **batches, int32_t n, const sc_schema *s, int32_t skip,
                                ArrowArrayStream *out) nogil
     ctypedef struct sc_extbuf:
-        pass
+        uint8_t shared
     void sc_extbuf_unref(sc_extbuf *e) nogil
     int sc_arrow_import_ref(const ArrowSchema *schema, const ArrowArray *array, int64_t offset, int64_t n,
                             const sc_schema *target, sc_batch *out, int64_t seq0, sc_extbuf *ext) nogil

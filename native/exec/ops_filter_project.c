@@ -619,6 +619,16 @@ static int fused_output(fused_st *st, fview *w, sc_batch *in, sc_batch **out) {
     int32_t h = moved_from(w);
     o->lean = w->lean;
     if (w->nsel == w->n) { /* every row of the view: move each column its owner gives up */
+        /* borrowed columns may move only when the array's buffers may be shared and the
+         * output keeps every borrowed column of the input: a chunk that kept one column
+         * would pin the whole array (a select over a wide source) */
+        bool share = in->ext != NULL && in->ext->shared;
+        for (int32_t c = h; share && c < in->ncols; c++) {
+            if (!in->cols[c].borrowed) continue;
+            bool kept = false;
+            for (int32_t k = h; !kept && k < nc; k++) kept = s->own[k] == in && s->ocol[k] == c;
+            share = kept;
+        }
         for (int32_t k = h; !rc && k < nc; k++) {
             sc_batch *ow = s->own[k];
             int uses = 0;
@@ -627,7 +637,7 @@ static int fused_output(fused_st *st, fview *w, sc_batch *in, sc_batch **out) {
              * output then holding a reference to those buffers (one ext per batch: the
              * owner's, when the output has none or the same) */
             bool borrowed = s->view[k].borrowed;
-            bool movable = !borrowed || (ow->ext != NULL && (o->ext == NULL || o->ext == ow->ext));
+            bool movable = !borrowed || (share && ow == in && (o->ext == NULL || o->ext == ow->ext));
             if (uses == 1 && ow->pool == NULL && ow->capacity == o->capacity && movable) {
                 if (borrowed && o->ext == NULL) {
                     o->ext = ow->ext;

@@ -559,11 +559,14 @@ static int64_t least_chunk(const sc_prog *p) { return p->chunk_rows / 64; }
  * later without a copy) instead of being appended to the open chunk. Only a standalone batch
  * qualifies (a pool batch must go back to its pool). One whose columns point into an
  * imported Arrow array (ext: columns no step changed, every row of the batch kept) passes
- * too, and the consumer's chunk then shares the source's buffers, as Polars' own frames do
- * after a with_columns: the array lives as long as the chunk (its rows are the chunk's), and
- * a copy of the columns cost as much as the rest of a with_columns run. */
+ * too when the array's buffers may be shared (sc_extbuf.shared: a Polars frame's), and the
+ * consumer's chunk then shares the source's buffers, as Polars' own frames do after a
+ * with_columns: the array lives as long as the chunk, and a copy of the columns cost as much
+ * as the rest of a with_columns run. Another array (a pyarrow table over numpy memory the
+ * user may still change) is copied into the open chunk. */
 static bool sink_passes(const sc_prog *p, const sc_batch *b) {
-    return !b->pool && !b->next && b->nrows >= least_chunk(p) && 2 * b->nrows >= b->capacity;
+    return !b->pool && !b->next && (!b->ext || b->ext->shared) && b->nrows >= least_chunk(p) &&
+           2 * b->nrows >= b->capacity;
 }
 
 /* The sink's "no room" (under p->mu, which it releases): the next take wakes parked workers,

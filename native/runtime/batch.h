@@ -87,6 +87,9 @@ typedef struct sc_column {
 typedef struct sc_extbuf {
     int64_t refs; /* atomic */
     void (*drop)(struct sc_extbuf *e);
+    uint8_t shared; /* outputs may keep pointing into these buffers (a Polars frame's: the
+                     * user cannot change them, and holds them anyway); otherwise every
+                     * output gets copies (exec/ops_filter_project.c, fused_output) */
 } sc_extbuf;
 static inline void sc_extbuf_ref(sc_extbuf *e) { __atomic_fetch_add(&e->refs, 1, __ATOMIC_RELAXED); }
 static inline void sc_extbuf_unref(sc_extbuf *e) {

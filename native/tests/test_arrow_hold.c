@@ -344,6 +344,8 @@ int main(void) {
     }
     sc_extbuf_unref(hold); /* the importer's own reference */
     CHECK(sc_arrow_reclaim() == 0 && released == 0);
+    hold->shared = 1; /* buffers outputs may share (a Polars frame's); 0 (the default): copied,
+                       * checked below with a second array */
 
     /* a project passing i and f through, f2 = f * 2: the borrowed columns are copied, not moved */
     sc_schema so;
@@ -398,6 +400,23 @@ int main(void) {
         CHECK(!sc_batch_is_valid(o0, 2, r) || sc_batch_get_i64(o0, 2, r) == r * 7 - 300);
     }
     sc_batch_release(o0);
+    /* an array whose buffers may not be shared: the fused output copies every column */
+    struct ArrowArray arr2;
+    make_array(&arr2);
+    sc_extbuf *hold2 = NULL;
+    CHECK_RC(sc_arrow_hold_create(&hold2, &arr2));
+    CHECK(hold2->shared == 0);
+    sc_batch *b2 = NULL, *o2 = NULL;
+    CHECK_RC(sc_batch_new(&b2, &s, 30));
+    CHECK_RC(sc_arrow_import_ref(&top, sc_arrow_hold_array(hold2), 0, 30, &s, b2, 0, hold2));
+    sc_extbuf_unref(hold2);
+    CHECK(b2->ext == hold2 && b2->cols[3].borrowed);
+    CHECK_RC(sc_op_fused_run(fused, b2, &o2)); /* takes b2 */
+    CHECK(o2 && !o2->ext && !o2->cols[2].borrowed && !o2->cols[3].borrowed);
+    CHECK(sc_arrow_reclaim() == 1); /* b2 is gone: nothing holds the second array */
+    for (int64_t r = 0; r < o2->nrows; r++) CHECK(sc_batch_get_f64(o2, 3, r) == r / 4.0);
+    sc_batch_release(o2);
+
     sc_op_project_destroy(proj);
     sc_op_fused_destroy(fused);
     sc_schema_free(&so);

@@ -4,12 +4,12 @@ into its output (the output holds a reference to the imported array), a filter t
 every row of a batch forwards the batch, and the sink queues such a batch as a chunk of its
 own (exec/program.c, ``sink_passes``), so the table shares the frame's memory as Polars' own
 ``with_columns`` does. Results equal the reference and Polars; the arrays are released once
-the table is dropped (``buffer_cache_trim`` reclaims them)."""
+the table is dropped (at the next run, or when ``buffer_cache_trim`` reclaims them). Only a
+Polars frame's buffers are shared (the user cannot change them, and holds them anyway), and
+only when the output keeps every column of the source (one shared column would keep the
+whole array alive)."""
 
 from __future__ import annotations
-
-import gc
-import sys
 
 import numpy as np
 import polars as pl
@@ -18,7 +18,6 @@ import pytest
 from polars.testing import assert_frame_equal
 
 import streamcell as sc
-from streamcell import run as runs
 from streamcell.options import RunOptions
 from tests.helpers import check_against_reference
 
@@ -52,7 +51,7 @@ def _addresses(df: pl.DataFrame, name: str) -> set[int]:
     "make",
     [
         lambda s: s.with_columns(y=col("x") * 2 + col("i")),
-        lambda s: s.select("i", "x", "s", y=col("x") - 1),
+        lambda s: s.select("s", "i", "x", y=col("x") - 1),
         lambda s: s.filter(col("i") >= 0),
     ],
     ids=["with_columns", "select", "filter-keeps-all"],
@@ -73,23 +72,25 @@ def test_a_filter_that_drops_rows_gathers_them() -> None:
     assert not _addresses(out, "x") & _addresses(df, "x")
 
 
-def test_the_shared_arrays_are_released_with_the_table() -> None:
-    """An Arrow table's arrays, shared by the run's table, are released once that table and
-    its run are gone: the next trim reclaims them (no later run needed). The table's numpy
-    column is referenced by its Arrow buffer for as long as anything holds the array."""
+def test_an_arrow_table_over_numpy_memory_is_copied() -> None:
+    """Only a Polars frame's buffers are shared: a pyarrow table over a numpy array the user
+    may still change is copied, so changing the array after the run leaves the table as it
+    was."""
     values = np.arange(4 * CHUNK, dtype=np.int64)
-    base = sys.getrefcount(values)
     src = pa.table({"i": pa.array(values)})
-    assert sys.getrefcount(values) > base  # the Arrow buffer holds the numpy array
-    run = sc.source(src).with_columns(y=col("i") * 2).start("rel", options=NATIVE).wait()
-    t = run.table()
-    assert _addresses(t, "i") == {values.ctypes.data + 8 * CHUNK * k for k in range(4)}
-    del src, t, run
-    runs._REGISTRY.pop("rel")
-    gc.collect()
-    assert sys.getrefcount(values) > base  # released by the C side, not yet reclaimed
-    R.buffer_cache_trim(0)
-    assert sys.getrefcount(values) == base
+    out = sc.source(src).with_columns(y=col("i") * 2).start("np", options=NATIVE).wait().table()
+    assert not _addresses(out, "i") & {values.ctypes.data + 8 * CHUNK * k for k in range(4)}
+    values[:] = -1
+    assert out.get_column("i").to_list() == list(range(4 * CHUNK))
+
+
+def test_a_select_of_some_columns_copies_them() -> None:
+    """A chunk sharing one column would keep the whole source array alive (every column of
+    it): a step that drops a source column copies the ones it keeps."""
+    df = _frame(2)
+    out = sc.source(df).select("i", y=col("x") * 2).start("sel", options=NATIVE).wait().table()
+    assert_frame_equal(out, df.select("i", y=pl.col("x") * 2))
+    assert not _addresses(out, "i") & _addresses(df, "i")
 
 
 @pytest.mark.parametrize("batch_size", [None, 1000, 65_536])

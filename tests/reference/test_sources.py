@@ -280,9 +280,19 @@ def test_a_frame_whose_columns_share_chunks_is_read_column_by_column(monkeypatch
     whose buffers are the frame's own, equal to what DataFrame.to_arrow gives."""
     monkeypatch.setattr(sources, "POLARS_SLICE_ROWS", 4)
     monkeypatch.setattr(sources, "POLARS_WINDOW_ROWS", 7)
+    windows: list[int] = []  # the column path's batches per window (None: it was not taken)
+    column_batches = sources._column_batches
+
+    def spy(window: pl.DataFrame, schema: pa.Schema) -> list[pa.RecordBatch] | None:
+        got = column_batches(window, schema)
+        windows.append(-1 if got is None else len(got))
+        return got
+
+    monkeypatch.setattr(sources, "_column_batches", spy)
     df = _chunked(5)
     assert df.n_chunks() == 5
     got = _frame_batches(df)
+    assert windows == [2, 3]  # 6 rows, then 9 (7 asked: whole chunks of 3)
     assert [b.num_rows for b in got] == [3] * 5
     want = df.to_arrow(compat_level=pl.CompatLevel.newest()).to_batches()
     assert [g.equals(w) for g, w in zip(got, want)] == [True] * 5

@@ -149,6 +149,9 @@ class Driver:
 
         prog = build(self.low, self.c)
         self.prog = prog
+        if not self.low.vertices:  # a chain: outputs may share a Polars source's buffers
+            reader = self.c.readers.get(self.source.step_id)
+            prog.share_sources = bool(getattr(reader, "shares_buffers", False))
         stages = []
         for sid, tap in self.low.taps.items():
             st = self.c.plan.step(sid)

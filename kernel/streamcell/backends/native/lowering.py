@@ -336,15 +336,18 @@ Arrow arrays, so a larger one copies nothing more)."""
 
 def batch_rows(c: Compiled, options: RunOptions) -> int:
     """Rows per batch of a run: ``options.batch_size``, or when that is None
-    :data:`STATELESS_BATCH_ROWS` for a plan whose steps are all stateless and whose source
-    is not throttled (a throttled one pushes what is due every :data:`PACED_BATCH_S`, cut
+    :data:`STATELESS_BATCH_ROWS` for a chain whose steps are all stateless and whose source
+    is not throttled (a DAG runs its filters and projects unfused, in phases of at most 1,024
+    rows) (a throttled one pushes what is due every :data:`PACED_BATCH_S`, cut
     for the workers: :func:`paced_batches`), and :data:`BATCH_ROWS` for any other."""
     if options.batch_size is not None:
         return options.batch_size
     stateless = (P.Source, P.Sink, P.Filter, P.Select, P.WithColumns)
     steps = c.plan.steps
-    if all(isinstance(s, stateless) for s in steps) and not any(
-        isinstance(s, P.Source) and s.rate for s in steps
+    if (
+        c.plan.is_chain()
+        and all(isinstance(s, stateless) for s in steps)
+        and not any(isinstance(s, P.Source) and s.rate for s in steps)
     ):
         return STATELESS_BATCH_ROWS
     return BATCH_ROWS
