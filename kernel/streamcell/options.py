@@ -28,8 +28,9 @@ class RunOptions:
         Worker threads (native engine).
     batch_size
         Rows per columnar batch (native engine). ``None`` (the default): the engine picks,
-        65,536 rows for a plan of stateless steps only (filters, selects, with_columns) and
-        16,384 for any other (backends/native/lowering.py, ``batch_rows``).
+        65,536 rows for a chain of stateless steps only (filters, selects, with_columns) from
+        a source that is not throttled, and 16,384 for any other plan
+        (backends/native/lowering.py, ``batch_rows``).
     scheduler
         Native scheduling heuristic (Prasaad et al. section 6).
     display

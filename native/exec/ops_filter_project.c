@@ -634,10 +634,9 @@ static int fused_output(fused_st *st, fview *w, sc_batch *in, sc_batch **out) {
             int uses = 0;
             for (int32_t j = h; j < nc; j++) uses += s->own[j] == ow && s->ocol[j] == s->ocol[k];
             /* a borrowed column (values in the source's Arrow buffers) moves as it is, the
-             * output then holding a reference to those buffers (one ext per batch: the
-             * owner's, when the output has none or the same) */
+             * output then holding a reference to those buffers (its one ext: in's) */
             bool borrowed = s->view[k].borrowed;
-            bool movable = !borrowed || (share && ow == in && (o->ext == NULL || o->ext == ow->ext));
+            bool movable = !borrowed || (share && ow == in);
             if (uses == 1 && ow->pool == NULL && ow->capacity == o->capacity && movable) {
                 if (borrowed && o->ext == NULL) {
                     o->ext = ow->ext;

@@ -10,7 +10,7 @@ from ... import plan as P
 from ...compiler import Compiled
 from ...errors import NotSupportedError
 from ...types import Schema
-from .lowering import OUT_ROWS, Lowered, tagged_schema
+from .lowering import OUT_ROWS, STATELESS_STEPS, Lowered, tagged_schema
 from .typecodes import NAME, _lts
 
 PHASES = 16  # phases in flight at once on the DAG runtime
@@ -234,8 +234,7 @@ def _one_stage(low: Lowered, c: Compiled, ops: list[tuple[str, Any]]) -> list[P.
     if plan is None or len(ops) != 1 or ops[0][0] != "fused" or low.publishing:
         return None
     steps = list(plan.steps)
-    stateless = (P.Source, P.Sink, P.Filter, P.Select, P.WithColumns)
-    return steps if all(isinstance(s, stateless) for s in steps) else None
+    return steps if all(isinstance(s, STATELESS_STEPS) for s in steps) else None
 
 
 def lean_chain(low: Lowered, c: Compiled, ops: list[tuple[str, Any]]) -> bool:
