@@ -1,5 +1,5 @@
 # distutils: language = c
-# distutils: sources = native/exec/common.c native/exec/expr.c native/exec/expr_vec.c native/exec/expr_fast.c native/exec/expr_funcs.c native/exec/expr_compile.c native/exec/expr_compat_num.c native/exec/expr_compat_time.c native/exec/expr_compat_str.c native/exec/ops_filter_project.c native/exec/select.c native/exec/ops_state.c native/exec/ops_keyed.c native/exec/aggstate.c native/exec/ops_window.c native/exec/keyhash.c native/exec/rowstore.c native/exec/program.c native/exec/arrow_bridge.c native/exec/lists.c native/exec/ops_sketch.c native/exec/ops_entities.c native/exec/ops_speculate.c native/exec/ops_step.c native/exec/speculate.c native/exec/dag.c native/exec/ops_join.c native/exec/ops_correlate.c native/sketch/theta.c native/sketch/hll.c native/sketch/kll.c native/sketch/frequent.c native/sketch/murmur3.c native/sketch/concurrent.c native/runtime/pool.c native/runtime/scheduler.c native/runtime/reorder.c native/runtime/hybrid_queue.c native/runtime/ring.c native/runtime/batch.c native/runtime/metrics.c
+# distutils: sources = native/exec/common.c native/exec/expr.c native/exec/expr_vec.c native/exec/expr_fast.c native/exec/expr_funcs.c native/exec/expr_compile.c native/exec/expr_compat_num.c native/exec/expr_compat_time.c native/exec/expr_compat_str.c native/exec/ops_filter_project.c native/exec/select.c native/exec/ops_state.c native/exec/ops_keyed.c native/exec/aggstate.c native/exec/ops_window.c native/exec/keyhash.c native/exec/rowstore.c native/exec/program.c native/exec/pacer.c native/exec/arrow_bridge.c native/exec/lists.c native/exec/ops_sketch.c native/exec/ops_entities.c native/exec/ops_speculate.c native/exec/ops_step.c native/exec/speculate.c native/exec/dag.c native/exec/ops_join.c native/exec/ops_correlate.c native/sketch/theta.c native/sketch/hll.c native/sketch/kll.c native/sketch/frequent.c native/sketch/murmur3.c native/sketch/concurrent.c native/runtime/pool.c native/runtime/scheduler.c native/runtime/reorder.c native/runtime/hybrid_queue.c native/runtime/ring.c native/runtime/batch.c native/runtime/metrics.c
 # distutils: include_dirs = native native/common native/exec native/runtime
 """streamcell._runtime: the Python face of the native runtime (native/exec, native/runtime).
 
@@ -13,12 +13,6 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, uintptr_
 from libc.stdlib cimport free, malloc, calloc
 from libc.string cimport memcpy, memset
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_New
-from posix.time cimport nanosleep, timespec
-
-cdef extern from "<sys/prctl.h>" nogil:
-    int prctl(int option, unsigned long arg2, unsigned long arg3, unsigned long arg4, unsigned long arg5)
-    int PR_SET_TIMERSLACK
-    int PR_GET_TIMERSLACK
 
 include "common/status.pxi"
 
@@ -55,6 +49,9 @@ from exec.program cimport (
     sc_prog_take_due, sc_prog_pause, sc_prog_push, sc_prog_resume, sc_prog_sched, sc_prog_set_coalesce,
     sc_prog_set_publish, sc_prog_sides, sc_prog_start, sc_prog_state_size, sc_prog_stop,
     sc_prog_take,
+)
+from exec.pacer cimport (
+    sc_paced_due, sc_pacer, sc_pacer_create, sc_pacer_destroy, sc_pacer_halt, sc_pacer_submit, sc_pacer_wait,
 )
 from exec.dag cimport (
     sc_dag, sc_dag_add_op, sc_dag_counters, sc_dag_create, sc_dag_destroy, sc_dag_edge,
@@ -116,17 +113,12 @@ def now_ns():
     return sc_now_ns()
 
 
-cdef inline uint64_t _paced_due(uint64_t t0_ns, int64_t row, int64_t group, double rate) noexcept nogil:
-    """When a paced batch starting at source row ``row`` goes in: when the first row of its
-    group is due (groups of ``group`` rows from row 0: a burst of batches goes in together)."""
-    return t0_ns + <uint64_t>((row - row % group) * 1e9 / rate)
-
-
 def paced_due_ns(uint64_t t0_ns, int64_t row, int64_t batch_size, int64_t burst, double rate):
-    """:meth:`Program.push_many`'s schedule: when the batch starting at ``row`` is pushed."""
+    """The pacer's schedule (exec/pacer.h): when the batch starting at source ``row`` is pushed,
+    ``burst`` batches of ``batch_size`` rows together, the source's row 0 due at ``t0_ns``."""
     if batch_size <= 0 or burst <= 0 or rate <= 0:
         raise ValueError("batch_size, burst and rate must be positive")
-    return _paced_due(t0_ns, row, batch_size * burst, rate)
+    return sc_paced_due(t0_ns, row, batch_size * burst, rate)
 
 
 # status codes the driver branches on
@@ -288,6 +280,7 @@ cdef class Program:
     cdef list sink_schemas
     cdef bytes keep_views   # per input column (hidden first): its strings may stay views
     cdef bint lean          # pushed batches are lean: nothing reads their hidden columns
+    cdef sc_pacer *pacer    # a throttled source's pushes, on a thread of their own (exec/pacer.h)
 
     def __cinit__(self, int nsteps, int max_out=64, tuple dag=None):
         if dag is None:
@@ -315,6 +308,7 @@ cdef class Program:
     cdef _release(self):
         self._cancel_speculators()
         self.speculators = []
+        self._end_pacer()
         if self.p != NULL:
             with nogil:
                 sc_prog_destroy(self.p)
@@ -861,66 +855,45 @@ cdef class Program:
         check_status(rc, "start")
         self.started = True
 
-    def push_many(self, batch, int64_t offset, int64_t n, int64_t seq0, int64_t batch_size,
-                  int64_t timeout_ns=-1, double rate=0.0, uint64_t t0_ns=0,
-                  int64_t burst=1):
-        """Hand rows [offset, offset+n) to the runtime as batches of up to ``batch_size`` rows,
-        in one call without the GIL (each batch is imported by the worker that runs it). Returns (status, rows taken): OK with ``n``, or FULL /
-        CLOSED with fewer when the pipeline stayed full for ``timeout_ns`` or was closed
-        (the rest is not taken). A paced call also returns OK with fewer as soon as the
-        output queue is a quarter full (``sc_prog_take_due``), so that the caller takes the
-        outputs before the sink blocks a worker.
-
-        With ``rate`` > 0 (rows/s) the pushes are paced: the batch starting at row ``seq`` is
-        pushed at ``t0_ns + seq / rate`` (runtime clock, :func:`now_ns`), sleeping in C
-        until then, so a throttled source keeps its rate
-        and each batch enters the pipeline when its rows are due (latency is measured from
-        there). ``burst`` batches go in together, when the first one's rows are due (the
-        batches from row ``k * batch_size * burst`` on: :func:`paced_due_ns`): the rows due in
-        one pacing interval, split so that several workers run them at once, and a row waits
-        for its part, not the whole interval's. A paced call that has fallen behind its
-        schedule pushes the rows already due back to back, in batches of the same size, so
-        every worker catches up at once."""
+    cdef sc_extbuf *_hold(self, batch) except NULL:
+        """The record batch's Arrow array, moved into a hold its runtime batches point into,
+        type-checked against the input schema here, on the caller's thread."""
         schema_capsule, array_capsule = batch.__arrow_c_array__()
         cdef ArrowSchema *sch = <ArrowSchema *>PyCapsule_GetPointer(schema_capsule, "arrow_schema")
         cdef ArrowArray *arr = <ArrowArray *>PyCapsule_GetPointer(array_capsule, "arrow_array")
-        cdef sc_batch *b = NULL
-        cdef int rc = 0
-        cdef int64_t done = 0, m
-        cdef uint64_t due, now
-        cdef timespec ts
-        cdef sc_extbuf *hold = NULL  # the array, moved in: batches point into its buffers
+        cdef sc_extbuf *hold = NULL
         cdef const uint8_t *keep = NULL
-        cdef int slack = -1
-        if batch_size <= 0 or burst <= 0:
-            raise ValueError("batch_size and burst must be positive")
+        cdef int rc
         sc_arrow_reclaim()  # release the arrays earlier batches no longer use (here, with the GIL)
         check_status(sc_arrow_hold_create(&hold, arr), "push")
         hold.shared = self.share_sources
         if self.keep_views is not None:
             keep = <const uint8_t *>self.keep_views
-        rc = sc_arrow_hold_defer(hold, sch, &self.in_schema.s, keep)  # type checks here, on this thread
+        rc = sc_arrow_hold_defer(hold, sch, &self.in_schema.s, keep)
         if rc != SC_OK:
             sc_extbuf_unref(hold)
             check_status(rc, "push")
+        return hold
+
+    def push_many(self, batch, int64_t offset, int64_t n, int64_t seq0, int64_t batch_size,
+                  int64_t timeout_ns=-1):
+        """Hand rows [offset, offset+n) to the runtime as batches of up to ``batch_size`` rows,
+        in one call without the GIL (each batch is imported by the worker that runs it).
+        Returns (status, rows taken): OK with ``n``, or FULL / CLOSED with fewer when the
+        pipeline stayed full for ``timeout_ns`` or was closed (the rest is not taken). A
+        throttled source is pushed by the pacer instead (:meth:`pace`)."""
+        cdef sc_batch *b = NULL
+        cdef int rc = 0
+        cdef int64_t done = 0, m
+        if batch_size <= 0:
+            raise ValueError("batch_size must be positive")
+        cdef sc_extbuf *hold = self._hold(batch)
         with nogil:
-            if rate > 0:  # paced: each sleep ends when the batch is due, not 50 us later
-                slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0)
-                prctl(PR_SET_TIMERSLACK, 1000, 0, 0, 0)
             while done < n:
-                m = batch_size
-                if rate > 0:
-                    due = _paced_due(t0_ns, seq0 + done, batch_size * burst, rate)
-                    now = sc_now_ns()
-                    if now < due:  # sleep, never spin: the workers need the cores
-                        ts.tv_sec = <long>((due - now) // 1000000000)
-                        ts.tv_nsec = <long>((due - now) % 1000000000)
-                        nanosleep(&ts, NULL)
-                if m > n - done:
-                    m = n - done
+                m = batch_size if batch_size < n - done else n - done
                 b = NULL
                 # a batch that names its rows: the worker that runs it imports them (and
-                # allocates its buffers), so this thread only paces and hands out slices
+                # allocates its buffers), so this thread only hands out slices
                 rc = sc_batch_new(&b, &self.in_schema.s, 1)
                 if rc == 0:
                     b.lean = self.lean
@@ -934,14 +907,72 @@ cdef class Program:
                 if rc != SC_OK:
                     break
                 done += m
-                if rate > 0 and sc_prog_take_due(self.p):
-                    break  # outputs pile up: the caller takes them now, not after this call's pacing
             sc_extbuf_unref(hold)
-            if slack > 0:  # the caller's thread gets its own slack back
-                prctl(PR_SET_TIMERSLACK, <unsigned long>slack, 0, 0, 0)
         if rc != SC_OK and rc != SC_EFULL and rc != SC_ECLOSED:
             check_status(rc, "push")
         return rc, done
+
+    def pace(self, double rate, int64_t batch_size, int64_t burst, uint64_t origin_ns,
+             uint64_t catchup_ns):
+        """Start the pacer (exec/pacer.h): from now on a throttled source's rows go in on its
+        own thread, ``burst`` batches of ``batch_size`` rows together when the first one's
+        rows are due (source row ``i`` at ``origin_ns + i / rate``, :func:`paced_due_ns`, on
+        :func:`now_ns`'s clock), so the driver's work never delays a push. Where the schedule
+        falls more than ``catchup_ns`` behind it restarts from now (a token bucket)."""
+        if self.pacer != NULL or self.p == NULL or not self.started:
+            raise ValueError("pace: a started chain program, once")
+        if batch_size <= 0 or burst <= 0 or not rate > 0:
+            raise ValueError("batch_size, burst and rate must be positive")
+        check_status(
+            sc_pacer_create(&self.pacer, self.p, &self.in_schema.s, self.lean, rate, batch_size,
+                            burst, origin_ns, catchup_ns),
+            "pace",
+        )
+
+    def pace_submit(self, batch, int64_t offset, int64_t n, int64_t seq0):
+        """Queue rows [offset, offset+n) of ``batch`` (source rows ``seq0``..) for the pacer:
+        OK, FULL while two jobs wait (wait and submit again), CLOSED once the run stopped."""
+        cdef sc_extbuf *hold = self._hold(batch)
+        cdef int rc = sc_pacer_submit(self.pacer, hold, offset, n, seq0)
+        sc_extbuf_unref(hold)  # the pacer holds its own reference
+        if rc != SC_OK and rc != SC_EFULL and rc != SC_ECLOSED:
+            check_status(rc, "push")
+        return rc
+
+    def pace_wait(self, int64_t timeout_ns):
+        """(status, rows pushed so far, idle): waits up to ``timeout_ns`` without the GIL until
+        a job is done or the outputs are due to be taken (or an error: CLOSED once the run
+        stopped)."""
+        cdef int64_t pushed = 0
+        cdef int idle = 0
+        cdef int rc
+        with nogil:
+            rc = sc_pacer_wait(self.pacer, timeout_ns, &pushed, &idle)
+        sc_arrow_reclaim()
+        if rc != SC_OK and rc != SC_EFULL and rc != SC_ECLOSED:
+            check_status(rc, "push")
+        return rc, pushed, bool(idle)
+
+    def pace_halt(self):
+        """Push nothing more (the jobs are dropped; new ones may be queued): (status, rows
+        pushed so far)."""
+        cdef int64_t pushed = 0
+        cdef int rc
+        with nogil:
+            rc = sc_pacer_halt(self.pacer, &pushed)
+        sc_arrow_reclaim()
+        return rc, pushed
+
+    cdef _end_pacer(self):
+        if self.pacer != NULL:
+            with nogil:
+                sc_pacer_destroy(self.pacer)
+            self.pacer = NULL
+
+    def pace_end(self):
+        """Halt the pacer and join its thread (idempotent)."""
+        self._end_pacer()
+        sc_arrow_reclaim()
 
     cdef int _collect(self, int64_t timeout_ns, int64_t max_rows, sc_batch_list *parts,
                       bint *eos, int *taken) noexcept nogil:

@@ -127,6 +127,10 @@ class _Env:
     def should_stop(self) -> bool:
         return self.run._stop.is_set()
 
+    def paused(self) -> bool:
+        """Whether the run is paused now (without blocking)."""
+        return not self.run._resume.is_set()
+
     def wait_if_paused(self) -> bool:
         """Block while paused; False if the run was stopped meanwhile."""
         r = self.run

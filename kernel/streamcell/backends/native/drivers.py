@@ -8,6 +8,7 @@ from __future__ import annotations
 import gc
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -105,6 +106,9 @@ class Driver:
         self.source_error: Exception | None = None  # what a source raised (see _batches)
         self.taken = 0  # rows taken from the chain's output queue
         self.phases_pushed = 0  # phases pushed into the DAG runtime
+        self._jobs: deque[list[Any]] = deque()  # a paced run's chunks not yet all pushed
+        self._pushed = 0  # rows the pacer pushed, as last counted
+        self._next_seq = 0  # the source row after the last one the pacer pushed
         self._ends()
 
     def _ends(self) -> None:
@@ -195,29 +199,15 @@ class Driver:
     def _feed(self, prog: Any) -> bool:
         from ... import _runtime as R
 
+        if self.source.rate:
+            return self._feed_paced(prog)
         env, sid = self.env, self.source.step_id
         cnt = env.counters[sid]
         bs = self.low.batch_size
         seq = 0
-        rate = self.source.rate
-        bucket = TokenBucket(rate, lambda: R.now_ns() / 1e9) if rate else None
         for item in self._batches(self.source):
             if isinstance(item, BadRow):
-                cnt.rows_in += 1
-                cnt.dead += 1
-                self.side.append(
-                    (
-                        (seq, 0, 0, 0),
-                        "dead",
-                        {
-                            "step": sid,
-                            "position": f"{sid} {item.position}",
-                            "reason": item.reason,
-                            "row": item.raw,
-                        },
-                    )
-                )
-                env.dead_letter(sid, item.reason, item.raw, f"{sid} {item.position}")
+                self._bad_source_row(item, seq)
                 seq += 1
                 continue
             n = item.num_rows
@@ -225,31 +215,10 @@ class Driver:
             while off < n:
                 if env.should_stop() or not env.wait_if_paused():
                     return False
-                if rate:
-                    # paced in C: each batch_size slice is pushed when its rows are due; a
-                    # slower stream pushes what is due every 200 us, cut into one batch per
-                    # worker when large enough (lowering.paced_batches): a batch then takes
-                    # tens of microseconds to run, its rows' latency. Behind schedule, what is
-                    # due goes in back to back in batches of the same size, so every worker
-                    # catches up at once. One call
-                    # covers at most ~20 ms and 32 pushes and returns once the output queue
-                    # is a quarter full, so stop / pause stay prompt and the driver drains
-                    # outputs before the sink blocks a worker, not once per batch. The
-                    # schedule's origin comes from the token bucket: after a pause or a stall
-                    # it restarts from now, a cap, not a quota to catch up on
-                    assert bucket is not None
-                    b, burst = paced_batches(rate, bs, self.options.workers)
-                    m = min(n - off, max(1, int(rate * 0.02)), 32 * b * burst)
-                    bucket.due(seq)
-                    t0 = int(bucket.origin * 1e9)
-                    rc, took = prog.push_many(
-                        item, off, m, seq, b, 2_000_000, rate, t0, burst=burst
-                    )
-                else:
-                    # one call, no GIL: cut into batch_size runtime batches; a full pipeline
-                    # makes it wait up to 2 ms and return what it took (backpressure)
-                    m = min(n - off, PUSH_ROWS)
-                    rc, took = prog.push_many(item, off, m, seq, bs, 2_000_000)
+                # one call, no GIL: cut into batch_size runtime batches; a full pipeline
+                # makes it wait up to 2 ms and return what it took (backpressure)
+                m = min(n - off, PUSH_ROWS)
+                rc, took = prog.push_many(item, off, m, seq, bs, 2_000_000)
                 if took:
                     off += took
                     seq += took
@@ -261,6 +230,111 @@ class Driver:
                     return False
                 self._drain(prog)
         return True
+
+    def _bad_source_row(self, item: BadRow, seq: int) -> None:
+        """A row the source could not read: a dead letter at its place in the source."""
+        sid = self.source.step_id
+        cnt = self.env.counters[sid]
+        cnt.rows_in += 1
+        cnt.dead += 1
+        self.side.append(
+            (
+                (seq, 0, 0, 0),
+                "dead",
+                {
+                    "step": sid,
+                    "position": f"{sid} {item.position}",
+                    "reason": item.reason,
+                    "row": item.raw,
+                },
+            )
+        )
+        self.env.dead_letter(sid, item.reason, item.raw, f"{sid} {item.position}")
+
+    def _feed_paced(self, prog: Any) -> bool:
+        """A throttled source: the pacer (exec/pacer.h) pushes each chunk's rows on a thread
+        of its own when they are due, what is due every 200 us cut into one batch per worker
+        when large enough (lowering.paced_batches), so that a batch takes tens of
+        microseconds to run, its rows' latency. This thread meanwhile takes the outputs,
+        builds the table's frames and watches for stop and pause: none of it delays a push,
+        as it did when pushes and this work took turns on one thread (a frame built between
+        two pushes made the rows due meanwhile go in back to back, each waiting for the ones
+        before). Two chunks wait in the pacer at most: the next is handed over before the
+        current one ends. On pause the pacer is halted (what it pushed counts) and the rest
+        is queued again on resume; the schedule, a token bucket, then restarts from now."""
+        from ... import _runtime as R
+
+        rate = self.source.rate
+        assert rate
+        b, burst = paced_batches(rate, self.low.batch_size, self.options.workers)
+        catchup = TokenBucket(rate, lambda: 0.0).burst_s
+        prog.pace(rate, b, burst, R.now_ns(), int(catchup * 1e9))
+        try:
+            seq = 0
+            for item in self._batches(self.source):
+                if isinstance(item, BadRow):
+                    self._bad_source_row(item, seq)
+                    seq += 1
+                    continue
+                n = item.num_rows
+                if not n:
+                    continue
+                while (rc := prog.pace_submit(item, 0, n, seq)) != R.OK:
+                    if rc == R.CLOSED or not self._pace_step(prog):
+                        return False
+                self._jobs.append([item, 0, n, seq])
+                seq += n
+            while self._jobs:
+                if not self._pace_step(prog):
+                    return False
+            return True
+        finally:
+            _, pushed = prog.pace_halt()  # every row that went in counts, also on a stop
+            self._count_pushed(pushed)
+            prog.pace_end()
+
+    def _pace_step(self, prog: Any) -> bool:
+        """Wait for the pacer's news (a chunk done, outputs due, at most 2 ms), count what it
+        pushed, handle a stop or a pause, take the outputs. False when the run ends here."""
+        from ... import _runtime as R
+
+        rc, pushed, _ = prog.pace_wait(2_000_000)
+        self._count_pushed(pushed)
+        if rc == R.CLOSED or self.env.should_stop():
+            return False
+        if self.env.paused():
+            _, pushed = prog.pace_halt()
+            self._count_pushed(pushed)
+            if not self.env.wait_if_paused():
+                return False
+            for batch, off, n, seq0 in self._jobs:  # at most two: the pacer takes them all
+                rc = prog.pace_submit(batch, off, n, seq0)
+                if rc != R.OK:
+                    return False
+        self._drain(prog)
+        return True
+
+    def _count_pushed(self, pushed: int) -> None:
+        """The pacer pushed ``pushed`` rows in all: count the new ones, and drop the chunks
+        it finished (a chunk it is in the middle of keeps only its rest)."""
+        took, self._pushed = pushed - self._pushed, pushed
+        if not took:
+            return
+        cnt = self.env.counters[self.source.step_id]
+        cnt.rows_in += took
+        cnt.rows_out += took
+        while took and self._jobs:
+            job = self._jobs[0]
+            m = min(took, job[2])
+            job[1] += m
+            job[2] -= m
+            job[3] += m
+            took -= m
+            self._next_seq = job[3]
+            if not job[2]:
+                self._jobs.popleft()
+        self.env.on_source_row(self._next_seq)
+        self.last_position = f"{self.source.step_id} row {self._next_seq - 1}"
 
     def _settle(self, prog: Any) -> None:
         """Drain outputs until every pushed row has gone through the pipeline (or a stop).

@@ -1,0 +1,250 @@
+/* pacer: a throttled source's pushes on a thread of their own (see pacer.h). */
+#define _GNU_SOURCE
+#include "pacer.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+#include "../runtime/atomic_ext.h"
+
+#define PACER_JOBS 2
+/* A push into a full pipeline waits this long at a time, then looks for a halt. */
+#define PUSH_WAIT_NS 2000000
+
+typedef struct {
+    sc_extbuf *hold;
+    int64_t offset, n, seq0, done;
+} pacer_job;
+
+struct sc_pacer {
+    sc_prog *p;
+    sc_schema in;
+    bool lean;
+    double rate;
+    int64_t batch_size, group;
+    uint64_t origin_ns, catchup_ns;
+
+    pthread_t thread;
+    bool started;
+    pthread_mutex_t mu;
+    pthread_cond_t work; /* the pacer thread waits: jobs, a halt, the next due time */
+    pthread_cond_t news; /* the driver waits: sc_pacer_wait, sc_pacer_halt */
+    pacer_job jobs[PACER_JOBS];
+    int head, njobs;
+    int64_t pushed;
+    int err;
+    bool news_flag, quit;
+    int halting; /* atomic: read by a push waiting on a full pipeline, without mu */
+    bool pushing; /* the pacer thread is between taking a batch and accounting for it */
+};
+
+static void timespec_at(struct timespec *ts, uint64_t ns) {
+    ts->tv_sec = (time_t)(ns / 1000000000ull);
+    ts->tv_nsec = (long)(ns % 1000000000ull);
+}
+
+/* Under mu: when the batch at `row` is due, the origin moved forward first where the
+ * schedule fell more than catchup_ns behind (pacing.TokenBucket.due). */
+static uint64_t due_of(sc_pacer *pc, int64_t row, uint64_t now) {
+    uint64_t at = sc_paced_due(pc->origin_ns, row, pc->group, pc->rate);
+    if (now > at + pc->catchup_ns) {
+        uint64_t behind = now - at - pc->catchup_ns;
+        pc->origin_ns += behind;
+        at += behind;
+    }
+    return at;
+}
+
+static void drop_jobs(sc_pacer *pc) {
+    while (pc->njobs) {
+        sc_extbuf_unref(pc->jobs[pc->head].hold);
+        pc->jobs[pc->head].hold = NULL;
+        pc->head = (pc->head + 1) % PACER_JOBS;
+        pc->njobs--;
+    }
+}
+
+static void tell(sc_pacer *pc) {
+    pc->news_flag = true;
+    pthread_cond_broadcast(&pc->news);
+}
+
+/* One batch of m rows of job j, pushed; waits on a full pipeline until a halt. */
+static int push_batch(sc_pacer *pc, sc_extbuf *hold, int64_t offset, int64_t m, int64_t seq) {
+    sc_batch *b = NULL;
+    int rc = sc_batch_new(&b, &pc->in, 1);
+    if (rc != SC_OK) return rc;
+    b->lean = pc->lean;
+    rc = sc_arrow_defer(b, hold, offset, m, seq);
+    while (rc == SC_OK) {
+        rc = sc_prog_push(pc->p, b, PUSH_WAIT_NS);
+        if (rc == SC_OK) return SC_OK;
+        if (rc != SC_EFULL || __atomic_load_n(&pc->halting, __ATOMIC_ACQUIRE)) break;
+        rc = SC_OK;
+    }
+    sc_batch_release(b);
+    return rc;
+}
+
+static void *pacer_main(void *arg) {
+    sc_pacer *pc = arg;
+#ifdef __linux__
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL); /* a sleep ends when the batch is due, not 50 us later */
+#endif
+    pthread_mutex_lock(&pc->mu);
+    for (;;) {
+        if (pc->quit) break;
+        if (__atomic_load_n(&pc->halting, __ATOMIC_ACQUIRE)) {
+            drop_jobs(pc);
+            __atomic_store_n(&pc->halting, 0, __ATOMIC_RELEASE);
+            tell(pc);
+            continue;
+        }
+        if (!pc->njobs || pc->err) {
+            pthread_cond_wait(&pc->work, &pc->mu);
+            continue;
+        }
+        pacer_job *j = &pc->jobs[pc->head];
+        int64_t row = j->seq0 + j->done;
+        uint64_t now = sc_now_ns(), due = due_of(pc, row, now);
+        if (now < due) { /* sleep until due; a submit, halt or quit wakes it early */
+            struct timespec ts;
+            timespec_at(&ts, due);
+            pthread_cond_timedwait(&pc->work, &pc->mu, &ts);
+            continue;
+        }
+        int64_t m = j->n - j->done < pc->batch_size ? j->n - j->done : pc->batch_size;
+        sc_extbuf *hold = j->hold;
+        int64_t offset = j->offset + j->done;
+        pc->pushing = true;
+        pthread_mutex_unlock(&pc->mu);
+        int rc = push_batch(pc, hold, offset, m, row);
+        bool due_out = rc == SC_OK && sc_prog_take_due(pc->p);
+        pthread_mutex_lock(&pc->mu);
+        pc->pushing = false;
+        if (rc == SC_OK) { /* the job is still the head: only this thread pops, a halt waits for !pushing */
+            j->done += m;
+            pc->pushed += m;
+            if (j->done == j->n) {
+                sc_extbuf_unref(j->hold);
+                j->hold = NULL;
+                pc->head = (pc->head + 1) % PACER_JOBS;
+                pc->njobs--;
+                tell(pc);
+            } else if (due_out) {
+                tell(pc);
+            }
+        } else if (!(rc == SC_EFULL && __atomic_load_n(&pc->halting, __ATOMIC_ACQUIRE))) {
+            pc->err = rc; /* closed (a stop) or failed: nothing more goes in */
+            drop_jobs(pc);
+            tell(pc);
+        }
+    }
+    drop_jobs(pc);
+    pthread_mutex_unlock(&pc->mu);
+    return NULL;
+}
+
+int sc_pacer_create(sc_pacer **out, sc_prog *p, const sc_schema *in, bool lean, double rate,
+                    int64_t batch_size, int64_t burst, uint64_t origin_ns, uint64_t catchup_ns) {
+    *out = NULL;
+    if (!p || !(rate > 0) || batch_size <= 0 || burst <= 0) return SC_EINVAL;
+    sc_pacer *pc = calloc(1, sizeof *pc);
+    if (!pc) return SC_ENOMEM;
+    int rc = sc_schema_copy(&pc->in, in);
+    if (rc) {
+        free(pc);
+        return rc;
+    }
+    pc->p = p;
+    pc->lean = lean;
+    pc->rate = rate;
+    pc->batch_size = batch_size;
+    pc->group = batch_size * burst;
+    pc->origin_ns = origin_ns;
+    pc->catchup_ns = catchup_ns;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* sc_now_ns's clock */
+    pthread_mutex_init(&pc->mu, NULL);
+    pthread_cond_init(&pc->work, &ca);
+    pthread_cond_init(&pc->news, &ca);
+    pthread_condattr_destroy(&ca);
+    if (pthread_create(&pc->thread, NULL, pacer_main, pc) != 0) {
+        sc_pacer_destroy(pc);
+        return SC_ENOMEM;
+    }
+    pc->started = true;
+    *out = pc;
+    return SC_OK;
+}
+
+int sc_pacer_submit(sc_pacer *pc, sc_extbuf *hold, int64_t offset, int64_t n, int64_t seq0) {
+    if (!hold || n <= 0 || offset < 0) return SC_EINVAL;
+    pthread_mutex_lock(&pc->mu);
+    int rc = pc->err ? pc->err : pc->njobs == PACER_JOBS ? SC_EFULL : SC_OK;
+    if (rc == SC_OK) {
+        sc_extbuf_ref(hold);
+        pc->jobs[(pc->head + pc->njobs) % PACER_JOBS] = (pacer_job){ hold, offset, n, seq0, 0 };
+        pc->njobs++;
+        pthread_cond_signal(&pc->work);
+    }
+    pthread_mutex_unlock(&pc->mu);
+    return rc;
+}
+
+int sc_pacer_wait(sc_pacer *pc, int64_t timeout_ns, int64_t *pushed, int *idle) {
+    pthread_mutex_lock(&pc->mu);
+    if (!pc->news_flag && !pc->err && timeout_ns > 0) {
+        struct timespec ts;
+        timespec_at(&ts, sc_now_ns() + (uint64_t)timeout_ns);
+        while (!pc->news_flag && !pc->err) {
+            if (pthread_cond_timedwait(&pc->news, &pc->mu, &ts) == ETIMEDOUT) break;
+        }
+    }
+    pc->news_flag = false;
+    *pushed = pc->pushed;
+    *idle = pc->njobs == 0;
+    int rc = pc->err;
+    pthread_mutex_unlock(&pc->mu);
+    return rc;
+}
+
+int sc_pacer_halt(sc_pacer *pc, int64_t *pushed) {
+    pthread_mutex_lock(&pc->mu);
+    if (pc->njobs || pc->pushing) {
+        __atomic_store_n(&pc->halting, 1, __ATOMIC_RELEASE);
+        pthread_cond_signal(&pc->work);
+        while (__atomic_load_n(&pc->halting, __ATOMIC_ACQUIRE) || pc->pushing)
+            pthread_cond_wait(&pc->news, &pc->mu);
+    }
+    pc->news_flag = false;
+    *pushed = pc->pushed;
+    int rc = pc->err;
+    pthread_mutex_unlock(&pc->mu);
+    return rc;
+}
+
+void sc_pacer_destroy(sc_pacer *pc) {
+    if (!pc) return;
+    if (pc->started) {
+        pthread_mutex_lock(&pc->mu);
+        pc->quit = true;
+        __atomic_store_n(&pc->halting, 1, __ATOMIC_RELEASE); /* a push on a full pipeline gives up */
+        pthread_cond_signal(&pc->work);
+        pthread_mutex_unlock(&pc->mu);
+        pthread_join(pc->thread, NULL);
+    }
+    drop_jobs(pc);
+    pthread_cond_destroy(&pc->work);
+    pthread_cond_destroy(&pc->news);
+    pthread_mutex_destroy(&pc->mu);
+    sc_schema_free(&pc->in);
+    free(pc);
+}

@@ -1,0 +1,60 @@
+/* pacer: the thread that pushes a throttled source's rows into a program when they are due.
+ *
+ * A source throttled to `rate` rows/s has row i due at origin + i / rate. The rows go in as
+ * batches of `batch_size` rows, `burst` batches together when the first one's rows are due
+ * (the rows due in one pacing interval, cut so that several workers run them at once), and a
+ * batch's latency is measured from its push. The driver thread that took outputs, built the
+ * table's frames and ran Python between pushes delayed them by up to a millisecond: the rows
+ * due meanwhile then went in back to back and queued behind each other. The pacer pushes on
+ * its own thread, without the interpreter, while the driver takes outputs; it sleeps until
+ * the next batch is due (never spins: the workers need the cores) and wakes the driver when
+ * outputs are due (sc_prog_take_due) or a job is done.
+ *
+ * The schedule is a token bucket (streamcell.backends.pacing): where it fell more than
+ * catchup_ns behind the clock (a stall, a pause), the origin moves forward so that no row is
+ * due more than catchup_ns in the past; the source goes on at `rate`, it does not catch up.
+ *
+ * Jobs: rows [offset, offset + n) of an imported array (sc_arrow_hold_create /
+ * sc_arrow_hold_defer), source rows seq0.. ; each batch only names its rows and the worker
+ * that runs it imports them (sc_arrow_defer). At most two jobs wait (the one being pushed and
+ * the next), so the driver hands the next chunk of the source over before this one ends.
+ *
+ * Threads: one driver thread calls everything here; the pacer thread is the program's only
+ * feeder while it has jobs (sc_prog_push), so the driver pushes nothing itself then and calls
+ * sc_prog_finish only once the pacer is idle.
+ */
+#ifndef SC_EXEC_PACER_H
+#define SC_EXEC_PACER_H
+
+#include <stdbool.h>
+
+#include "arrow_bridge.h"
+#include "program.h"
+
+typedef struct sc_pacer sc_pacer;
+
+/* Start the pacer thread for program p (started), its input schema `in` (copied) and batches
+ * marked `lean` (exec.h). origin_ns is when row 0 is due (sc_now_ns's clock). */
+int sc_pacer_create(sc_pacer **out, sc_prog *p, const sc_schema *in, bool lean, double rate,
+                    int64_t batch_size, int64_t burst, uint64_t origin_ns, uint64_t catchup_ns);
+/* Queue a job; the pacer takes its own reference to `hold`. SC_EFULL when two jobs wait;
+ * the run's error (or SC_ECLOSED) once a push failed. */
+int sc_pacer_submit(sc_pacer *pc, sc_extbuf *hold, int64_t offset, int64_t n, int64_t seq0);
+/* Wait up to timeout_ns for news: a job done, outputs due, an error, a halt. *pushed gets
+ * the rows pushed so far (all jobs), *idle whether no job waits. Returns the first push error
+ * (SC_ECLOSED when the run stopped), else SC_OK. */
+int sc_pacer_wait(sc_pacer *pc, int64_t timeout_ns, int64_t *pushed, int *idle);
+/* Push nothing more: the batch being pushed goes in or not, the jobs are dropped; returns once
+ * the pacer thread has let go of them. *pushed as above (the rows of the source that went in
+ * are exactly seq0 of the first job ever queued .. + *pushed). Jobs may be queued again. */
+int sc_pacer_halt(sc_pacer *pc, int64_t *pushed);
+/* Halt and join the thread. */
+void sc_pacer_destroy(sc_pacer *pc);
+
+/* When the batch starting at source row `row` goes in: when the first row of its group of
+ * `group` rows is due (groups count from row 0). */
+static inline uint64_t sc_paced_due(uint64_t origin_ns, int64_t row, int64_t group, double rate) {
+    return origin_ns + (uint64_t)((double)(row - row % group) * 1e9 / rate);
+}
+
+#endif

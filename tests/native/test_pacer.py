@@ -1,0 +1,88 @@
+"""A throttled source's rows go in on the pacer's thread (exec/pacer.h; the driver's
+``_feed_paced``) while the driver takes the outputs. Here: a pause in the middle of a chunk
+loses and repeats nothing, a stop counts exactly the rows that went in, bad rows between
+chunks stay dead letters at their place, and a run ends with no pacer left. Timing is never
+asserted: rates are chosen so that a pause or stop falls inside the run."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import polars as pl
+from polars.testing import assert_frame_equal
+
+import streamcell as sc
+from streamcell import col
+from streamcell.options import RunOptions
+from tests.helpers import check_against_reference
+
+NATIVE = RunOptions(engine="native", workers=2, display=False)
+
+
+def _until(cond, timeout: float = 30.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.005)
+    return cond()
+
+
+def _frame(n: int) -> pl.DataFrame:
+    return pl.DataFrame({"i": range(n), "x": [float(i % 97) for i in range(n)]})
+
+
+def test_a_pause_in_the_middle_of_a_chunk_loses_and_repeats_nothing() -> None:
+    # 300,000 rows at 400,000 rows/s: chunks of 64K rows and more, each pushed over a
+    # sixth of a second or longer, so the pause halts the pacer inside one
+    df = _frame(300_000)
+    plan = sc.source(df, rate=400_000).with_columns(y=col("x") * 2.0).plan("pacer_pause")
+    run = sc.start(plan, options=NATIVE)
+    assert _until(lambda: run.progress()["rows_in"] >= 50_000)
+    run.pause()
+    assert _until(lambda: run.status == "paused")
+    n = run.progress()["rows_in"]
+    time.sleep(0.2)
+    assert run.progress()["rows_in"] == n < 300_000  # nothing goes in while paused
+    run.resume()
+    run.wait(60)
+    assert run.status == "finished"
+    assert run.progress()["rows_in"] == 300_000
+    assert_frame_equal(run.table(), df.with_columns(y=pl.col("x") * 2.0))
+
+
+def test_a_stop_counts_exactly_the_rows_that_went_in() -> None:
+    df = _frame(2_000_000)
+    plan = sc.source(df, rate=1_000_000).filter(col("x") > 10.0).plan("pacer_stop")
+    run = sc.start(plan, options=NATIVE)
+    assert _until(lambda: run.progress()["rows_in"] >= 100_000)
+    run.stop()
+    assert run.status == "stopped"
+    got = run.progress()["rows_in"]
+    pushed = run.native_metrics["ops"][0]["rows_in"]  # what the runtime received
+    assert 100_000 <= got == pushed < 2_000_000
+
+
+def test_bad_rows_between_chunks_stay_at_their_place(tmp_path: Path) -> None:
+    lines = ["i,x"]
+    for i in range(12_000):
+        lines.append(f"{i},{i % 13}.5" if i % 2_500 != 7 else f"{i},not a number")
+    path = tmp_path / "paced.csv"
+    path.write_text("\n".join(lines) + "\n")
+    plan = (
+        sc.source(sc.csv(str(path), schema={"i": "int", "x": "float"}), rate=3_000_000)
+        .filter(col("x") > 2.0)
+        .with_columns(z=col("x") + col("i"))
+        .plan("pacer_bad")
+    )
+    got = check_against_reference(plan, NATIVE)
+    assert got["dead"].height == 5
+
+
+def test_runs_one_after_another_each_with_its_own_pacer() -> None:
+    df = _frame(40_000)
+    for k in range(3):
+        plan = sc.source(df, rate=20_000_000).filter(col("i") % 3 == k).plan(f"pacer_seq{k}")
+        got = sc.start(plan, options=NATIVE).wait(60).table()
+        assert got["i"].to_list() == list(range(k, 40_000, 3))
