@@ -112,14 +112,16 @@ static void *pacer_main(void *arg) {
         }
         pacer_job *j = &pc->jobs[pc->head];
         int64_t row = j->seq0 + j->done;
-        uint64_t now = sc_now_ns(), due = due_of(pc, row, now);
+        int64_t m = j->n - j->done < pc->batch_size ? j->n - j->done : pc->batch_size;
+        /* due with its last row: a job need not start on a batch boundary (the source's
+         * chunks have any size), and a batch that crosses into the next group waits for it */
+        uint64_t now = sc_now_ns(), due = due_of(pc, row + m - 1, now);
         if (now < due) { /* sleep until due; a submit, halt or quit wakes it early */
             struct timespec ts;
             timespec_at(&ts, due);
             pthread_cond_timedwait(&pc->work, &pc->mu, &ts);
             continue;
         }
-        int64_t m = j->n - j->done < pc->batch_size ? j->n - j->done : pc->batch_size;
         sc_extbuf *hold = j->hold;
         int64_t offset = j->offset + j->done;
         pc->pushing = true;

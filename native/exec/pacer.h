@@ -2,6 +2,8 @@
  *
  * A source throttled to `rate` rows/s has row i due at origin + i / rate. The rows go in as
  * batches of `batch_size` rows, `burst` batches together when the first one's rows are due
+ * (groups of batch_size * burst rows from row 0; a batch that crosses into the next group, as
+ * a chunk that does not start on a batch boundary cuts them, waits for that group: never early)
  * (the rows due in one pacing interval, cut so that several workers run them at once), and a
  * batch's latency is measured from its push. The driver thread that took outputs, built the
  * table's frames and ran Python between pushes delayed them by up to a millisecond: the rows
