@@ -95,6 +95,7 @@ static int push_batch(sc_pacer *pc, sc_extbuf *hold, int64_t offset, int64_t m, 
 static void *pacer_main(void *arg) {
     sc_pacer *pc = arg;
 #ifdef __linux__
+    prctl(PR_SET_NAME, (unsigned long)"sc-pacer", 0UL, 0UL, 0UL); /* as top, perf and py-spy show it */
     prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL); /* a sleep ends when the batch is due, not 50 us later */
 #endif
     pthread_mutex_lock(&pc->mu);
