@@ -51,7 +51,8 @@ from exec.program cimport (
     sc_prog_take,
 )
 from exec.pacer cimport (
-    sc_paced_due, sc_pacer, sc_pacer_create, sc_pacer_destroy, sc_pacer_halt, sc_pacer_submit, sc_pacer_wait,
+    sc_paced_due, sc_pacer, sc_pacer_create, sc_pacer_destroy, sc_pacer_halt, sc_pacer_pushed, sc_pacer_submit,
+    sc_pacer_wait,
 )
 from exec.dag cimport (
     sc_dag, sc_dag_add_op, sc_dag_counters, sc_dag_create, sc_dag_destroy, sc_dag_edge,
@@ -952,6 +953,12 @@ cdef class Program:
         if rc != SC_OK and rc != SC_EFULL and rc != SC_ECLOSED:
             check_status(rc, "push")
         return rc, pushed, bool(idle)
+
+    def pace_pushed(self):
+        """The rows the pacer pushed so far (a snapshot, for counters read after metrics)."""
+        if self.pacer == NULL:
+            raise ValueError("pace_pushed: no pacer")
+        return sc_pacer_pushed(self.pacer)
 
     def pace_halt(self):
         """Push nothing more (the jobs are dropped; new ones may be queued): (status, rows

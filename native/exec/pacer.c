@@ -219,6 +219,13 @@ int sc_pacer_wait(sc_pacer *pc, int64_t timeout_ns, int64_t *pushed, int *idle) 
     return rc;
 }
 
+int64_t sc_pacer_pushed(sc_pacer *pc) {
+    pthread_mutex_lock(&pc->mu);
+    int64_t n = pc->pushed;
+    pthread_mutex_unlock(&pc->mu);
+    return n;
+}
+
 int sc_pacer_halt(sc_pacer *pc, int64_t *pushed) {
     pthread_mutex_lock(&pc->mu);
     if (pc->njobs || pc->pushing) {

@@ -229,6 +229,8 @@ static void all_rows_in_order(int64_t coalesce, bool lean, int64_t batch_size, i
             CHECK(k == 2); /* two jobs always fit */
             CHECK_RC(sc_pacer_wait(pc, 2 * MS, &pushed, &idle));
             CHECK(pushed >= 0 && pushed <= seq);
+            int64_t now_pushed = sc_pacer_pushed(pc); /* a later look: never fewer */
+            CHECK(now_pushed >= pushed && now_pushed <= seq);
             take_all(p, &o, 0);
             CHECK(sc_now_ns() < deadline);
         }
@@ -240,7 +242,7 @@ static void all_rows_in_order(int64_t coalesce, bool lean, int64_t batch_size, i
     pushed = wait_idle(pc, p, &o);
     CHECK(pushed == total);
     CHECK_RC(sc_pacer_wait(pc, 0, &pushed, &idle)); /* nothing more: returns at once */
-    CHECK(pushed == total && idle);
+    CHECK(pushed == total && idle && sc_pacer_pushed(pc) == total);
     CHECK_RC(sc_pacer_halt(pc, &pushed)); /* idle: nothing to halt */
     CHECK(pushed == total);
     finish(p, &o);

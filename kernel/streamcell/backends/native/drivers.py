@@ -109,6 +109,7 @@ class Driver:
         self._jobs: deque[list[Any]] = deque()  # a paced run's chunks not yet all pushed
         self._pushed = 0  # rows the pacer pushed, as last counted
         self._next_seq = 0  # the source row after the last one the pacer pushed
+        self._pacing = False  # a pacer pushes this run's rows now (_feed_paced)
         self._ends()
 
     def _ends(self) -> None:
@@ -269,6 +270,7 @@ class Driver:
         b, burst = paced_batches(rate, self.low.batch_size, self.options.workers)
         catchup = TokenBucket(rate, lambda: 0.0).burst_s
         prog.pace(rate, b, burst, R.now_ns(), int(catchup * 1e9))
+        self._pacing = True
         try:
             seq = 0
             for item in self._batches(self.source):
@@ -291,6 +293,7 @@ class Driver:
         finally:
             _, pushed = prog.pace_halt()  # every row that went in counts, also on a stop
             self._count_pushed(pushed)
+            self._pacing = False
             prog.pace_end()
 
     def _pace_step(self, prog: Any) -> bool:
@@ -403,6 +406,8 @@ class Driver:
     def _metrics(self, prog: Any) -> dict[str, Any]:
         """The program's metrics plus the multi-entity and speculate stages' own counters."""
         metrics: dict[str, Any] = prog.metrics()
+        if self._pacing:  # the pacer pushes meanwhile: its count, read after the operators'
+            self._count_pushed(prog.pace_pushed())  # (no operator has more than it)
         # the run's own numbers at the same instant (after _sync_counters), so a display shows
         # the headline and the operator table from one frame
         run = self.env.run
