@@ -933,6 +933,8 @@ cdef class Program:
     def pace_submit(self, batch, int64_t offset, int64_t n, int64_t seq0):
         """Queue rows [offset, offset+n) of ``batch`` (source rows ``seq0``..) for the pacer:
         OK, FULL while two jobs wait (wait and submit again), CLOSED once the run stopped."""
+        if self.pacer == NULL:
+            raise ValueError("pace_submit: no pacer")
         cdef sc_extbuf *hold = self._hold(batch)
         cdef int rc = sc_pacer_submit(self.pacer, hold, offset, n, seq0)
         sc_extbuf_unref(hold)  # the pacer holds its own reference
@@ -947,6 +949,8 @@ cdef class Program:
         cdef int64_t pushed = 0
         cdef int idle = 0
         cdef int rc
+        if self.pacer == NULL:
+            raise ValueError("pace_wait: no pacer")
         with nogil:
             rc = sc_pacer_wait(self.pacer, timeout_ns, &pushed, &idle)
         sc_arrow_reclaim()
@@ -965,6 +969,8 @@ cdef class Program:
         pushed so far)."""
         cdef int64_t pushed = 0
         cdef int rc
+        if self.pacer == NULL:
+            raise ValueError("pace_halt: no pacer")
         with nogil:
             rc = sc_pacer_halt(self.pacer, &pushed)
         sc_arrow_reclaim()

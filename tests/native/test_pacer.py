@@ -86,3 +86,30 @@ def test_runs_one_after_another_each_with_its_own_pacer() -> None:
         plan = sc.source(df, rate=20_000_000).filter(col("i") % 3 == k).plan(f"pacer_seq{k}")
         got = sc.start(plan, options=NATIVE).wait(60).table()
         assert got["i"].to_list() == list(range(k, 40_000, 3))
+
+
+def _slow_rows(n: int, every: int, pause_s: float):
+    """``n`` rows, ``pause_s`` of waiting every ``every`` rows: a source slower than its rate."""
+    for i in range(n):
+        if i and i % every == 0:
+            time.sleep(pause_s)
+        yield {"i": i, "x": float(i % 97)}
+
+
+def test_a_source_slower_than_its_rate_still_shows_progress_and_pauses() -> None:
+    # 40,000 rows read at about 40,000 rows/s, capped at 1M rows/s: the pacer never fills,
+    # and the driver still counts, takes outputs and honours a pause between chunks
+    plan = sc.source(_slow_rows(40_000, 4_096, 0.1), rate=1_000_000).plan("pacer_slow")
+    run = sc.start(plan, options=NATIVE)
+    assert _until(lambda: 0 < run.progress()["rows_in"] < 40_000)
+    assert _until(lambda: run.table().height > 0 or run.done())
+    run.pause()
+    assert _until(lambda: run.status == "paused" or run.done())
+    if run.status == "paused":
+        n = run.progress()["rows_in"]
+        time.sleep(0.3)
+        assert run.progress()["rows_in"] == n
+        run.resume()
+    run.wait(60)
+    assert run.status == "finished"
+    assert run.table()["i"].to_list() == list(range(40_000))

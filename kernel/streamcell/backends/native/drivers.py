@@ -274,6 +274,10 @@ class Driver:
         try:
             seq = 0
             for item in self._batches(self.source):
+                # a source slower than its rate never fills the pacer: stop, pause, progress
+                # and outputs are looked at for every chunk it reads, not only when it waits
+                if not self._pace_step(prog, 0):
+                    return False
                 if isinstance(item, BadRow):
                     self._bad_source_row(item, seq)
                     seq += 1
@@ -296,18 +300,20 @@ class Driver:
             self._pacing = False
             prog.pace_end()
 
-    def _pace_step(self, prog: Any) -> bool:
-        """Wait for the pacer's news (a chunk done, outputs due, at most 2 ms), count what it
-        pushed, handle a stop or a pause, take the outputs. False when the run ends here."""
+    def _pace_step(self, prog: Any, timeout_ns: int = 10_000_000) -> bool:
+        """Wait for the pacer's news (a chunk done, outputs due; at most ``timeout_ns``),
+        count what it pushed, handle a stop or a pause, take the outputs. False when the run
+        ends here."""
         from ... import _runtime as R
 
-        rc, pushed, _ = prog.pace_wait(2_000_000)
+        rc, pushed, _ = prog.pace_wait(timeout_ns)
         self._count_pushed(pushed)
         if rc == R.CLOSED or self.env.should_stop():
             return False
         if self.env.paused():
             _, pushed = prog.pace_halt()
             self._count_pushed(pushed)
+            self._drain(prog)  # the table shows every row that went in, through the pause
             if not self.env.wait_if_paused():
                 return False
             for batch, off, n, seq0 in self._jobs:  # at most two: the pacer takes them all
