@@ -22,6 +22,7 @@ from .files import local_path, shown
 from .options import RunOptions
 from .sketching import KeyedSketch, SketchSlot, SketchValue, live
 from .stores import (
+    Deferred,
     ParquetWriter,
     Progress,
     RowLog,
@@ -71,15 +72,24 @@ class _FrameGate(_SinkGate):
         super().__init__(stop, store.write)
         self._store = store
 
+    @property
+    def takes_deferred(self) -> bool:
+        """Whether the store builds :class:`~streamcell.stores.Deferred` chunks itself when
+        read (a table); other stores get frames."""
+        return bool(getattr(self._store, "takes_deferred", False))
+
     def write_frame(
-        self, df: pl.DataFrame, stands_for: int | None = None, replace: bool = False
+        self, df: pl.DataFrame | Deferred, stands_for: int | None = None, replace: bool = False
     ) -> None:
-        """Write a frame; ``stands_for``: the rows it accounts for when that is not its height
-        (the changed keys a publishing aggregate sends in place of its changelog rows);
-        ``replace``: the frame is the whole table (an upsert table's rows, one per key)."""
+        """Write a frame (or deferred rows, where :attr:`takes_deferred`); ``stands_for``:
+        the rows it accounts for when that is not its height (the changed keys a publishing
+        aggregate sends in place of its changelog rows); ``replace``: the frame is the whole
+        table (an upsert table's rows, one per key)."""
         if self._stop.is_set():
             self.dropped = True
             return
+        if not isinstance(df, pl.DataFrame) and (replace or not self.takes_deferred):
+            df = df.frame()
         if replace:
             self._store.replace_frame(df)
         else:

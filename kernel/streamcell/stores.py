@@ -11,7 +11,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import polars as pl
 import pyarrow as pa
@@ -27,12 +27,31 @@ def _pl_frame(rows: list[dict[str, Any]], schema: Schema) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=polars_schema(schema), orient="row")
 
 
+class Deferred(Protocol):
+    """Rows an engine keeps until they are read (the native runtime's output batches, held
+    in C): their count now, their frame when a reader asks (:class:`TableStore`)."""
+
+    height: int
+
+    def frame(self) -> pl.DataFrame:
+        """The rows as a frame (built once; later calls return the same frame)."""
+        ...
+
+    def join(self, later: Deferred) -> bool:
+        """Take ``later``'s rows after this one's, if both are still unbuilt and alike."""
+        ...
+
+
 class TableStore:
     """A live table: append-only, or upsert by key (a row replaces the row with its key,
     keeping the key's first position).
 
     Written either row by row (``write``: the reference backend) or in columnar chunks
-    (``write_frame``: the native backend), not both in one run."""
+    (``write_frame``: the native backend), not both in one run. Chunks may come
+    :class:`Deferred`: the table then builds their frame when it is read, on the reader's
+    thread, so a run's driver spends no time on frames nobody has asked for yet."""
+
+    takes_deferred = True
 
     def __init__(self, name: str, schema: Schema, key: tuple[str, ...] | None):
         self.name = name
@@ -41,7 +60,7 @@ class TableStore:
         self._lock = threading.Lock()
         self._rows: list[dict[str, Any]] = []
         self._by_key: dict[tuple[Any, ...], dict[str, Any]] = {}
-        self._frames: list[pl.DataFrame] = []
+        self._frames: list[pl.DataFrame | Deferred] = []
         self._frame_rows = 0
         self._compacted_rows = 0
         self._is_compact = False  # _frames is one frame, already compacted
@@ -53,10 +72,17 @@ class TableStore:
         with self._lock:
             self._remote = remote
 
-    def write_frame(self, df: pl.DataFrame) -> None:
+    def write_frame(self, df: pl.DataFrame | Deferred) -> None:
         with self._lock:
             self._is_compact = False
-            self._frames.append(df)
+            last = self._frames[-1] if self._frames else None
+            if (
+                isinstance(df, pl.DataFrame)
+                or last is None
+                or isinstance(last, pl.DataFrame)
+                or not last.join(df)
+            ):
+                self._frames.append(df)
             self._frame_rows += df.height
             # an upsert table keeps at most ~5x its compacted rows + 256K rows of changelog:
             # bounded memory, and each row is folded in about 1.25 times on average
@@ -78,7 +104,13 @@ class TableStore:
         the key's first position."""
         if not self._frames or self._is_compact:
             return
-        df = pl.concat(self._frames, how="vertical") if len(self._frames) > 1 else self._frames[0]
+        # deferred chunks are built one by one, each replacing itself in the list: a read
+        # that is interrupted leaves the table whole
+        for k, f in enumerate(self._frames):
+            if not isinstance(f, pl.DataFrame):
+                self._frames[k] = f.frame()
+        frames: list[pl.DataFrame] = self._frames  # type: ignore[assignment]
+        df = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
         if self.key is not None and len(self._frames) > 0:
             cols, key = df.columns, list(self.key)
             df = _uninterrupted(
@@ -111,6 +143,8 @@ class TableStore:
             return int(self._remote.height)
         if self._frames:
             with self._lock:
+                if self.key is None:  # append-only: no need to build deferred chunks
+                    return self._frame_rows
                 self._compact()
                 return self._frames[0].height
         return len(self._rows) if self.key is None else len(self._by_key)
@@ -124,6 +158,7 @@ class TableStore:
             if self._frames:
                 self._compact()
                 df = self._frames[0]
+                assert isinstance(df, pl.DataFrame)  # compacted
                 return df if limit is None else df.head(limit)
             rows = list(self._rows) if self.key is None else list(self._by_key.values())
         if limit is not None:

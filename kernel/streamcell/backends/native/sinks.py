@@ -4,6 +4,7 @@ nowhere.
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -19,6 +20,60 @@ from .lowering import OUT_ROWS
 # rows the sink gathers before it builds one frame: each frame costs ~0.2 ms of Polars' Python-side
 # construction, so a bulk run builds few; a slow stream still flushes every 20 ms
 SINK_ROWS = 4 * OUT_ROWS
+
+
+class DeferredBatches:
+    """Output batches kept in C (an ``OutBatches``) that a table builds into a frame when it
+    is read (:class:`streamcell.stores.Deferred`): while nobody reads the table, the driver
+    only counts them, and batches that come one after another join into one Arrow C stream,
+    which Polars imports in one call. Building moves them out of C into the frame; it runs
+    once, on a thread of its own when the reader is the main thread, so an interrupt there
+    (the user's) stops the wait, not the build: the next read finds the frame."""
+
+    __slots__ = ("batches", "schema", "height", "_lock", "_done", "_df", "_error")
+
+    def __init__(self, batches: Any, schema: Schema):
+        self.batches: Any = batches
+        self.schema = schema
+        self.height = int(batches.num_rows)
+        self._lock = threading.Lock()
+        self._done: threading.Event | None = None
+        self._df: pl.DataFrame | None = None
+        self._error: BaseException | None = None
+
+    def join(self, later: Any) -> bool:
+        if not isinstance(later, DeferredBatches) or later.schema is not self.schema:
+            return False
+        with self._lock:
+            if self._done is not None:  # built, or being built
+                return False
+            self.batches.absorb(later.batches)
+            self.height += later.height
+            return True
+
+    def frame(self) -> pl.DataFrame:
+        with self._lock:
+            done = self._done
+            if done is None:
+                done = self._done = threading.Event()
+                if threading.current_thread() is threading.main_thread():
+                    threading.Thread(target=self._build, name="sc-table-read", daemon=True).start()
+                else:
+                    self._build()
+        done.wait()
+        if self._df is None:
+            raise self._error or RuntimeError("deferred batches were not built")
+        return self._df
+
+    def _build(self) -> None:
+        try:
+            self._df = stream_frame(self.batches, self.schema)
+        except BaseException as e:  # handed to every reader
+            self._error = e
+        finally:
+            self.batches = None
+            assert self._done is not None
+            self._done.set()
 
 
 class _SinkOut:
@@ -92,6 +147,11 @@ class _SinkOut:
         if self.sink.target == "none":  # rows are dropped: count them, build nothing
             cnt.rows_in += n
             return
+        store = self.frame_writer
+        if direct is not None and store is not None and getattr(store, "takes_deferred", False):
+            cnt.rows_in += n  # a table: it builds the frame when read
+            store.write_frame(DeferredBatches(direct, self.schema))
+            return
         df = (
             stream_frame(direct, self.schema)
             if direct is not None
@@ -106,7 +166,6 @@ class _SinkOut:
             stands_for, self.covered = cnt.rows_in - self.covered, cnt.rows_in
         else:
             cnt.rows_in += df.height
-        store = self.frame_writer
         if store is not None and hasattr(store, "write_frame"):
             store.write_frame(df, stands_for=stands_for)  # the run's _FrameGate
             return

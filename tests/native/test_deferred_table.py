@@ -1,0 +1,135 @@
+"""A native run's table keeps its output batches in C until it is read
+(``sinks.DeferredBatches``): the driver builds no frame while the run goes, consecutive
+chunks join into one Arrow C stream, the reader builds the frame, and a read interrupted on
+the main thread (the user's interrupt) leaves the table whole."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+import streamcell as sc
+from streamcell import col
+from streamcell.backends.native import sinks
+from streamcell.options import RunOptions
+from streamcell.stores import TableStore
+
+NATIVE = RunOptions(engine="native", workers=2, display=False)
+
+
+def _frame(n: int) -> pl.DataFrame:
+    return pl.DataFrame(
+        {"i": range(n), "x": [float(i % 97) for i in range(n)], "s": ["ab", "c"] * (n // 2)}
+    )
+
+
+def _plan(df: pl.DataFrame, name: str):
+    return sc.source(df).filter(col("x") > 10.0).with_columns(y=col("x") * 2.0 + 1.0).plan(name)
+
+
+def _expected(df: pl.DataFrame) -> pl.DataFrame:
+    return df.filter(pl.col("x") > 10.0).with_columns(y=pl.col("x") * 2.0 + 1.0)
+
+
+def _store(run: sc.Run) -> TableStore:
+    (store,) = run._tables.values()
+    return store
+
+
+def test_a_finished_runs_table_holds_one_unbuilt_chunk_until_it_is_read() -> None:
+    df = _frame(600_000)  # several sink flushes (256K rows each), one deferred chunk
+    run = sc.start(_plan(df, "deferred_one"), options=NATIVE)
+    run.wait()
+    store = _store(run)
+    assert len(store._frames) == 1
+    pending = store._frames[0]
+    assert isinstance(pending, sinks.DeferredBatches)
+    want = _expected(df)
+    # counts come from the batches, not from a frame
+    assert len(store) == want.height
+    assert run.sink_rows() == want.height
+    assert store._frames[0] is pending  # len() built nothing
+    assert_frame_equal(run.table(), want)
+    assert isinstance(store._frames[0], pl.DataFrame)
+    assert_frame_equal(run.table(), want)  # built once, read again
+
+
+def test_reads_while_the_run_goes_see_a_growing_prefix() -> None:
+    df = _frame(400_000)
+    plan = (
+        sc.source(df, rate=800_000)
+        .filter(col("x") > 10.0)
+        .with_columns(y=col("x") * 2.0 + 1.0)
+        .plan("deferred_live")
+    )
+    run = sc.start(plan, options=NATIVE)
+    want = _expected(df)
+    seen = []
+    while run.status in ("starting", "running"):
+        t = run.table()
+        seen.append(t.height)
+        assert_frame_equal(t, want.head(t.height))  # a prefix, in order
+        time.sleep(0.05)
+    run.wait()
+    assert seen == sorted(seen)
+    assert_frame_equal(run.table(), want)
+
+
+def test_an_interrupted_read_on_the_main_thread_leaves_the_table_whole(monkeypatch) -> None:
+    assert threading.current_thread() is threading.main_thread()
+    df = _frame(200_000)
+    run = sc.start(_plan(df, "deferred_interrupt"), options=NATIVE)
+    run.wait()
+    real = sinks.stream_frame
+    building = threading.Event()
+
+    def slow(batches, schema):  # the interrupt comes while the frame is being built
+        building.set()
+        time.sleep(0.5)
+        return real(batches, schema)
+
+    monkeypatch.setattr(sinks, "stream_frame", slow)
+    threading.Timer(0.1, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    with pytest.raises(KeyboardInterrupt):
+        run.table()
+    assert building.is_set()
+    assert_frame_equal(run.table(), _expected(df))
+
+
+def test_a_build_error_reaches_every_reader_and_loses_no_count(monkeypatch) -> None:
+    df = _frame(50_000)
+    run = sc.start(_plan(df, "deferred_error"), options=NATIVE)
+    run.wait()
+
+    def broken(batches, schema):
+        raise MemoryError("no room for the frame")
+
+    monkeypatch.setattr(sinks, "stream_frame", broken)
+    for _ in range(2):
+        with pytest.raises(MemoryError):
+            run.table()
+    assert len(_store(run)._frames) == 1
+
+
+def test_deferred_chunks_join_only_while_unbuilt() -> None:
+    df = _frame(100_000)
+    run = sc.start(_plan(df, "deferred_join"), options=NATIVE)
+    run.wait()
+    store = _store(run)
+    first = store._frames[0]
+    assert isinstance(first, sinks.DeferredBatches)
+    first.frame()  # built: a later chunk may no longer join it
+    again = sc.start(_plan(df, "deferred_join2"), options=NATIVE)
+    again.wait()
+    later = _store(again)._frames[0]
+    assert not first.join(later)
+    store.write_frame(later)
+    assert len(store._frames) == 2
+    want = _expected(df)
+    assert_frame_equal(store.snapshot(), pl.concat([want, want]))
