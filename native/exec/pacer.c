@@ -190,6 +190,8 @@ int sc_pacer_create(sc_pacer **out, sc_prog *p, const sc_schema *in, bool lean, 
 
 int sc_pacer_submit(sc_pacer *pc, sc_extbuf *hold, int64_t offset, int64_t n, int64_t seq0) {
     if (!hold || n <= 0 || offset < 0) return SC_EINVAL;
+    const struct ArrowArray *a = sc_arrow_hold_array(hold);
+    if (!a || offset > a->length || n > a->length - offset) return SC_EINVAL; /* rows it has */
     pthread_mutex_lock(&pc->mu);
     int rc = pc->err ? pc->err : pc->njobs == PACER_JOBS ? SC_EFULL : SC_OK;
     if (rc == SC_OK) {

@@ -285,6 +285,8 @@ static void full_and_halt(void) {
     CHECK(sc_pacer_submit(pc, a, 0, 0, 0) == SC_EINVAL);
     CHECK(sc_pacer_submit(pc, a, -1, 5, 0) == SC_EINVAL);
     CHECK(sc_pacer_submit(pc, NULL, 0, 5, 0) == SC_EINVAL);
+    CHECK(sc_pacer_submit(pc, a, 1095, 6, 0) == SC_EINVAL); /* past the array's 1,100 rows */
+    CHECK(sc_pacer_submit(pc, a, 1101, 1, 0) == SC_EINVAL);
     outs o = { 0 };
     int64_t pushed = -1;
     int idle = 0;

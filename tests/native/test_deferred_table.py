@@ -1,7 +1,8 @@
-"""A native run's table keeps its output batches in C until it is read
+"""A throttled native run's table keeps its output batches in C until it is read
 (``sinks.DeferredBatches``): the driver builds no frame while the run goes, consecutive
 chunks join into one Arrow C stream, the reader builds the frame, and a read interrupted on
-the main thread (the user's interrupt) leaves the table whole."""
+the main thread (the user's interrupt) leaves the table whole. An unthrottled run builds its
+frames as it goes."""
 
 from __future__ import annotations
 
@@ -29,8 +30,13 @@ def _frame(n: int) -> pl.DataFrame:
     )
 
 
-def _plan(df: pl.DataFrame, name: str):
-    return sc.source(df).filter(col("x") > 10.0).with_columns(y=col("x") * 2.0 + 1.0).plan(name)
+def _plan(df: pl.DataFrame, name: str, rate: float | None = 20e6):
+    return (
+        sc.source(df, rate=rate)
+        .filter(col("x") > 10.0)
+        .with_columns(y=col("x") * 2.0 + 1.0)
+        .plan(name)
+    )
 
 
 def _expected(df: pl.DataFrame) -> pl.DataFrame:
@@ -60,15 +66,18 @@ def test_a_finished_runs_table_holds_one_unbuilt_chunk_until_it_is_read() -> Non
     assert_frame_equal(run.table(), want)  # built once, read again
 
 
+def test_an_unthrottled_run_builds_its_frames_as_it_goes() -> None:
+    df = _frame(600_000)
+    run = sc.start(_plan(df, "deferred_none", rate=None), options=NATIVE)
+    run.wait()
+    frames = _store(run)._frames
+    assert frames and all(isinstance(f, pl.DataFrame) for f in frames)
+    assert_frame_equal(run.table(), _expected(df))
+
+
 def test_reads_while_the_run_goes_see_a_growing_prefix() -> None:
     df = _frame(400_000)
-    plan = (
-        sc.source(df, rate=800_000)
-        .filter(col("x") > 10.0)
-        .with_columns(y=col("x") * 2.0 + 1.0)
-        .plan("deferred_live")
-    )
-    run = sc.start(plan, options=NATIVE)
+    run = sc.start(_plan(df, "deferred_live", rate=800_000), options=NATIVE)
     want = _expected(df)
     seen = []
     while run.status in ("starting", "running"):
@@ -133,3 +142,15 @@ def test_deferred_chunks_join_only_while_unbuilt() -> None:
     assert len(store._frames) == 2
     want = _expected(df)
     assert_frame_equal(store.snapshot(), pl.concat([want, want]))
+
+
+def test_a_throttled_runs_callback_and_parquet_sinks_get_frames(tmp_path) -> None:
+    df = _frame(300_000)
+    stream = sc.source(df, rate=20e6).filter(col("x") > 10.0).with_columns(y=col("x") * 2.0 + 1.0)
+    got: list[pl.DataFrame] = []
+    sink = stream.sink_callback(lambda rows: got.append(pl.DataFrame(rows)))
+    sc.start(sc.Plan.of((sink,), "deferred_cb"), options=NATIVE).wait()
+    assert_frame_equal(pl.concat(got), _expected(df))
+    path = tmp_path / "out"
+    sc.start(sc.Plan.of((stream.sink_parquet(str(path)),), "deferred_pq"), options=NATIVE).wait()
+    assert_frame_equal(pl.read_parquet(path), _expected(df))

@@ -117,7 +117,14 @@ class Driver:
         self.source = self.low.source
         self.sink = self.low.sink
         self.sink_schema = self.c.schemas[self.sink.inputs[0].step_id]
-        self.out = _SinkOut(self.env, self.sink, self.sink_schema, self.low.publishing, takes=True)
+        self.out = _SinkOut(
+            self.env,
+            self.sink,
+            self.sink_schema,
+            self.low.publishing,
+            takes=True,
+            defer=bool(self.source.rate),
+        )
 
     # ---------------------------------------------------------------- source
     def _batches(self, s: P.Source) -> Iterator[pa.RecordBatch | BadRow]:
@@ -572,7 +579,13 @@ class DagDriver(Driver):
         self.sources = [x.source for x in verts if x.source is not None]
         self.source = self.sources[0]
         self.outs = [
-            _SinkOut(self.env, x.sink, self.c.schemas[x.sink.inputs[0].step_id], takes=True)
+            _SinkOut(
+                self.env,
+                x.sink,
+                self.c.schemas[x.sink.inputs[0].step_id],
+                takes=True,
+                defer=any(v.source.rate for v in verts if v.source is not None),
+            )
             for x in verts
             if x.sink is not None
         ]

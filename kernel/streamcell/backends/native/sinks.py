@@ -80,9 +80,20 @@ class _SinkOut:
     """One sink's outputs: ordered chunks into the run's store (or callback, or nowhere)."""
 
     def __init__(
-        self, env: Any, sink: P.Sink, schema: Schema, publishing: bool = False, takes: bool = False
+        self,
+        env: Any,
+        sink: P.Sink,
+        schema: Schema,
+        publishing: bool = False,
+        takes: bool = False,
+        defer: bool = False,
     ):
         self.env, self.sink, self.schema = env, sink, schema
+        # hand a table its batches unbuilt (DeferredBatches): for a throttled source, whose
+        # driver shares the cores with workers that have a latency to keep. An unthrottled
+        # run builds frames as it goes, the import overlapping the workers' last batches
+        # (deferred, a 10M-row run to a table took ~3 ms, 5%, longer until run.table())
+        self.defer = defer
         # fed by a publishing aggregate: each chunk holds changed keys, hidden column 0 the
         # serial of each key's first row; the run counts the sink's rows from the aggregate
         self.publishing = publishing
@@ -148,7 +159,8 @@ class _SinkOut:
             cnt.rows_in += n
             return
         store = self.frame_writer
-        if direct is not None and store is not None and getattr(store, "takes_deferred", False):
+        if direct is not None and self.defer and getattr(store, "takes_deferred", False):
+            assert store is not None
             cnt.rows_in += n  # a table: it builds the frame when read
             store.write_frame(DeferredBatches(direct, self.schema))
             return
