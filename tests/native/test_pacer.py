@@ -80,6 +80,34 @@ def test_bad_rows_between_chunks_stay_at_their_place(tmp_path: Path) -> None:
     assert got["dead"].height == 5
 
 
+def test_a_stop_dead_letters_exactly_the_bad_rows_before_the_last_that_went_in(
+    tmp_path: Path,
+) -> None:
+    # a bad row is read up to two chunks ahead of the pacer: its dead letter waits for the
+    # rows before it, so after a stop the source's count covers every dead letter, and every
+    # bad row it covers is one. At 100,000 rows/s a chunk (4,096 CSV rows) takes 41 ms to
+    # push, longer than the driver takes to see the stop, and each holds a bad row
+    lines = ["i,x"]
+    bad = set(range(7, 200_000, 3_001))
+    for i in range(200_000):
+        lines.append(f"{i},not a number" if i in bad else f"{i},{i % 13}.5")
+    path = tmp_path / "stop.csv"
+    path.write_text("\n".join(lines) + "\n")
+    src = sc.csv(str(path), schema={"i": "int", "x": "float"})
+    plan = sc.source(src, rate=100_000).filter(col("x") > 2.0).plan("pacer_bad_stop")
+    run = sc.start(plan, options=NATIVE)
+    assert _until(lambda: run.progress()["rows_in"] >= 30_000)
+    run.stop()
+    assert run.status == "stopped"
+    source = run.counts().row(0, named=True)
+    went_in = source["rows_in"]  # good rows pushed and bad rows dead-lettered, in order
+    assert 30_000 <= went_in < 200_000
+    want = sorted(i for i in bad if i < went_in)
+    assert source["dead"] == len(want)
+    got = [int(r.rsplit(":", 1)[-1]) - 2 for r in run.dead_letters()["position"]]  # line: row + 2
+    assert sorted(got) == want
+
+
 def test_runs_one_after_another_each_with_its_own_pacer() -> None:
     df = _frame(40_000)
     for k in range(3):

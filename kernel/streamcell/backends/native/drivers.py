@@ -286,7 +286,14 @@ class Driver:
                 if not self._pace_step(prog, 0):
                     return False
                 if isinstance(item, BadRow):
-                    self._bad_source_row(item, seq)
+                    # after the rows before it: a dead letter (and the source's count) once
+                    # the pacer has pushed them, never ahead of it (a stop between the two
+                    # would leave a dead letter for a row past the last that went in)
+                    if self._jobs:
+                        self._jobs.append([item, 0, 0, seq])
+                    else:
+                        self._bad_source_row(item, seq)
+                        self._next_seq = seq + 1
                     seq += 1
                     continue
                 n = item.num_rows
@@ -324,6 +331,8 @@ class Driver:
             if not self.env.wait_if_paused():
                 return False
             for batch, off, n, seq0 in self._jobs:  # at most two: the pacer takes them all
+                if isinstance(batch, BadRow):
+                    continue  # a bad row's place among them (see _feed_paced)
                 rc = prog.pace_submit(batch, off, n, seq0)
                 if rc != R.OK:
                     return False
@@ -339,8 +348,15 @@ class Driver:
         cnt = self.env.counters[self.source.step_id]
         cnt.rows_in += took
         cnt.rows_out += took
-        while took and self._jobs:
+        while self._jobs:
             job = self._jobs[0]
+            if isinstance(job[0], BadRow):  # every row before it went in
+                self._jobs.popleft()
+                self._bad_source_row(job[0], job[3])
+                self._next_seq = job[3] + 1
+                continue
+            if not took:
+                break
             m = min(took, job[2])
             job[1] += m
             job[2] -= m
