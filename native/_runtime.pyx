@@ -888,6 +888,8 @@ cdef class Program:
         cdef int64_t done = 0, m
         if batch_size <= 0:
             raise ValueError("batch_size must be positive")
+        if self.pacer != NULL:  # exec/pacer.h: the program's only feeder until pace_end()
+            raise ValueError("push_many: the pacer feeds this program (pace_end() first)")
         cdef sc_extbuf *hold = self._hold(batch)
         with nogil:
             while done < n:
@@ -1075,6 +1077,8 @@ cdef class Program:
         return SC_OK, eos, out
 
     def finish(self, int64_t timeout_ns=-1):
+        if self.pacer != NULL:
+            raise ValueError("finish: the pacer feeds this program (pace_end() first)")
         with nogil:
             if self.d != NULL:
                 rc = sc_dag_finish(self.d, timeout_ns)

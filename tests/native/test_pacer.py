@@ -141,3 +141,40 @@ def test_a_source_slower_than_its_rate_still_shows_progress_and_pauses() -> None
     run.wait(60)
     assert run.status == "finished"
     assert run.table()["i"].to_list() == list(range(40_000))
+
+
+def test_while_the_pacer_feeds_a_program_push_many_and_finish_are_refused(monkeypatch) -> None:
+    # exec/pacer.h: the pacer is the program's only feeder until pace_end(); a second feeder
+    # would interleave its batches with the pacer's
+    import pyarrow as pa
+
+    from streamcell.backends.native import drivers
+
+    refused: list[str] = []
+
+    class Checking:
+        def __init__(self, prog):
+            self.prog = prog
+
+        def pace(self, *args):
+            out = self.prog.pace(*args)
+            batch = pa.record_batch({"i": pa.array([1], pa.int64()), "x": pa.array([1.0])})
+            for call in (
+                lambda: self.prog.push_many(batch, 0, 1, 0, 16),
+                lambda: self.prog.finish(0),
+            ):
+                try:
+                    call()
+                except ValueError as e:
+                    refused.append(str(e).split(":")[0])
+            return out
+
+        def __getattr__(self, name):
+            return getattr(self.prog, name)
+
+    build = drivers.build
+    monkeypatch.setattr(drivers, "build", lambda *a: Checking(build(*a)))
+    df = _frame(20_000)
+    run = sc.start(sc.source(df, rate=20_000_000).plan("pacer_alone"), options=NATIVE).wait(60)
+    assert refused == ["push_many", "finish"]
+    assert_frame_equal(run.table(), df)
