@@ -13,6 +13,7 @@ import polars as pl
 import pyarrow as pa
 
 from ... import plan as P
+from ...errors import NativeError
 from ...types import Schema, polars_schema
 from .arrow import direct_frames, stream_frame, to_frame
 from .lowering import OUT_ROWS
@@ -62,13 +63,16 @@ class DeferredBatches:
                     self._build()
         done.wait()
         if self._df is None:
-            raise self._error or RuntimeError("deferred batches were not built")
+            raise NativeError(
+                f"{self.height:,} of the table's rows could not be read from the runtime "
+                f"into a frame ({type(self._error).__name__}: {self._error})"
+            ) from self._error
         return self._df
 
     def _build(self) -> None:
         try:
             self._df = stream_frame(self.batches, self.schema)
-        except BaseException as e:  # handed to every reader
+        except BaseException as e:  # handed to every reader (the rows are gone with it)
             self._error = e
         finally:
             self.batches = None
