@@ -138,13 +138,23 @@ class TableStore:
                     # compaction's group_by does; the latest row gives the rest
                     by_key[key] = r if old is None else {**r, **{c: old[c] for c in k}}
 
+    def _build_deferred(self) -> None:
+        """Build the deferred chunks written so far without the lock, so the run's driver
+        goes on writing meanwhile (a chunk written after this is built under the lock)."""
+        with self._lock:
+            pending = [f for f in self._frames if not isinstance(f, pl.DataFrame)]
+        for f in pending:
+            f.frame()
+
     def __len__(self) -> int:
         if self._remote is not None:
             return int(self._remote.height)
         if self._frames:
-            with self._lock:
-                if self.key is None:  # append-only: no need to build deferred chunks
+            if self.key is None:  # append-only: no need to build deferred chunks
+                with self._lock:
                     return self._frame_rows
+            self._build_deferred()
+            with self._lock:
                 self._compact()
                 return self._frames[0].height
         return len(self._rows) if self.key is None else len(self._by_key)
@@ -154,6 +164,7 @@ class TableStore:
         remote = self._remote
         if remote is not None:
             return remote.to_polars(limit)  # type: ignore[no-any-return]
+        self._build_deferred()
         with self._lock:
             if self._frames:
                 self._compact()

@@ -43,6 +43,15 @@ def _expected(df: pl.DataFrame) -> pl.DataFrame:
     return df.filter(pl.col("x") > 10.0).with_columns(y=pl.col("x") * 2.0 + 1.0)
 
 
+def _until(cond, timeout: float = 30.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.005)
+    return cond()
+
+
 def _store(run: sc.Run) -> TableStore:
     (store,) = run._tables.values()
     return store
@@ -98,60 +107,98 @@ def test_an_interrupted_read_on_the_main_thread_leaves_the_table_whole(monkeypat
     real = sinks.stream_frame
     building = threading.Event()
 
-    def slow(batches, schema):  # the interrupt comes while the frame is being built
+    def slow(batches, schema):  # the user's interrupt comes while the frame is being built
         building.set()
-        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.3)
         return real(batches, schema)
 
     monkeypatch.setattr(sinks, "stream_frame", slow)
-    threading.Timer(0.1, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
     with pytest.raises(KeyboardInterrupt):
         run.table()
     assert building.is_set()
     assert_frame_equal(run.table(), _expected(df))
 
 
-def test_a_build_error_is_a_streamcell_error_for_every_reader_and_sql_skips_it(
-    monkeypatch,
-) -> None:
+def test_a_builder_that_never_started_is_replaced_by_the_next_read() -> None:
+    # an interrupt while the main thread starts the builder leaves one that never ran: the
+    # next read finds it stalled and starts another (the batches are still there)
+    df = _frame(50_000)
+    run = sc.start(_plan(df, "deferred_stalled"), options=NATIVE)
+    run.wait()
+    pending = _store(run)._frames[0]
+    assert isinstance(pending, sinks.DeferredBatches)
+    pending._thread = threading.Thread(target=lambda: None)  # made, never started
+    pending._state = pending.BUILDING
+    got: list[pl.DataFrame] = []
+    reader = threading.Thread(target=lambda: got.append(run.table()))  # bounded: no hang
+    reader.start()
+    reader.join(30)
+    assert got, "the read waited on a builder that never started"
+    assert_frame_equal(got[0], _expected(df))
+
+
+class _Unreadable:
+    """Batches whose export fails, as an import that runs out of memory would."""
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        raise MemoryError("no room for the frame")
+
+
+def test_a_build_error_is_a_streamcell_error_for_every_reader_and_sql_skips_it() -> None:
     from streamcell.errors import NativeError
     from streamcell.sql import live_tables
 
     df = _frame(50_000)
     run = sc.start(_plan(df, "deferred_error"), options=NATIVE)
     run.wait()
-
-    def broken(batches, schema):
-        raise MemoryError("no room for the frame")
-
-    monkeypatch.setattr(sinks, "stream_frame", broken)
+    pending = _store(run)._frames[0]
+    assert isinstance(pending, sinks.DeferredBatches)
+    pending.batches = _Unreadable()  # this chunk only: other runs' tables stay readable
     try:
         for _ in range(2):
-            with pytest.raises(NativeError, match="MemoryError: no room for the frame"):
+            with pytest.raises(NativeError, match="could not be read"):
                 run.table()
         assert len(_store(run)._frames) == 1
         assert "deferred_error" not in live_tables()  # an unreadable table is left out
     finally:  # the next run of the name replaces the broken table for the tests after this
-        monkeypatch.undo()
         sc.start(_plan(df.head(10), "deferred_error"), options=NATIVE).wait()
 
 
 def test_deferred_chunks_join_only_while_unbuilt() -> None:
-    df = _frame(100_000)
-    run = sc.start(_plan(df, "deferred_join"), options=NATIVE)
+    # a read in the middle of a run builds what the table held; what the sink hands over
+    # afterwards (a flush every 20 ms) joins into one new chunk, not the built one
+    df = _frame(400_000)
+    run = sc.start(_plan(df, "deferred_join", rate=800_000), options=NATIVE)
+    assert _until(lambda: run.sink_rows() > 0)
+    seen = run.table().height
     run.wait()
-    store = _store(run)
-    first = store._frames[0]
-    assert isinstance(first, sinks.DeferredBatches)
-    first.frame()  # built: a later chunk may no longer join it
-    again = sc.start(_plan(df, "deferred_join2"), options=NATIVE)
-    again.wait()
-    later = _store(again)._frames[0]
-    assert not first.join(later)
-    store.write_frame(later)
-    assert len(store._frames) == 2
-    want = _expected(df)
-    assert_frame_equal(store.snapshot(), pl.concat([want, want]))
+    frames = _store(run)._frames
+    assert 0 < seen < _expected(df).height
+    assert len(frames) == 2
+    assert isinstance(frames[0], pl.DataFrame) and frames[0].height == seen
+    assert isinstance(frames[1], sinks.DeferredBatches)
+    assert_frame_equal(run.table(), _expected(df))
+
+
+def test_a_throttled_dag_defers_its_tables_too() -> None:
+    a = _frame(60_000)
+    b = _frame(30_000).with_columns(pl.col("i") + 1_000_000)
+    plan = (
+        sc.source(a, rate=20e6, name="a")
+        .union(sc.source(b, name="b"))
+        .filter(col("x") > 10.0)
+        .with_columns(y=col("x") * 2.0 + 1.0)
+        .plan("deferred_dag")
+    )
+    assert not plan.is_chain()
+    run = sc.start(plan, options=NATIVE)
+    run.wait()
+    frames = _store(run)._frames
+    assert frames and not any(isinstance(f, pl.DataFrame) for f in frames)
+    got = run.table()
+    want = pl.concat([_expected(a), _expected(b)])
+    assert_frame_equal(got.sort("i"), want.sort("i"))
 
 
 def test_a_throttled_runs_callback_and_parquet_sinks_get_frames(tmp_path) -> None:

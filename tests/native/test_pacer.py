@@ -172,6 +172,12 @@ def test_while_the_pacer_feeds_a_program_push_many_and_finish_are_refused(monkey
         def __getattr__(self, name):
             return getattr(self.prog, name)
 
+        def __setattr__(self, name, value):  # the driver sets the program's options
+            if name == "prog":
+                object.__setattr__(self, name, value)
+            else:
+                setattr(self.prog, name, value)
+
     build = drivers.build
     monkeypatch.setattr(drivers, "build", lambda *a: Checking(build(*a)))
     df = _frame(20_000)

@@ -6,6 +6,8 @@ types the runtime reads.
 from __future__ import annotations
 
 import functools
+import threading
+import time
 from typing import Any
 
 import polars as pl
@@ -104,7 +106,18 @@ def stream_frame(batches: Any, schema: Schema) -> pl.DataFrame:
     """Runtime output batches kept in C (an ``OutBatches``) as one frame of ``schema``
     (:func:`direct_frames`): Polars reads their visible columns as one Arrow C stream, each
     batch a chunk, with no pyarrow object in between."""
-    return _named(pl.DataFrame(batches), schema)
+    df = pl.DataFrame(batches)  # moves them out of C
+    # Polars aborts what it runs on any thread with KeyboardInterrupt on a SIGINT (the user
+    # interrupting a cell): off the main thread (a run's driver, a table's builder) the
+    # naming and cast are run again rather than lose the rows just imported
+    for _ in range(100):
+        try:
+            return _named(df, schema)
+        except KeyboardInterrupt:
+            if threading.current_thread() is threading.main_thread():
+                raise
+            time.sleep(0.001)
+    return _named(df, schema)
 
 
 def _named(df: pl.DataFrame, schema: Schema) -> pl.DataFrame:

@@ -313,6 +313,7 @@ class Driver:
             self._count_pushed(pushed)
             self._pacing = False
             prog.pace_end()
+            self._jobs.clear()  # what a stop left unpushed (chunks, bad rows) is not kept
 
     def _pace_step(self, prog: Any, timeout_ns: int = 10_000_000) -> bool:
         """Wait for the pacer's news (a chunk done, outputs due; at most ``timeout_ns``),

@@ -27,41 +27,72 @@ class DeferredBatches:
     """Output batches kept in C (an ``OutBatches``) that a table builds into a frame when it
     is read (:class:`streamcell.stores.Deferred`): while nobody reads the table, the driver
     only counts them, and batches that come one after another join into one Arrow C stream,
-    which Polars imports in one call. Building moves them out of C into the frame; it runs
-    once, on a thread of its own when the reader is the main thread, so an interrupt there
-    (the user's) stops the wait, not the build: the next read finds the frame."""
+    which Polars imports in one call.
 
-    __slots__ = ("batches", "schema", "height", "_lock", "_done", "_df", "_error")
+    Building moves the batches out of C into the frame, once. A reader on the main thread
+    has a thread of its own build it and waits: an interrupt there (the user's) stops the
+    wait, not the build, and the next read finds the frame. The build is claimed by the
+    thread that runs it, first thing: a builder that was never started (an interrupt while
+    it was being started) is replaced by the next reader's, never run twice."""
+
+    __slots__ = (
+        "batches",
+        "schema",
+        "height",
+        "_cv",
+        "_state",
+        "_claimed",
+        "_thread",
+        "_df",
+        "_error",
+    )
+
+    UNBUILT, BUILDING, DONE = 0, 1, 2
 
     def __init__(self, batches: Any, schema: Schema):
         self.batches: Any = batches
         self.schema = schema
         self.height = int(batches.num_rows)
-        self._lock = threading.Lock()
-        self._done: threading.Event | None = None
+        self._cv = threading.Condition(threading.Lock())
+        self._state = self.UNBUILT
+        self._claimed = False
+        self._thread: threading.Thread | None = None
         self._df: pl.DataFrame | None = None
         self._error: BaseException | None = None
 
     def join(self, later: Any) -> bool:
         if not isinstance(later, DeferredBatches) or later.schema is not self.schema:
             return False
-        with self._lock:
-            if self._done is not None:  # built, or being built
+        with self._cv:
+            if self._state != self.UNBUILT or self._claimed:
                 return False
             self.batches.absorb(later.batches)
             self.height += later.height
             return True
 
     def frame(self) -> pl.DataFrame:
-        with self._lock:
-            done = self._done
-            if done is None:
-                done = self._done = threading.Event()
-                if threading.current_thread() is threading.main_thread():
-                    threading.Thread(target=self._build, name="sc-table-read", daemon=True).start()
-                else:
-                    self._build()
-        done.wait()
+        main = threading.current_thread() is threading.main_thread()
+        while True:
+            inline = False
+            with self._cv:
+                if self._state == self.DONE:
+                    break
+                t = self._thread
+                stalled = t is not None and not t.is_alive() and not self._claimed
+                if self._state == self.UNBUILT or (self._state == self.BUILDING and stalled):
+                    if main:
+                        # an interrupt anywhere here leaves a builder that never started,
+                        # found stalled by the next read (one that did start claims first)
+                        t = threading.Thread(target=self._build, name="sc-table-read", daemon=True)
+                        self._thread = t
+                        self._state = self.BUILDING
+                        t.start()
+                    else:  # no interrupt comes to this thread: it builds itself
+                        self._thread, self._state, inline = None, self.BUILDING, True
+                if not inline:
+                    self._cv.wait(0.05)
+            if inline:
+                self._build()
         if self._df is None:
             raise NativeError(
                 f"{self.height:,} of the table's rows could not be read from the runtime "
@@ -70,14 +101,20 @@ class DeferredBatches:
         return self._df
 
     def _build(self) -> None:
+        with self._cv:
+            if self._claimed:
+                return
+            self._claimed = True
+            batches, self.batches = self.batches, None
+        df: pl.DataFrame | None = None
+        err: BaseException | None = None
         try:
-            self._df = stream_frame(self.batches, self.schema)
+            df = stream_frame(batches, self.schema)
         except BaseException as e:  # handed to every reader (the rows are gone with it)
-            self._error = e
-        finally:
-            self.batches = None
-            assert self._done is not None
-            self._done.set()
+            err = e
+        with self._cv:
+            self._df, self._error, self._state = df, err, self.DONE
+            self._cv.notify_all()
 
 
 class _SinkOut:
