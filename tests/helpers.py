@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 from pathlib import Path
 from typing import Any
 
@@ -121,3 +122,14 @@ def upload(fs: Any, local: Path, prefix: str) -> None:
     for f in sorted(local.iterdir()):
         with fs.open_output_stream(f"streamcell-test/{prefix}/{f.name}") as out:
             out.write(f.read_bytes())
+
+
+def until(cond: Any, timeout: float = 30.0) -> bool:
+    """Poll ``cond`` every 5 ms until it holds (True) or ``timeout`` seconds pass (its last
+    value). For what a run reaches in the background; never a timing assertion."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.005)
+    return bool(cond())

@@ -31,21 +31,13 @@ from streamcell import plan as P
 from streamcell.backends import available
 from streamcell.errors import StopTimeout
 from tests.conftest import ENGINE_CONFIGS
+from tests.helpers import until
 
 _names = itertools.count()
 
 
 def _start(plan: sc.Plan, engine: Any, name: str | None = None) -> sc.Run:
     return sc.start(plan, name=name or f"stop{next(_names)}", options=engine.options)
-
-
-def _until(cond: Any, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.005)
-    return bool(cond())
 
 
 def _run_threads(run: sc.Run) -> list[threading.Thread]:
@@ -82,7 +74,7 @@ def _slow_sink_plan(calls: list[float], seconds: float = 0.5) -> sc.Plan:
 def test_stop_with_a_slow_sink_callback_is_prompt(engine):
     calls: list[float] = []
     run = _start(_slow_sink_plan(calls), engine)
-    assert _until(lambda: len(calls) >= 1 or run.done(), 120)
+    assert until(lambda: len(calls) >= 1 or run.done(), 120)
     assert not run.done()
     t0 = time.monotonic()
     run.stop(timeout=5)
@@ -103,7 +95,7 @@ def test_stop_with_a_slow_sink_callback_is_prompt(engine):
 def test_stop_timeout_raises_while_a_callback_runs_and_a_second_stop_waits(engine):
     calls: list[float] = []
     run = _start(_slow_sink_plan(calls, seconds=1.5), engine)
-    assert _until(lambda: len(calls) >= 1, 120)
+    assert until(lambda: len(calls) >= 1, 120)
     with pytest.raises(StopTimeout, match="did not stop within"):
         run.stop(timeout=0.05)
     n = len(calls)
@@ -116,7 +108,7 @@ def test_stop_timeout_raises_while_a_callback_runs_and_a_second_stop_waits(engin
 def test_rerunning_a_name_never_leaves_two_runs_alive(engine):
     calls: list[float] = []
     old = _start(_slow_sink_plan(calls), engine, name="rerun_slow")
-    assert _until(lambda: len(calls) >= 1, 120)
+    assert until(lambda: len(calls) >= 1, 120)
     new = _start(sc.source(sc.clickstream(rows=None)).plan(), engine, name="rerun_slow")
     assert old.status == "stopped" and not _run_threads(old)
     alive = [t for t in threading.enumerate() if t.name == "streamcell-run-rerun_slow"]
@@ -165,7 +157,7 @@ def test_conservation_after_a_stop_mid_stream(engine):
     plan = stream.plan()
     run = _start(plan, engine)
     src = plan.steps[0].step_id
-    assert _until(lambda: run._counters[src].rows_out >= 50_000 or run.done(), 120)
+    assert until(lambda: run._counters[src].rows_out >= 50_000 or run.done(), 120)
     run.stop()
     assert run.status == "stopped"
     counts = assert_conserved(run)

@@ -113,7 +113,7 @@ class TableStore:
         df = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
         if self.key is not None and len(self._frames) > 0:
             cols, key = df.columns, list(self.key)
-            df = _uninterrupted(
+            df = uninterrupted(
                 lambda: (
                     df.group_by(key, maintain_order=True)
                     .agg(pl.all().exclude(key).last())
@@ -177,8 +177,9 @@ class TableStore:
         return _pl_frame(rows, self.schema)
 
 
-def _uninterrupted(query: Callable[[], pl.DataFrame]) -> pl.DataFrame:
-    """Run a Polars query on a run's driver thread, immune to kernel interrupts.
+def uninterrupted(query: Callable[[], pl.DataFrame]) -> pl.DataFrame:
+    """Run a Polars query off the main thread (a run's driver, a table's builder), immune to
+    kernel interrupts.
 
     Polars aborts every running query with KeyboardInterrupt on SIGINT, in whichever thread
     runs it; a kernel interrupt (meant for the cell the user runs) must not break a run

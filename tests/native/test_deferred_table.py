@@ -20,6 +20,7 @@ from streamcell import col
 from streamcell.backends.native import sinks
 from streamcell.options import RunOptions
 from streamcell.stores import TableStore
+from tests.helpers import until
 
 NATIVE = RunOptions(engine="native", workers=2, display=False)
 
@@ -43,28 +44,27 @@ def _expected(df: pl.DataFrame) -> pl.DataFrame:
     return df.filter(pl.col("x") > 10.0).with_columns(y=pl.col("x") * 2.0 + 1.0)
 
 
-def _until(cond, timeout: float = 30.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.005)
-    return cond()
-
 
 def _store(run: sc.Run) -> TableStore:
     (store,) = run._tables.values()
     return store
 
 
+def _finished(df: pl.DataFrame, name: str) -> tuple[sc.Run, sinks.DeferredBatches]:
+    """A finished throttled run of ``df`` and its table's one chunk, unbuilt."""
+    run = sc.start(_plan(df, name), options=NATIVE)
+    run.wait()
+    frames = _store(run)._frames
+    assert len(frames) == 1
+    pending = frames[0]
+    assert isinstance(pending, sinks.DeferredBatches)
+    return run, pending
+
+
 def test_a_finished_runs_table_holds_one_unbuilt_chunk_until_it_is_read() -> None:
     df = _frame(600_000)  # several sink flushes (256K rows each), one deferred chunk
-    run = sc.start(_plan(df, "deferred_one"), options=NATIVE)
-    run.wait()
+    run, pending = _finished(df, "deferred_one")
     store = _store(run)
-    assert len(store._frames) == 1
-    pending = store._frames[0]
-    assert isinstance(pending, sinks.DeferredBatches)
     want = _expected(df)
     # counts come from the batches, not from a frame
     assert len(store) == want.height
@@ -124,10 +124,7 @@ def test_a_builder_that_never_started_is_replaced_by_the_next_read() -> None:
     # an interrupt while the main thread starts the builder leaves one that never ran: the
     # next read finds it stalled and starts another (the batches are still there)
     df = _frame(50_000)
-    run = sc.start(_plan(df, "deferred_stalled"), options=NATIVE)
-    run.wait()
-    pending = _store(run)._frames[0]
-    assert isinstance(pending, sinks.DeferredBatches)
+    run, pending = _finished(df, "deferred_stalled")
     pending._thread = threading.Thread(target=lambda: None)  # made, never started
     pending._state = pending.BUILDING
     got: list[pl.DataFrame] = []
@@ -150,10 +147,7 @@ def test_a_build_error_is_a_streamcell_error_for_every_reader_and_sql_skips_it()
     from streamcell.sql import live_tables
 
     df = _frame(50_000)
-    run = sc.start(_plan(df, "deferred_error"), options=NATIVE)
-    run.wait()
-    pending = _store(run)._frames[0]
-    assert isinstance(pending, sinks.DeferredBatches)
+    run, pending = _finished(df, "deferred_error")
     pending.batches = _Unreadable()  # this chunk only: other runs' tables stay readable
     try:
         for _ in range(2):
@@ -170,7 +164,7 @@ def test_deferred_chunks_join_only_while_unbuilt() -> None:
     # afterwards (a flush every 20 ms) joins into one new chunk, not the built one
     df = _frame(400_000)
     run = sc.start(_plan(df, "deferred_join", rate=800_000), options=NATIVE)
-    assert _until(lambda: run.sink_rows() > 0)
+    assert until(lambda: run.sink_rows() > 0)
     seen = run.table().height
     run.wait()
     frames = _store(run)._frames

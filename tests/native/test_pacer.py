@@ -15,18 +15,10 @@ from polars.testing import assert_frame_equal
 import streamcell as sc
 from streamcell import col
 from streamcell.options import RunOptions
-from tests.helpers import check_against_reference
+from tests.helpers import check_against_reference, until
 
 NATIVE = RunOptions(engine="native", workers=2, display=False)
 
-
-def _until(cond, timeout: float = 30.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.005)
-    return cond()
 
 
 def _frame(n: int) -> pl.DataFrame:
@@ -39,9 +31,9 @@ def test_a_pause_in_the_middle_of_a_chunk_loses_and_repeats_nothing() -> None:
     df = _frame(300_000)
     plan = sc.source(df, rate=400_000).with_columns(y=col("x") * 2.0).plan("pacer_pause")
     run = sc.start(plan, options=NATIVE)
-    assert _until(lambda: run.progress()["rows_in"] >= 50_000)
+    assert until(lambda: run.progress()["rows_in"] >= 50_000)
     run.pause()
-    assert _until(lambda: run.status == "paused")
+    assert until(lambda: run.status == "paused")
     n = run.progress()["rows_in"]
     time.sleep(0.2)
     assert run.progress()["rows_in"] == n < 300_000  # nothing goes in while paused
@@ -56,7 +48,7 @@ def test_a_stop_counts_exactly_the_rows_that_went_in() -> None:
     df = _frame(2_000_000)
     plan = sc.source(df, rate=1_000_000).filter(col("x") > 10.0).plan("pacer_stop")
     run = sc.start(plan, options=NATIVE)
-    assert _until(lambda: run.progress()["rows_in"] >= 100_000)
+    assert until(lambda: run.progress()["rows_in"] >= 100_000)
     run.stop()
     assert run.status == "stopped"
     got = run.progress()["rows_in"]
@@ -96,7 +88,7 @@ def test_a_stop_dead_letters_exactly_the_bad_rows_before_the_last_that_went_in(
     src = sc.csv(str(path), schema={"i": "int", "x": "float"})
     plan = sc.source(src, rate=100_000).filter(col("x") > 2.0).plan("pacer_bad_stop")
     run = sc.start(plan, options=NATIVE)
-    assert _until(lambda: run.progress()["rows_in"] >= 30_000)
+    assert until(lambda: run.progress()["rows_in"] >= 30_000)
     run.stop()
     assert run.status == "stopped"
     source = run.counts().row(0, named=True)
@@ -129,10 +121,10 @@ def test_a_source_slower_than_its_rate_still_shows_progress_and_pauses() -> None
     # and the driver still counts, takes outputs and honours a pause between chunks
     plan = sc.source(_slow_rows(40_000, 4_096, 0.1), rate=1_000_000).plan("pacer_slow")
     run = sc.start(plan, options=NATIVE)
-    assert _until(lambda: 0 < run.progress()["rows_in"] < 40_000)
-    assert _until(lambda: run.table().height > 0 or run.done())
+    assert until(lambda: 0 < run.progress()["rows_in"] < 40_000)
+    assert until(lambda: run.table().height > 0 or run.done())
     run.pause()
-    assert _until(lambda: run.status == "paused" or run.done())
+    assert until(lambda: run.status == "paused" or run.done())
     if run.status == "paused":
         n = run.progress()["rows_in"]
         time.sleep(0.3)

@@ -6,13 +6,12 @@ types the runtime reads.
 from __future__ import annotations
 
 import functools
-import threading
-import time
 from typing import Any
 
 import polars as pl
 import pyarrow as pa
 
+from ...stores import uninterrupted
 from ...types import DATE, NULL, DType, Schema, polars_schema
 from .typecodes import _lt
 
@@ -107,17 +106,9 @@ def stream_frame(batches: Any, schema: Schema) -> pl.DataFrame:
     (:func:`direct_frames`): Polars reads their visible columns as one Arrow C stream, each
     batch a chunk, with no pyarrow object in between."""
     df = pl.DataFrame(batches)  # moves them out of C
-    # Polars aborts what it runs on any thread with KeyboardInterrupt on a SIGINT (the user
-    # interrupting a cell): off the main thread (a run's driver, a table's builder) the
-    # naming and cast are run again rather than lose the rows just imported
-    for _ in range(100):
-        try:
-            return _named(df, schema)
-        except KeyboardInterrupt:
-            if threading.current_thread() is threading.main_thread():
-                raise
-            time.sleep(0.001)
-    return _named(df, schema)
+    # off the main thread a SIGINT's abort of the naming and cast runs them again rather
+    # than lose the rows just imported
+    return uninterrupted(lambda: _named(df, schema))
 
 
 def _named(df: pl.DataFrame, schema: Schema) -> pl.DataFrame:
