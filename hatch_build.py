@@ -47,6 +47,9 @@ def _compile_args(strip: bool = False) -> list[str]:
         "-std=gnu11",
         "-pthread",
         "-fno-strict-aliasing",
+        # a multiply and an add stay two roundings, as Python and Polars compute them, also in
+        # the kernels built for CPUs with fused multiply-add (exec/expr_fast.c)
+        "-ffp-contract=off",
         "-Wall",
         "-Wno-unused-function",
     ]

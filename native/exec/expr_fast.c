@@ -84,7 +84,12 @@ static int fast_out(ctx *c, vec *o, uint8_t lt, const vec *a, const vec *b, bool
     return SC_OK;
 }
 
-int ev_arith_fast(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec *b, void *dest) {
+/* ev_arith_fast's kernels, inlined into a build for the CPU's vector width (`wide`: AVX-512,
+ * with int64 <-> double conversions in vectors and the 32-bit remainder in doubles) and a
+ * baseline one. Both give the same bits: IEEE operations, rounded as written (the build
+ * turns off contracting a multiply and an add into one rounding: -ffp-contract=off). */
+static inline __attribute__((always_inline)) int arith_body(ctx *c, const sc_enode *nd, vec *o, const vec *a,
+                                                            const vec *b, void *dest, bool wide) {
     const int64_t n = c->n;
     const int op = nd->op;
     const bool ints = a->lt == SC_LT_INT && b->lt == SC_LT_INT, sa = a->scalar, sb = b->scalar;
@@ -117,8 +122,22 @@ int ev_arith_fast(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec *b
         case SC_E_MOD:
             if (safe && sb && y[0] > 0 && y[0] <= UINT32_MAX && below_2_32(x, n)) {
                 /* every row in [0, 2^32): the 32-bit form, half the multiplies, no signs */
-                const uint64_t m = UINT64_MAX / (uint64_t)y[0] + 1;
-                for (int64_t r = 0; r < n; r++) z[r] = (int64_t)fastmod_u32(m, (uint64_t)y[0], (uint64_t)x[r]);
+                if (wide) {
+                    /* in doubles, every value below 2^53 so each step is exact but the
+                     * quotient's product: q = a * (1/d) truncated (a floor: both are >= 0) is
+                     * off by at most one, so a - q*d is in [-d, 2d), put right by one add or
+                     * subtract (truncating by conversions: floor() stays scalar here) */
+                    const double d = (double)y[0], inv = 1.0 / d;
+                    for (int64_t r = 0; r < n; r++) {
+                        double v = (double)x[r], m = v - (double)(int64_t)(v * inv) * d;
+                        m += m < 0.0 ? d : 0.0;
+                        m -= m >= d ? d : 0.0;
+                        z[r] = (int64_t)m;
+                    }
+                } else {
+                    const uint64_t m = UINT64_MAX / (uint64_t)y[0] + 1;
+                    for (int64_t r = 0; r < n; r++) z[r] = (int64_t)fastmod_u32(m, (uint64_t)y[0], (uint64_t)x[r]);
+                }
             } else if (safe && sb) { /* column % literal: no division per row */
                 const sc_fastmod f = fastmod_init(y[0]);
                 for (int64_t r = 0; r < n; r++) z[r] = fastmod(&f, x[r]);
@@ -190,6 +209,27 @@ int ev_arith_fast(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec *b
     return SC_OK;
 }
 
+static int arith_base(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec *b, void *dest) {
+    return arith_body(c, nd, o, a, b, dest, false);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx512f,avx512dq,avx512vl,avx512bw"))) static int arith_avx512(ctx *c, const sc_enode *nd,
+                                                                                       vec *o, const vec *a,
+                                                                                       const vec *b, void *dest) {
+    return arith_body(c, nd, o, a, b, dest, true);
+}
+#endif
+
+static bool use_avx512(void);
+
+int ev_arith_fast(ctx *c, const sc_enode *nd, vec *o, const vec *a, const vec *b, void *dest) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (use_avx512()) return arith_avx512(c, nd, o, a, b, dest);
+#endif
+    return arith_base(c, nd, o, a, b, dest);
+}
+
 /* The six comparisons from an equality, a less-than and a greater-than expression in A, B. */
 #define CMP6(TA, xa, TB, xb, EQX, LTX, GTX)                                    \
     switch (op) {                                                              \
@@ -230,6 +270,10 @@ __attribute__((target("avx2"))) static int cmp_literal_avx2(int op, const double
 static int vectors_on = 1; /* sc_expr_fast_vectors */
 static bool use_avx2(void) {
     return __atomic_load_n(&vectors_on, __ATOMIC_RELAXED) && (sc_cpu_flags() & SC_CPU_AVX2);
+}
+
+static bool use_avx512(void) {
+    return __atomic_load_n(&vectors_on, __ATOMIC_RELAXED) && (sc_cpu_flags() & SC_CPU_AVX512DQ);
 }
 
 void sc_expr_fast_vectors(bool on) { __atomic_store_n(&vectors_on, on ? 1 : 0, __ATOMIC_RELAXED); }

@@ -24,6 +24,9 @@ int sc_cpu_flags(void) {
         if (__builtin_cpu_supports("bmi2") && !__builtin_cpu_is("znver1") && !__builtin_cpu_is("znver2"))
             f |= SC_CPU_PEXT;
         if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) f |= SC_CPU_AVX512BW;
+        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw"))
+            f |= SC_CPU_AVX512DQ;
     }
 #endif
     __atomic_store_n(&cpu_flags, f, __ATOMIC_RELAXED);
@@ -340,6 +343,7 @@ void sc_batch_reset(sc_batch *b) {
     b->eos = 0;
     b->publish = 0;
     b->lean = 0;
+    b->nulls_counted = 0;
     for (int32_t i = 0; i < b->ncols; i++) {
         sc_column *c = &b->cols[i];
         if (c->views) { /* a string column again (views belong to standalone batches only) */

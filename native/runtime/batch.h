@@ -114,6 +114,10 @@ typedef struct sc_batch {
     uint8_t lean;          /* the exec layer's hidden columns hold no values (exec.h: a lean
                             * batch of a program where nothing reads them); row r of an
                             * unfiltered lean batch is serial first_row + r */
+    uint8_t nulls_counted; /* every column's null_count was counted from its bitmap where the
+                            * batch became an output chunk, on the worker, while its bitmaps
+                            * are in that core's cache (exec/program.c, sink_coalesce): an
+                            * Arrow export reads it instead of counting again */
     sc_batch_pool *pool;   /* NULL: a standalone batch (exec/sc_batch_new), freed on release */
     sc_extbuf *ext;        /* standalone: the buffers its borrowed columns point into (a
                             * reference, dropped when the batch is freed), or NULL */
@@ -176,8 +180,9 @@ static inline int sc_popcount64(uint64_t w) {
 /* What this CPU can run beyond baseline x86-64, checked once per process (the first caller
  * asks the CPU; callers may race: same answer). Every kernel with a vector or popcnt form asks
  * here; 0 on other architectures. SC_CPU_PEXT: bmi2's pext is fast (it is microcoded, hundreds
- * of cycles, on AMD before Zen 3). */
-enum { SC_CPU_POPCNT = 1, SC_CPU_AVX2 = 2, SC_CPU_PEXT = 4, SC_CPU_AVX512BW = 8 };
+ * of cycles, on AMD before Zen 3). SC_CPU_AVX512DQ: AVX-512 F, DQ, VL and BW (int64 <-> double
+ * conversions in vectors). */
+enum { SC_CPU_POPCNT = 1, SC_CPU_AVX2 = 2, SC_CPU_PEXT = 4, SC_CPU_AVX512BW = 8, SC_CPU_AVX512DQ = 16 };
 int sc_cpu_flags(void);
 
 /* Set bits among bm bits [from, from + n) (whole 64-bit words where it can). */

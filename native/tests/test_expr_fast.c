@@ -603,6 +603,7 @@ int main(void) {
     test_mod_small_ints();
     test_arith_and_compare();
     sc_expr_fast_vectors(false); /* the scalar forms of the kernels the CPU runs in vectors */
+    test_mod_small_ints();
     test_arith_and_compare();
     sc_expr_fast_vectors(true);
     test_strings();
