@@ -406,9 +406,12 @@ static int export_views(export_child *ec, const sc_column *c, int64_t n) {
     return SC_OK;
 }
 
-/* Nulls among the first n rows of a column (its bitmap, not its null_count: exporting a
- * count that a producer forgot to keep would hide nulls). */
-static int64_t count_nulls(const sc_column *c, int64_t n) { return n - sc_bits_count(c->validity, 0, n); }
+/* Nulls among the batch's rows of a column: counted from its bitmap where the batch became
+ * an output chunk (sc_batch.nulls_counted), else from its bitmap now (not its null_count:
+ * exporting a count that a producer forgot to keep would hide nulls). */
+static int64_t count_nulls(const sc_batch *b, const sc_column *c) {
+    return b->nulls_counted ? c->null_count : b->nrows - sc_bits_count(c->validity, 0, b->nrows);
+}
 
 static void holder_unref(export_holder *h) {
     if (__atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) == 0) {
@@ -534,7 +537,7 @@ static int export_batch(sc_batch *b, const sc_schema *s, int32_t skip, struct Ar
         ec->h = h;
         /* the exact null count, and no bitmap when there are none (the consumer then skips
          * counting and checking validity) */
-        int64_t nulls = count_nulls(c, b->nrows);
+        int64_t nulls = count_nulls(b, c);
         ec->buffers[0] = nulls ? c->validity : NULL;
         int64_t nbuf = 2;
         if (ec->views || c->views) {

@@ -590,7 +590,19 @@ static int64_t open_rows(const sc_prog *p, int64_t rows) {
     return room > 0 ? room : 1;
 }
 
+/* Count the nulls of each column of an output chunk from its bitmap, here on the worker that
+ * made it (the driver thread exporting it would read every bitmap from the other core's
+ * cache: that was most of a chunk's import into Polars). */
+static void count_nulls(sc_batch *b) {
+    for (int32_t k = 0; k < b->ncols; k++) {
+        sc_column *c = &b->cols[k];
+        c->null_count = c->validity ? b->nrows - sc_bits_count(c->validity, 0, b->nrows) : 0;
+    }
+    b->nulls_counted = 1;
+}
+
 static int sink_coalesce(sc_prog *p, sc_batch *b) {
+    if (!b->eos && sink_passes(p, b) && !b->nulls_counted) count_nulls(b);
     pthread_mutex_lock(&p->mu);
     sc_batch *acc = p->acc;
     int64_t max_rows = COALESCED_CHUNKS * p->chunk_rows;
