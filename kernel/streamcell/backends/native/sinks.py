@@ -22,6 +22,9 @@ from .lowering import OUT_ROWS
 # construction, so a bulk run builds few; a slow stream still flushes every 20 ms
 SINK_ROWS = 4 * OUT_ROWS
 
+CALLBACK_ROWS = 1024
+"""Rows per call of a callback sink, as on the reference."""
+
 
 class DeferredBatches:
     """Output batches kept in C (an ``OutBatches``) that a table builds into a frame when it
@@ -222,11 +225,25 @@ class _SinkOut:
         if store is not None and hasattr(store, "write_frame"):
             store.write_frame(df, stands_for=stands_for)  # the run's _FrameGate
             return
-        # callbacks see batches of up to 1024 rows, as on the reference
-        self.callback_buf.extend(df.to_dicts())
-        while len(self.callback_buf) >= 1024:
-            rows, self.callback_buf = self.callback_buf[:1024], self.callback_buf[1024:]
-            self.writer(rows)
+        self._call_back(df)
+
+    def _call_back(self, df: pl.DataFrame) -> None:
+        """Hand ``df``'s rows to the callback in batches of 1024 rows, as on the reference (the
+        rest waits for the next frame). Rows become dicts a batch at a time, and none once the
+        run is asked to stop (a stop is prompt whatever the frame's size: its rows are the
+        run's unprocessed ones)."""
+        rows, off, n = self.callback_buf, 0, df.height
+        while off < n:
+            if self.env.should_stop():
+                self.callback_buf = []
+                return
+            take = min(CALLBACK_ROWS - len(rows), n - off)
+            rows.extend(df.slice(off, take).to_dicts())
+            off += take
+            if len(rows) == CALLBACK_ROWS:
+                self.writer(rows)
+                rows = []
+        self.callback_buf = rows
 
     def account_published(self) -> None:
         """At the end of the stream: the frames written so far hold every published key, so
