@@ -1,5 +1,5 @@
 # distutils: language = c
-# distutils: sources = native/exec/common.c native/exec/expr.c native/exec/expr_vec.c native/exec/expr_fast.c native/exec/expr_funcs.c native/exec/expr_compile.c native/exec/expr_compat_num.c native/exec/expr_compat_time.c native/exec/expr_compat_str.c native/exec/ops_filter_project.c native/exec/select.c native/exec/ops_state.c native/exec/ops_keyed.c native/exec/aggstate.c native/exec/ops_window.c native/exec/keyhash.c native/exec/rowstore.c native/exec/program.c native/exec/pacer.c native/exec/arrow_bridge.c native/exec/lists.c native/exec/ops_sketch.c native/exec/ops_entities.c native/exec/ops_speculate.c native/exec/ops_step.c native/exec/speculate.c native/exec/dag.c native/exec/ops_join.c native/exec/ops_correlate.c native/sketch/theta.c native/sketch/hll.c native/sketch/kll.c native/sketch/frequent.c native/sketch/murmur3.c native/sketch/concurrent.c native/runtime/pool.c native/runtime/scheduler.c native/runtime/reorder.c native/runtime/hybrid_queue.c native/runtime/ring.c native/runtime/batch.c native/runtime/metrics.c
+# distutils: sources = native/exec/common.c native/exec/expr.c native/exec/expr_vec.c native/exec/expr_fast.c native/exec/expr_funcs.c native/exec/expr_compile.c native/exec/expr_compat_num.c native/exec/expr_compat_time.c native/exec/expr_compat_str.c native/exec/ops_filter_project.c native/exec/select.c native/exec/ops_state.c native/exec/ops_keyed.c native/exec/aggstate.c native/exec/ops_window.c native/exec/keyhash.c native/exec/rowstore.c native/exec/program.c native/exec/pacer.c native/exec/arrow_bridge.c native/exec/arrow_columns.c native/exec/lists.c native/exec/ops_sketch.c native/exec/ops_entities.c native/exec/ops_speculate.c native/exec/ops_step.c native/exec/speculate.c native/exec/dag.c native/exec/ops_join.c native/exec/ops_correlate.c native/sketch/theta.c native/sketch/hll.c native/sketch/kll.c native/sketch/frequent.c native/sketch/murmur3.c native/sketch/concurrent.c native/runtime/pool.c native/runtime/scheduler.c native/runtime/reorder.c native/runtime/hybrid_queue.c native/runtime/ring.c native/runtime/batch.c native/runtime/metrics.c
 # distutils: include_dirs = native native/common native/exec native/runtime
 """streamcell._runtime: the Python face of the native runtime (native/exec, native/runtime).
 
@@ -85,6 +85,9 @@ from exec.ops_correlate cimport (
 from exec.arrow_bridge cimport (
     ArrowArray, ArrowArrayStream, ArrowSchema, sc_arrow_defer, sc_arrow_export, sc_arrow_export_stream, sc_arrow_hold_array, sc_arrow_hold_create,
     sc_arrow_hold_defer, sc_arrow_import, sc_arrow_import_ref, sc_arrow_reclaim, sc_extbuf, sc_extbuf_unref,
+)
+from exec.arrow_columns cimport (
+    sc_arrow_columns, sc_arrow_columns_create, sc_arrow_columns_error, sc_arrow_columns_free, sc_arrow_columns_next,
 )
 
 
@@ -260,6 +263,19 @@ cdef inline int _join(sc_batch_list *parts, const sc_schema *s, sc_batch **joine
         sc_batch_release(joined[0])
         joined[0] = NULL
     return rc if rc != SC_OK else rc2
+
+
+cdef class ColumnStreams:
+    """A source's columns as Arrow C streams read in step (:meth:`Program.column_streams`):
+    the chunk being pushed is held until its last row went in."""
+    cdef sc_arrow_columns *c
+    cdef sc_extbuf *hold
+    cdef int64_t off, length
+
+    def __dealloc__(self):
+        if self.hold != NULL:
+            sc_extbuf_unref(self.hold)
+        sc_arrow_columns_free(self.c)
 
 
 cdef class Program:
@@ -914,6 +930,93 @@ cdef class Program:
         if rc != SC_OK and rc != SC_EFULL and rc != SC_ECLOSED:
             check_status(rc, "push")
         return rc, done
+
+    def column_streams(self, list capsules):
+        """A source read as one Arrow C stream per input column (``__arrow_c_stream__``
+        capsules, moved in), the columns' chunks taken in step (exec/arrow_columns.h), for
+        :meth:`push_columns`: a Polars frame's columns exported on their own, their chunks as
+        they are, with no Python object per chunk."""
+        cdef int32_t k = len(capsules)
+        if k == 0:
+            raise ValueError("column_streams: one stream per input column")
+        cdef ArrowArrayStream *moved = <ArrowArrayStream *>calloc(k, sizeof(ArrowArrayStream))
+        if moved == NULL:
+            raise MemoryError("column_streams: out of memory")
+        cdef ArrowArrayStream *st
+        cdef const uint8_t *keep = NULL
+        cdef ColumnStreams src = ColumnStreams.__new__(ColumnStreams)
+        cdef int rc
+        try:
+            for j in range(k):
+                st = <ArrowArrayStream *>PyCapsule_GetPointer(capsules[j], "arrow_array_stream")
+                moved[j] = st[0]
+                st.release = NULL  # moved: the capsule no longer releases it
+            if self.keep_views is not None:
+                keep = <const uint8_t *>self.keep_views
+            rc = sc_arrow_columns_create(&src.c, moved, k, &self.in_schema.s, keep, self.share_sources)
+        finally:
+            free(moved)
+        check_status(rc, "column_streams")
+        return src
+
+    def push_columns(self, ColumnStreams src, int64_t max_rows, int64_t seq0, int64_t batch_size,
+                     int64_t timeout_ns=-1):
+        """Hand up to ``max_rows`` of ``src``'s next rows to the runtime as :meth:`push_many`
+        does (batches of up to ``batch_size`` rows, imported by the workers): (status, rows
+        taken, whether ``src`` has no rows left). A chunk is type-checked when it is read
+        (a ``TypeError``, as :meth:`push_many`'s)."""
+        cdef sc_batch *b = NULL
+        cdef int rc = SC_OK
+        cdef int64_t done = 0, m
+        cdef bint ended = False
+        if batch_size <= 0:
+            raise ValueError("batch_size must be positive")
+        if self.pacer != NULL:  # exec/pacer.h: the program's only feeder until pace_end()
+            raise ValueError("push_columns: the pacer feeds this program (pace_end() first)")
+        sc_arrow_reclaim()  # release the arrays earlier batches no longer use (with the GIL)
+        while done < max_rows:
+            if src.hold == NULL:
+                rc = sc_arrow_columns_next(src.c, &src.hold)
+                if rc == SC_EFORMAT:
+                    raise _NativeError(
+                        f"reading the source: {sc_arrow_columns_error(src.c).decode(errors='replace')}", rc
+                    )
+                check_status(rc, "push")
+                if src.hold == NULL:
+                    ended = True
+                    break
+                src.off = 0
+                src.length = sc_arrow_hold_array(src.hold).length
+            with nogil:
+                while done < max_rows and src.off < src.length:
+                    m = src.length - src.off
+                    if m > batch_size:
+                        m = batch_size
+                    if m > max_rows - done:
+                        m = max_rows - done
+                    b = NULL
+                    rc = sc_batch_new(&b, &self.in_schema.s, 1)
+                    if rc == 0:
+                        b.lean = self.lean
+                        rc = sc_arrow_defer(b, src.hold, src.off, m, seq0 + done)
+                    if rc == 0:
+                        rc = sc_prog_push(self.p, b, timeout_ns)
+                        if rc == SC_OK:
+                            b = NULL
+                    if b != NULL:
+                        sc_batch_release(b)
+                    if rc != SC_OK:
+                        break
+                    src.off += m
+                    done += m
+            if src.off >= src.length:
+                sc_extbuf_unref(src.hold)
+                src.hold = NULL
+            if rc != SC_OK:
+                break
+        if rc != SC_OK and rc != SC_EFULL and rc != SC_ECLOSED:
+            check_status(rc, "push")
+        return rc, done, ended
 
     def pace(self, double rate, int64_t batch_size, int64_t burst, uint64_t origin_ns,
              uint64_t catchup_ns):

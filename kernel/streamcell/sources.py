@@ -804,6 +804,30 @@ class ArrowReader(Reader):
         # anything else through the C stream interface, zero-copy
         return pa.RecordBatchReader.from_stream(o)
 
+    def column_streams(self, accept: Callable[[pa.Schema], bool]) -> list[Any] | None:
+        """A Polars frame not read yet as one Arrow C stream per column, each with the column's
+        chunks as they are (``Series.__arrow_c_stream__``), for a reader of C streams that
+        takes the columns' chunks in step (the native engine's driver) with no Python object
+        per chunk. None, and the frame left to :meth:`arrow_batches`, unless the columns
+        share their chunks, export the frame's schema, every batch would pass
+        :func:`plain_batches` as it is, and ``accept`` takes the schema; else the frame is
+        read now (once, as :meth:`_reader` reads it)."""
+        df = self._snap
+        if df is None or not _already_plain(self._first) or not accept(self._first):
+            return None
+        cols = df.get_columns()
+        lengths = cols[0].chunk_lengths() if cols else None
+        if not cols or any(c.chunk_lengths() != lengths for c in cols[1:]):
+            return None
+        try:  # the types the columns export (of one row each) are those of the schema
+            types = [pa.chunked_array(c.head(1)).type for c in cols]
+        except (pa.ArrowException, TypeError, ValueError):
+            return None
+        if types != self._first.types:
+            return None
+        self._snap = None
+        return [c.__arrow_c_stream__() for c in cols]
+
     def arrow_batches(self) -> Iterator[pa.RecordBatch | BadRow]:  # type: ignore[override]
         if isinstance(self.obj, pa.RecordBatchReader):
             if self._used:

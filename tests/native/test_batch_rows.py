@@ -78,8 +78,9 @@ def test_a_batch_size_given_is_kept() -> None:
 
 
 def test_the_driver_pushes_batches_of_the_chosen_size(monkeypatch: pytest.MonkeyPatch) -> None:
-    """What the driver hands push_many, recorded through a wrapped program: the source's
-    chunks cut into batches of the engine's choice, by plan."""
+    """What the driver hands push_many or push_columns (a Polars frame read column by
+    column), recorded through a wrapped program: the source's chunks cut into batches of the
+    engine's choice, by plan."""
     seen: list[int] = []
     real = native_program.build
 
@@ -95,6 +96,12 @@ def test_the_driver_pushes_batches_of_the_chosen_size(monkeypatch: pytest.Monkey
             ) -> object:
                 seen.append(bs)
                 return prog.push_many(batch, off, n, seq, bs, *r, **kw)
+
+            def push_columns(
+                self, src: object, n: int, seq: int, bs: int, *r: object, **kw: object
+            ) -> object:
+                seen.append(bs)
+                return prog.push_columns(src, n, seq, bs, *r, **kw)
 
         return Recorded()
 

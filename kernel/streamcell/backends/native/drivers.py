@@ -209,6 +209,9 @@ class Driver:
 
         if self.source.rate:
             return self._feed_paced(prog)
+        streams = self._column_streams(prog)
+        if streams is not None:
+            return self._feed_columns(prog, streams)
         env, sid = self.env, self.source.step_id
         cnt = env.counters[sid]
         bs = self.low.batch_size
@@ -238,6 +241,43 @@ class Driver:
                     return False
                 self._drain(prog)
         return True
+
+    def _column_streams(self, prog: Any) -> Any:
+        """The source as one Arrow C stream per column read in C (``Program.column_streams``),
+        where its reader has them (a Polars frame whose batches :meth:`_read` would push as
+        they are: no cast); else None."""
+        reader = self.c.readers[self.source.step_id]
+        take = getattr(reader, "column_streams", None)
+        if take is None:
+            return None
+        target = _arrow_target(self.c.schemas[self.source.step_id])
+        capsules = take(lambda have: _conform_plan(have, target) is None)
+        return None if capsules is None else prog.column_streams(capsules)
+
+    def _feed_columns(self, prog: Any, src: Any) -> bool:
+        """:meth:`_feed` over column streams: the runtime reads the chunks, PUSH_ROWS rows a
+        call, stop / pause / outputs looked at between calls as there."""
+        from ... import _runtime as R
+
+        env, sid = self.env, self.source.step_id
+        cnt = env.counters[sid]
+        bs = self.low.batch_size
+        seq = 0
+        while True:
+            if env.should_stop() or not env.wait_if_paused():
+                return False
+            rc, took, ended = prog.push_columns(src, PUSH_ROWS, seq, bs, 2_000_000)
+            if took:
+                seq += took
+                cnt.rows_in += took
+                cnt.rows_out += took
+                env.on_source_row(seq)
+                self.last_position = f"{sid} row {seq - 1}"
+            if rc == R.CLOSED:
+                return False
+            if ended:
+                return True
+            self._drain(prog)
 
     def _bad_source_row(self, item: BadRow, seq: int) -> None:
         """A row the source could not read: a dead letter at its place in the source."""
