@@ -84,7 +84,8 @@ from exec.ops_correlate cimport (
 )
 from exec.arrow_bridge cimport (
     ArrowArray, ArrowArrayStream, ArrowSchema, sc_arrow_defer, sc_arrow_export, sc_arrow_export_stream, sc_arrow_hold_array, sc_arrow_hold_create,
-    sc_arrow_hold_defer, sc_arrow_import, sc_arrow_import_ref, sc_arrow_reclaim, sc_extbuf, sc_extbuf_unref,
+    sc_arrow_hold_defer, sc_arrow_import, sc_arrow_import_ref, sc_arrow_reclaim, sc_extbuf, sc_extbuf_ref,
+    sc_extbuf_unref,
 )
 from exec.arrow_columns cimport (
     sc_arrow_columns, sc_arrow_columns_create, sc_arrow_columns_error, sc_arrow_columns_free, sc_arrow_columns_next,
@@ -276,6 +277,38 @@ cdef class ColumnStreams:
         if self.hold != NULL:
             sc_extbuf_unref(self.hold)
         sc_arrow_columns_free(self.c)
+
+    def next_chunk(self):
+        """The next step of the columns' chunks as a :class:`HeldChunk` (None after the
+        last), for a feeder that hands chunks on one by one (:meth:`Program.pace_submit`)."""
+        if self.hold != NULL:
+            raise ValueError("next_chunk: a chunk is being pushed (push_columns)")
+        sc_arrow_reclaim()
+        cdef sc_extbuf *h = NULL
+        cdef int rc = sc_arrow_columns_next(self.c, &h)
+        if rc == SC_EFORMAT:
+            raise _NativeError(
+                f"reading the source: {sc_arrow_columns_error(self.c).decode(errors='replace')}", rc
+            )
+        check_status(rc, "push")
+        if h == NULL:
+            return None
+        cdef HeldChunk chunk = HeldChunk.__new__(HeldChunk)
+        chunk.hold = h
+        chunk.num_rows = sc_arrow_hold_array(h).length
+        return chunk
+
+
+cdef class HeldChunk:
+    """One step of :class:`ColumnStreams`: the columns' chunks as one hold, type-checked,
+    which :meth:`Program.pace_submit` and :meth:`Program.push_many` take as they take a
+    record batch (each use a reference of its own)."""
+    cdef sc_extbuf *hold
+    cdef readonly int64_t num_rows
+
+    def __dealloc__(self):
+        if self.hold != NULL:
+            sc_extbuf_unref(self.hold)
 
 
 cdef class Program:
@@ -875,6 +908,9 @@ cdef class Program:
     cdef sc_extbuf *_hold(self, batch) except NULL:
         """The record batch's Arrow array, moved into a hold its runtime batches point into,
         type-checked against the input schema here, on the caller's thread."""
+        if isinstance(batch, HeldChunk):  # type-checked when it was read: one more reference
+            sc_extbuf_ref((<HeldChunk>batch).hold)
+            return (<HeldChunk>batch).hold
         schema_capsule, array_capsule = batch.__arrow_c_array__()
         cdef ArrowSchema *sch = <ArrowSchema *>PyCapsule_GetPointer(schema_capsule, "arrow_schema")
         cdef ArrowArray *arr = <ArrowArray *>PyCapsule_GetPointer(array_capsule, "arrow_array")

@@ -20,6 +20,7 @@ cdef extern from "exec/arrow_bridge.h":
     ctypedef struct sc_extbuf:
         uint8_t shared
     void sc_extbuf_unref(sc_extbuf *e) nogil
+    void sc_extbuf_ref(sc_extbuf *e) nogil
     int sc_arrow_import_ref(const ArrowSchema *schema, const ArrowArray *array, int64_t offset, int64_t n,
                             const sc_schema *target, sc_batch *out, int64_t seq0, sc_extbuf *ext) nogil
     int sc_arrow_hold_create(sc_extbuf **out, ArrowArray *array) nogil

@@ -160,3 +160,32 @@ def test_a_stop_counts_exactly_the_rows_that_went_in(monkeypatch: pytest.MonkeyP
         )
     assert counts[steps[1]]["rows_in"] == source["rows_out"]
     assert last["unprocessed"] > 0  # the stop found rows on their way
+
+
+def test_a_throttled_run_hands_the_pacer_held_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pacer takes the column streams' chunks (``HeldChunk``) as it takes record batches:
+    a pause inside a chunk queues the rest of it again on resume, and nothing is lost or
+    repeated."""
+    taken: list[bool] = []
+    streams = drivers.Driver._column_streams
+
+    def spy(self: drivers.Driver, prog: object) -> object:
+        got = streams(self, prog)
+        taken.append(got is not None)
+        return got
+
+    monkeypatch.setattr(drivers.Driver, "_column_streams", spy)
+    df = _frame(4)  # chunks of 40-43K rows, each pushed over a tenth of a second
+    plan = sc.source(df, rate=400_000).with_columns(y=col("price") * 2.0).plan("colpaced")
+    run = sc.start(plan, options=RunOptions(engine="native", workers=2, display=False))
+    assert until(lambda: run.progress()["rows_in"] >= 20_000)
+    run.pause()
+    assert until(lambda: run.status == "paused")
+    n = run.progress()["rows_in"]
+    assert n < df.height
+    run.resume()
+    run.wait(60)
+    assert run.status == "finished"
+    assert taken == [True]
+    assert run.progress()["rows_in"] == df.height
+    assert_frame_equal(run.table(), df.with_columns(y=pl.col("price") * 2.0))

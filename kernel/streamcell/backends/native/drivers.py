@@ -320,7 +320,9 @@ class Driver:
         self._pacing = True
         try:
             seq = 0
-            for item in self._batches(self.source):
+            streams = self._column_streams(prog)  # a Polars frame's chunks read in C, or None
+            items = self._batches(self.source) if streams is None else iter(streams.next_chunk, None)
+            for item in items:
                 # a source slower than its rate never fills the pacer: stop, pause, progress
                 # and outputs are looked at for every chunk it reads, not only when it waits
                 if not self._pace_step(prog, 0):
