@@ -272,11 +272,28 @@ cdef class ColumnStreams:
     cdef sc_arrow_columns *c
     cdef sc_extbuf *hold
     cdef int64_t off, length
+    cdef object owner    # the Program whose input schema the chunks were checked against
+    cdef object pending  # a read's error after rows of the same call went in: raised next call
 
     def __dealloc__(self):
         if self.hold != NULL:
             sc_extbuf_unref(self.hold)
         sc_arrow_columns_free(self.c)
+
+    cdef sc_extbuf *_next(self) except? NULL:
+        """The next step's hold (NULL after the last), or the read's error raised."""
+        cdef sc_extbuf *h = NULL
+        cdef int rc = sc_arrow_columns_next(self.c, &h)
+        if rc == SC_EFORMAT:
+            raise _NativeError(
+                f"reading the source: {sc_arrow_columns_error(self.c).decode(errors='replace')}", rc
+            )
+        if rc == SC_EINVAL:
+            raise _NativeError(
+                "reading the source: its columns' chunks differ in length, or its columns end apart", rc
+            )
+        check_status(rc, "push")
+        return h
 
     def next_chunk(self):
         """The next step of the columns' chunks as a :class:`HeldChunk` (None after the
@@ -284,17 +301,12 @@ cdef class ColumnStreams:
         if self.hold != NULL:
             raise ValueError("next_chunk: a chunk is being pushed (push_columns)")
         sc_arrow_reclaim()
-        cdef sc_extbuf *h = NULL
-        cdef int rc = sc_arrow_columns_next(self.c, &h)
-        if rc == SC_EFORMAT:
-            raise _NativeError(
-                f"reading the source: {sc_arrow_columns_error(self.c).decode(errors='replace')}", rc
-            )
-        check_status(rc, "push")
+        cdef sc_extbuf *h = self._next()
         if h == NULL:
             return None
         cdef HeldChunk chunk = HeldChunk.__new__(HeldChunk)
         chunk.hold = h
+        chunk.owner = self.owner
         chunk.num_rows = sc_arrow_hold_array(h).length
         return chunk
 
@@ -304,6 +316,7 @@ cdef class HeldChunk:
     which :meth:`Program.pace_submit` and :meth:`Program.push_many` take as they take a
     record batch (each use a reference of its own)."""
     cdef sc_extbuf *hold
+    cdef object owner  # the Program it was checked for
     cdef readonly int64_t num_rows
 
     def __dealloc__(self):
@@ -909,6 +922,8 @@ cdef class Program:
         """The record batch's Arrow array, moved into a hold its runtime batches point into,
         type-checked against the input schema here, on the caller's thread."""
         if isinstance(batch, HeldChunk):  # type-checked when it was read: one more reference
+            if (<HeldChunk>batch).hold == NULL or (<HeldChunk>batch).owner is not self:
+                raise ValueError("a HeldChunk goes only to the program whose column_streams read it")
             sc_extbuf_ref((<HeldChunk>batch).hold)
             return (<HeldChunk>batch).hold
         schema_capsule, array_capsule = batch.__arrow_c_array__()
@@ -982,17 +997,25 @@ cdef class Program:
         cdef const uint8_t *keep = NULL
         cdef ColumnStreams src = ColumnStreams.__new__(ColumnStreams)
         cdef int rc
+        cdef int32_t taken = 0
         try:
             for j in range(k):
                 st = <ArrowArrayStream *>PyCapsule_GetPointer(capsules[j], "arrow_array_stream")
                 moved[j] = st[0]
                 st.release = NULL  # moved: the capsule no longer releases it
+                taken += 1
             if self.keep_views is not None:
                 keep = <const uint8_t *>self.keep_views
             rc = sc_arrow_columns_create(&src.c, moved, k, &self.in_schema.s, keep, self.share_sources)
+        except BaseException:
+            for j in range(taken):  # moved out of their capsules: released here
+                if moved[j].release != NULL:
+                    moved[j].release(&moved[j])
+            raise
         finally:
             free(moved)
         check_status(rc, "column_streams")
+        src.owner = self
         return src
 
     def push_columns(self, ColumnStreams src, int64_t max_rows, int64_t seq0, int64_t batch_size,
@@ -1009,15 +1032,21 @@ cdef class Program:
             raise ValueError("batch_size must be positive")
         if self.pacer != NULL:  # exec/pacer.h: the program's only feeder until pace_end()
             raise ValueError("push_columns: the pacer feeds this program (pace_end() first)")
+        if src.owner is not self:
+            raise ValueError("push_columns: the column streams of another program")
+        if src.pending is not None:  # a read that failed after rows of the last call went in
+            err, src.pending = src.pending, None
+            raise err
         sc_arrow_reclaim()  # release the arrays earlier batches no longer use (with the GIL)
         while done < max_rows:
             if src.hold == NULL:
-                rc = sc_arrow_columns_next(src.c, &src.hold)
-                if rc == SC_EFORMAT:
-                    raise _NativeError(
-                        f"reading the source: {sc_arrow_columns_error(src.c).decode(errors='replace')}", rc
-                    )
-                check_status(rc, "push")
+                try:
+                    src.hold = src._next()
+                except Exception as e:
+                    if done == 0:
+                        raise
+                    src.pending = e  # the rows taken so far count first: raised next call
+                    break
                 if src.hold == NULL:
                     ended = True
                     break

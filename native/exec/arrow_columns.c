@@ -119,6 +119,7 @@ int sc_arrow_columns_create(sc_arrow_columns **out, struct ArrowArrayStream *str
     for (int32_t j = 0; !rc && j < k; j++) {
         if (!own[j].release || own[j].get_schema(&own[j], &o->kids[j]) != 0) {
             c->err = own[j].release ? own[j].get_last_error(&own[j]) : NULL;
+            memset(&o->kids[j], 0, sizeof o->kids[j]); /* whatever the producer left: not ours */
             rc = SC_EFORMAT;
         }
         o->ptrs[j] = &o->kids[j];
@@ -162,6 +163,7 @@ int sc_arrow_columns_next(sc_arrow_columns *c, sc_extbuf **hold) {
         struct ArrowArrayStream *s = &c->streams[j];
         if (s->get_next(s, &b->kids[j]) != 0) {
             c->err = s->get_last_error(s);
+            memset(&b->kids[j], 0, sizeof b->kids[j]); /* whatever the producer left: not ours */
             rc = SC_EFORMAT;
             break;
         }

@@ -597,13 +597,44 @@ static void test_mod_small_ints(void) {
     free(err);
 }
 
+/* column % literal at and beside the multiples of each divisor (k*d - 1, k*d, k*d + 1 for the
+ * largest k below 2^32 and for others spread over the range), where a quotient off by one is
+ * put right: every row in [0, 2^32), so the 32-bit (or, with AVX-512, the double) form runs. */
+static void test_mod_multiples(void) {
+    const int64_t divisors[] = { 1, 3, 7, 1000003, (int64_t)1 << 31, (int64_t)1 << 31 | 1, UINT32_MAX - 1,
+                                 UINT32_MAX };
+    enum { ROWS = 3 * 64 };
+    uint8_t err[ROWS];
+    for (size_t k = 0; k < sizeof divisors / sizeof divisors[0]; k++) {
+        int64_t d = divisors[k], qmax = (int64_t)UINT32_MAX / d;
+        sc_batch *in = mk(ROWS, false);
+        for (int64_t j = 0; j < ROWS / 3; j++) {
+            int64_t q = qmax - (qmax * j) / (ROWS / 3 - 1); /* from the largest multiple down to 0 */
+            for (int64_t e = -1; e <= 1; e++) {
+                int64_t v = q * d + e;
+                if (v < 0) v = 0;
+                if (v > (int64_t)UINT32_MAX) v = UINT32_MAX;
+                sc_batch_set_i64(in, I, 3 * j + e + 1, v);
+            }
+        }
+        pv L = { true, false, d, 0.0 };
+        sc_enode cl[] = { node(SC_E_COL, SC_LT_INT, I, -1), lit(L, SC_LT_INT), node(SC_E_MOD, SC_LT_INT, 0, 1) };
+        sc_batch *out = eval(cl, 3, in, SC_LT_INT, err);
+        for (int64_t r = 0; r < ROWS; r++) expect(out, err, r, arith(SC_E_MOD, at(in, I, r), L), SC_LT_INT, "multiple % lit");
+        sc_batch_release(out);
+        sc_batch_release(in);
+    }
+}
+
 int main(void) {
     sc_schema_init(&SCHEMA, NCOLS, LTS);
     test_fastmod();
     test_mod_small_ints();
+    test_mod_multiples();
     test_arith_and_compare();
     sc_expr_fast_vectors(false); /* the scalar forms of the kernels the CPU runs in vectors */
     test_mod_small_ints();
+    test_mod_multiples();
     test_arith_and_compare();
     sc_expr_fast_vectors(true);
     test_strings();

@@ -8,6 +8,7 @@ counts and batch sizes; a stop counts exactly the rows that went in."""
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import threading
 
 import numpy as np
@@ -182,10 +183,62 @@ def test_a_throttled_run_hands_the_pacer_held_chunks(monkeypatch: pytest.MonkeyP
     run.pause()
     assert until(lambda: run.status == "paused")
     n = run.progress()["rows_in"]
-    assert n < df.height
+    ends = {0, *itertools.accumulate(df.get_column("user").chunk_lengths())}
+    assert n not in ends  # the pause fell inside a chunk: the rest of it is queued again
     run.resume()
     run.wait(60)
     assert run.status == "finished"
     assert taken == [True]
     assert run.progress()["rows_in"] == df.height
     assert_frame_equal(run.table(), df.with_columns(y=pl.col("price") * 2.0))
+
+
+def test_a_stop_during_the_last_flush_into_a_callback_is_a_stop() -> None:
+    """The callback stops the run from its first call, which comes (for a run this short)
+    when the end of the stream flushes every row at once: the rows not handed over are
+    unprocessed and the run is stopped, not finished."""
+    df = _frame(2)
+    calls: list[int] = []
+
+    def first_stops(rows: list[dict[str, object]]) -> None:
+        calls.append(len(rows))
+        run.stop()  # from the callback: the request stands, the callback returns
+
+    sink = sc.source(df).with_columns(v=col("price") * 2.0).sink_callback(first_stops)
+    plan = sc.Plan.of((sink,), "colflushstop")
+    run = sc.start(plan, options=RunOptions(engine="native", workers=2, display=False))
+    run.wait(60)
+    assert run.status == "stopped"
+    assert calls == [1024]  # no callback after the stop
+    counts = {r["step"]: r for r in run.counts().iter_rows(named=True)}
+    out = counts[plan.steps[-1].step_id]
+    assert out["unprocessed"] == out["rows_in"] - 1024 > 0
+
+
+def test_a_source_whose_columns_chunk_apart_fails_after_its_rows_before(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Column streams whose second chunks differ in length: the first chunk's rows go in and
+    are processed, then the run fails with a streamcell error naming the source (as a source
+    that raises does); the read is one push call, so the error waits for the next one."""
+    import pyarrow as pa
+
+    from streamcell.errors import NativeError
+    from streamcell.sources import ArrowReader
+
+    df = pl.DataFrame({"i": list(range(10)), "x": [float(v) for v in range(10)]})
+
+    def apart(self: ArrowReader, accept: object) -> list[object]:
+        self._snap = None
+        i = pa.chunked_array([pa.array(range(3)), pa.array(range(3, 10))])
+        x = pa.chunked_array([pa.array([0.0, 1.0, 2.0]), pa.array([3.0]), pa.array([4.0] * 6)])
+        return [i.__arrow_c_stream__(), x.__arrow_c_stream__()]
+
+    monkeypatch.setattr(ArrowReader, "column_streams", apart)
+    plan = sc.source(df).with_columns(y=col("x") + 1.0).plan("colapart")
+    run = sc.start(plan, options=RunOptions(engine="native", workers=2, display=False))
+    with pytest.raises(NativeError, match="reading the source: its columns' chunks differ"):
+        run.wait(60)
+    assert run.status == "failed"
+    assert run.progress()["rows_in"] == 3
+    assert_frame_equal(run.table(), df.head(3).with_columns(y=pl.col("x") + 1.0))

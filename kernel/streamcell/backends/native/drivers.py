@@ -209,7 +209,11 @@ class Driver:
 
         if self.source.rate:
             return self._feed_paced(prog)
-        streams = self._column_streams(prog)
+        try:
+            streams = self._column_streams(prog)
+        except Exception as e:  # noqa: BLE001 - the user's source, as in _batches
+            self.source_error = e
+            return True
         if streams is not None:
             return self._feed_columns(prog, streams)
         env, sid = self.env, self.source.step_id
@@ -254,6 +258,20 @@ class Driver:
         capsules = take(lambda have: _conform_plan(have, target) is None)
         return None if capsules is None else prog.column_streams(capsules)
 
+    def _paced_items(self, prog: Any) -> Iterator[Any]:
+        """What the pacer is handed: a Polars frame's chunks read in C (``HeldChunk``), else
+        the source's record batches and bad rows; a source's error is kept in
+        ``source_error``, as :meth:`_batches` keeps it."""
+        try:
+            streams = self._column_streams(prog)
+            if streams is not None:
+                yield from iter(streams.next_chunk, None)
+                return
+        except Exception as e:  # noqa: BLE001 - the user's source: re-raised by run()
+            self.source_error = e
+            return
+        yield from self._batches(self.source)
+
     def _feed_columns(self, prog: Any, src: Any) -> bool:
         """:meth:`_feed` over column streams: the runtime reads the chunks, PUSH_ROWS rows a
         call, stop / pause / outputs looked at between calls as there."""
@@ -266,7 +284,11 @@ class Driver:
         while True:
             if env.should_stop() or not env.wait_if_paused():
                 return False
-            rc, took, ended = prog.push_columns(src, PUSH_ROWS, seq, bs, 2_000_000)
+            try:
+                rc, took, ended = prog.push_columns(src, PUSH_ROWS, seq, bs, 2_000_000)
+            except Exception as e:  # noqa: BLE001 - reading the source failed: as in _batches,
+                self.source_error = e  # run() processes the rows read before it, then raises it
+                return True
             if took:
                 seq += took
                 cnt.rows_in += took
@@ -320,9 +342,7 @@ class Driver:
         self._pacing = True
         try:
             seq = 0
-            streams = self._column_streams(prog)  # a Polars frame's chunks read in C, or None
-            items = self._batches(self.source) if streams is None else iter(streams.next_chunk, None)
-            for item in items:
+            for item in self._paced_items(prog):
                 # a source slower than its rate never fills the pacer: stop, pause, progress
                 # and outputs are looked at for every chunk it reads, not only when it waits
                 if not self._pace_step(prog, 0):

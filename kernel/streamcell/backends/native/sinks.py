@@ -236,6 +236,7 @@ class _SinkOut:
         while off < n:
             if self.env.should_stop():
                 self.callback_buf = []
+                self.writer([])  # the gate drops it: the run counts as stopped, not finished
                 return
             take = min(CALLBACK_ROWS - len(rows), n - off)
             rows.extend(df.slice(off, take).to_dicts())
