@@ -950,37 +950,48 @@ cdef class Program:
         Returns (status, rows taken): OK with ``n``, or FULL / CLOSED with fewer when the
         pipeline stayed full for ``timeout_ns`` or was closed (the rest is not taken). A
         throttled source is pushed by the pacer instead (:meth:`pace`)."""
-        cdef sc_batch *b = NULL
         cdef int rc = 0
-        cdef int64_t done = 0, m
+        cdef int64_t done = 0
         if batch_size <= 0:
             raise ValueError("batch_size must be positive")
         if self.pacer != NULL:  # exec/pacer.h: the program's only feeder until pace_end()
             raise ValueError("push_many: the pacer feeds this program (pace_end() first)")
         cdef sc_extbuf *hold = self._hold(batch)
         with nogil:
-            while done < n:
-                m = batch_size if batch_size < n - done else n - done
-                b = NULL
-                # a batch that names its rows: the worker that runs it imports them (and
-                # allocates its buffers), so this thread only hands out slices
-                rc = sc_batch_new(&b, &self.in_schema.s, 1)
-                if rc == 0:
-                    b.lean = self.lean
-                    rc = sc_arrow_defer(b, hold, offset + done, m, seq0 + done)
-                if rc == 0:
-                    rc = sc_prog_push(self.p, b, timeout_ns)
-                    if rc == SC_OK:
-                        b = NULL
-                if b != NULL:
-                    sc_batch_release(b)
-                if rc != SC_OK:
-                    break
-                done += m
+            rc = self._push_slices(hold, offset, n, seq0, batch_size, timeout_ns, &done)
             sc_extbuf_unref(hold)
         if rc != SC_OK and rc != SC_EFULL and rc != SC_ECLOSED:
             check_status(rc, "push")
         return rc, done
+
+    cdef int _push_slices(self, sc_extbuf *hold, int64_t offset, int64_t n, int64_t seq0, int64_t batch_size,
+                          int64_t timeout_ns, int64_t *done) noexcept nogil:
+        """Push rows [offset, offset+n) of ``hold`` (source rows ``seq0``..) as deferred batches
+        of up to ``batch_size`` rows; ``*done``: the rows pushed. The first status that is not
+        OK ends it (FULL after ``timeout_ns``, CLOSED)."""
+        cdef sc_batch *b = NULL
+        cdef int rc = SC_OK
+        cdef int64_t m
+        done[0] = 0
+        while done[0] < n:
+            m = batch_size if batch_size < n - done[0] else n - done[0]
+            b = NULL
+            # a batch that names its rows: the worker that runs it imports them (and
+            # allocates its buffers), so this thread only hands out slices
+            rc = sc_batch_new(&b, &self.in_schema.s, 1)
+            if rc == 0:
+                b.lean = self.lean
+                rc = sc_arrow_defer(b, hold, offset + done[0], m, seq0 + done[0])
+            if rc == 0:
+                rc = sc_prog_push(self.p, b, timeout_ns)
+                if rc == SC_OK:
+                    b = NULL
+            if b != NULL:
+                sc_batch_release(b)
+            if rc != SC_OK:
+                break
+            done[0] += m
+        return rc
 
     def column_streams(self, list capsules):
         """A source read as one Arrow C stream per input column (``__arrow_c_stream__``
@@ -1024,9 +1035,8 @@ cdef class Program:
         does (batches of up to ``batch_size`` rows, imported by the workers): (status, rows
         taken, whether ``src`` has no rows left). A chunk is type-checked when it is read
         (a ``TypeError``, as :meth:`push_many`'s)."""
-        cdef sc_batch *b = NULL
         cdef int rc = SC_OK
-        cdef int64_t done = 0, m
+        cdef int64_t done = 0, m, took = 0
         cdef bint ended = False
         if batch_size <= 0:
             raise ValueError("batch_size must be positive")
@@ -1052,28 +1062,13 @@ cdef class Program:
                     break
                 src.off = 0
                 src.length = sc_arrow_hold_array(src.hold).length
+            m = src.length - src.off
+            if m > max_rows - done:
+                m = max_rows - done
             with nogil:
-                while done < max_rows and src.off < src.length:
-                    m = src.length - src.off
-                    if m > batch_size:
-                        m = batch_size
-                    if m > max_rows - done:
-                        m = max_rows - done
-                    b = NULL
-                    rc = sc_batch_new(&b, &self.in_schema.s, 1)
-                    if rc == 0:
-                        b.lean = self.lean
-                        rc = sc_arrow_defer(b, src.hold, src.off, m, seq0 + done)
-                    if rc == 0:
-                        rc = sc_prog_push(self.p, b, timeout_ns)
-                        if rc == SC_OK:
-                            b = NULL
-                    if b != NULL:
-                        sc_batch_release(b)
-                    if rc != SC_OK:
-                        break
-                    src.off += m
-                    done += m
+                rc = self._push_slices(src.hold, src.off, m, seq0 + done, batch_size, timeout_ns, &took)
+            src.off += took
+            done += took
             if src.off >= src.length:
                 sc_extbuf_unref(src.hold)
                 src.hold = NULL

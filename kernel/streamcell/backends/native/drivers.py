@@ -216,8 +216,7 @@ class Driver:
             return True
         if streams is not None:
             return self._feed_columns(prog, streams)
-        env, sid = self.env, self.source.step_id
-        cnt = env.counters[sid]
+        env = self.env
         bs = self.low.batch_size
         seq = 0
         for item in self._batches(self.source):
@@ -234,17 +233,26 @@ class Driver:
                 # makes it wait up to 2 ms and return what it took (backpressure)
                 m = min(n - off, PUSH_ROWS)
                 rc, took = prog.push_many(item, off, m, seq, bs, 2_000_000)
-                if took:
-                    off += took
-                    seq += took
-                    cnt.rows_in += took
-                    cnt.rows_out += took
-                    env.on_source_row(seq)
-                    self.last_position = f"{sid} row {seq - 1}"
+                off += took
+                seq = self._went_in(seq, took)
                 if rc == R.CLOSED:
                     return False
                 self._drain(prog)
         return True
+
+    def _went_in(self, seq: int, took: int) -> int:
+        """``took`` source rows from row ``seq`` on went into the runtime: the source counts
+        them, progress and positions follow; returns the next row's number."""
+        if not took:
+            return seq
+        sid = self.source.step_id
+        cnt = self.env.counters[sid]
+        seq += took
+        cnt.rows_in += took
+        cnt.rows_out += took
+        self.env.on_source_row(seq)
+        self.last_position = f"{sid} row {seq - 1}"
+        return seq
 
     def _column_streams(self, prog: Any) -> Any:
         """The source as one Arrow C stream per column read in C (``Program.column_streams``),
@@ -277,8 +285,7 @@ class Driver:
         call, stop / pause / outputs looked at between calls as there."""
         from ... import _runtime as R
 
-        env, sid = self.env, self.source.step_id
-        cnt = env.counters[sid]
+        env = self.env
         bs = self.low.batch_size
         seq = 0
         while True:
@@ -289,12 +296,7 @@ class Driver:
             except Exception as e:  # noqa: BLE001 - reading the source failed: as in _batches,
                 self.source_error = e  # run() processes the rows read before it, then raises it
                 return True
-            if took:
-                seq += took
-                cnt.rows_in += took
-                cnt.rows_out += took
-                env.on_source_row(seq)
-                self.last_position = f"{sid} row {seq - 1}"
+            seq = self._went_in(seq, took)
             if rc == R.CLOSED:
                 return False
             if ended:
