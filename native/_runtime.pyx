@@ -288,10 +288,6 @@ cdef class ColumnStreams:
             raise _NativeError(
                 f"reading the source: {sc_arrow_columns_error(self.c).decode(errors='replace')}", rc
             )
-        if rc == SC_EINVAL:
-            raise _NativeError(
-                "reading the source: its columns' chunks differ in length, or its columns end apart", rc
-            )
         check_status(rc, "push")
         return h
 

@@ -169,9 +169,16 @@ int sc_arrow_columns_next(sc_arrow_columns *c, sc_extbuf **hold) {
         }
         b->ptrs[j] = &b->kids[j];
         ended += b->kids[j].release == NULL;
-        if (b->kids[j].release && b->kids[j].length != b->kids[0].length) rc = SC_EINVAL;
     }
-    if (!rc && ended && ended != k) rc = SC_EINVAL; /* columns that end apart */
+    if (!rc && ended && ended != k) {
+        c->err = "its columns end apart";
+        rc = SC_EFORMAT;
+    }
+    for (int32_t j = 1; !rc && !ended && j < k; j++)
+        if (b->kids[j].length != b->kids[0].length) {
+            c->err = "its columns' chunks differ in length";
+            rc = SC_EFORMAT;
+        }
     struct ArrowArray parent = { .length = rc || ended ? 0 : b->kids[0].length, .null_count = 0, .offset = 0,
                                  .n_buffers = 1, .n_children = k, .buffers = b->buffers, .children = b->ptrs,
                                  .dictionary = NULL, .release = release_bundle, .private_data = b };

@@ -8,7 +8,7 @@
  * bundle's schema is made once and shared, by reference, by every hold.
  *
  * Chunk i of every column must have the same length (the frame's columns share their chunk
- * boundaries; the caller checks, and a step that finds otherwise is SC_EINVAL). Every column
+ * boundaries; the caller checks, and a step that finds otherwise is SC_EFORMAT). Every column
  * ends on the same step. Single-threaded: the driver's thread.
  */
 #ifndef SC_EXEC_ARROW_COLUMNS_H
@@ -25,8 +25,8 @@ int sc_arrow_columns_create(sc_arrow_columns **out, struct ArrowArrayStream *str
                             const sc_schema *target, const uint8_t *keep, uint8_t shared);
 /* The next step: *hold a new hold (one reference, the caller's) ready for sc_arrow_defer,
  * or NULL after the last. SC_ETYPE / SC_EINVAL as sc_arrow_hold_defer's checks (made on
- * every step); SC_EINVAL for chunks of different lengths or columns that end apart; SC_EFORMAT
- * for a stream's own error (sc_arrow_columns_error says which). */
+ * every step); SC_EFORMAT for chunks of different lengths, columns that end apart or a
+ * stream's own error (sc_arrow_columns_error says which). */
 int sc_arrow_columns_next(sc_arrow_columns *c, sc_extbuf **hold);
 /* A stream's last error message, or "". */
 const char *sc_arrow_columns_error(const sc_arrow_columns *c);
