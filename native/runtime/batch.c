@@ -113,15 +113,20 @@ void sc_bits_read(uint8_t *dst, const uint8_t *src, int64_t src_off, int64_t n) 
 #endif
 
 /* Each buffer starts 16 bytes before the pointer handed out (malloc's alignment kept): its
- * usable size, then (while cached) the next cached buffer of its class and when it came. */
+ * usable size and (while cached) when it came into the cache. */
 typedef struct colbuf_hdr {
     size_t cap;
     uint64_t cached_ns;
 } colbuf_hdr;
 _Static_assert(sizeof(colbuf_hdr) == 16, "the header keeps 16-byte alignment");
+/* A cached buffer is on two lists, kept in its own body (at least SC_COLBUF_MIN bytes): its
+ * class's stack (newest first: the one handed out next is the one likeliest still in a CPU
+ * cache) and the list of every cached buffer by when it came (newest first), from whose old
+ * end the cache makes room and trim releases. */
 typedef struct colbuf_free {
     colbuf_hdr h;
-    struct colbuf_free *next;
+    struct colbuf_free *next, *prev;   /* its class's stack */
+    struct colbuf_free *older, *newer; /* every cached buffer */
 } colbuf_free;
 
 /* Size classes from SC_COLBUF_MIN up: four per power of two (a cached buffer is at most 25%
@@ -132,6 +137,7 @@ typedef struct colbuf_free {
 #define COLBUF_SPILL 4
 static pthread_mutex_t colbuf_mu = PTHREAD_MUTEX_INITIALIZER;
 static colbuf_free *colbuf_lists[COLBUF_CLASSES];
+static colbuf_free *colbuf_newest, *colbuf_oldest;
 static int64_t colbuf_bytes;
 
 static int64_t colbuf_limit;
@@ -159,6 +165,56 @@ static int colbuf_class(size_t bytes, size_t *cap) {
     if (k < 0 || k >= COLBUF_CLASSES) return -1;
     *cap = q * ((size_t)1 << (lg - 2));
     return k;
+}
+
+/* Put f (of class k) in the cache / take it out; colbuf_mu held. */
+static void colbuf_push(colbuf_free *f, int k) {
+    f->h.cached_ns = sc_now_ns(); /* under the lock: the list stays in order of arrival */
+    f->prev = NULL;
+    f->next = colbuf_lists[k];
+    if (f->next) f->next->prev = f;
+    colbuf_lists[k] = f;
+    f->newer = NULL;
+    f->older = colbuf_newest;
+    if (f->older) f->older->newer = f;
+    else colbuf_oldest = f;
+    colbuf_newest = f;
+    colbuf_bytes += (int64_t)f->h.cap;
+}
+
+static void colbuf_unlink(colbuf_free *f, int k) {
+    if (f->prev) f->prev->next = f->next;
+    else colbuf_lists[k] = f->next;
+    if (f->next) f->next->prev = f->prev;
+    if (f->newer) f->newer->older = f->older;
+    else colbuf_newest = f->older;
+    if (f->older) f->older->newer = f->newer;
+    else colbuf_oldest = f->newer;
+    colbuf_bytes -= (int64_t)f->h.cap;
+}
+
+/* Take the oldest cached buffers out while the cache holds more than `over` bytes or the
+ * oldest came before `born_before` (colbuf_mu held), adding their sizes to *freed; they are
+ * chained on `next` for colbuf_release once the lock is let go. */
+static colbuf_free *colbuf_evict_oldest(int64_t over, uint64_t born_before, int64_t *freed) {
+    colbuf_free *out = NULL;
+    while (colbuf_oldest && (colbuf_bytes > over || colbuf_oldest->h.cached_ns < born_before)) {
+        colbuf_free *f = colbuf_oldest;
+        size_t cap;
+        colbuf_unlink(f, colbuf_class(f->h.cap, &cap));
+        if (freed) *freed += (int64_t)f->h.cap;
+        f->next = out;
+        out = f;
+    }
+    return out;
+}
+
+static void colbuf_release(colbuf_free *out) {
+    while (out) {
+        colbuf_free *next = out->next;
+        free(out);
+        out = next;
+    }
 }
 
 /* Touch every page of a new buffer the cache may keep, now. A buffer's first user rarely
@@ -191,10 +247,7 @@ void *sc_colbuf_alloc(size_t bytes) {
         colbuf_free *f = NULL;
         for (int j = k; !f && j < COLBUF_CLASSES && j <= k + COLBUF_SPILL; j++) {
             f = colbuf_lists[j];
-            if (f) {
-                colbuf_lists[j] = f->next;
-                colbuf_bytes -= (int64_t)f->h.cap;
-            }
+            if (f) colbuf_unlink(f, j);
         }
         pthread_mutex_unlock(&colbuf_mu);
         if (f) return (char *)f + sizeof(colbuf_hdr);
@@ -219,19 +272,19 @@ void sc_colbuf_free(void *p) {
     colbuf_hdr *h = (colbuf_hdr *)((char *)p - sizeof(colbuf_hdr));
     size_t cap;
     int k = COLBUF_CACHING && h->cap >= SC_COLBUF_MIN ? colbuf_class(h->cap, &cap) : -1;
-    if (k >= 0 && cap == h->cap) {
+    int64_t limit = sc_colbuf_limit();
+    if (k >= 0 && cap == h->cap && (int64_t)cap <= limit) {
+        /* kept; a full cache lets its oldest buffers go to make room. A cache that refused
+         * new buffers instead stayed filled with the sizes of whatever ran first: paced runs
+         * after bulk runs in one kernel faulted in 10-100K fresh pages each (1.6 us a page on
+         * a VM), their batches' latency with them */
         colbuf_free *f = (colbuf_free *)h;
-        f->h.cached_ns = sc_now_ns();
-        int64_t limit = sc_colbuf_limit();
         pthread_mutex_lock(&colbuf_mu);
-        bool keep = colbuf_bytes + (int64_t)h->cap <= limit;
-        if (keep) {
-            f->next = colbuf_lists[k];
-            colbuf_lists[k] = f;
-            colbuf_bytes += (int64_t)h->cap;
-        }
+        colbuf_push(f, k);
+        colbuf_free *out = colbuf_evict_oldest(limit, 0, NULL);
         pthread_mutex_unlock(&colbuf_mu);
-        if (keep) return;
+        colbuf_release(out);
+        return;
     }
     free(h);
 }
@@ -255,30 +308,13 @@ void *sc_colbuf_realloc(void *p, size_t bytes) {
 
 int64_t sc_colbuf_trim(uint64_t age_ns) {
     uint64_t now = sc_now_ns();
-    colbuf_free *out = NULL;
+    /* cached before `cutoff` is cached at least age_ns ago (age 0: everything) */
+    uint64_t cutoff = !age_ns ? UINT64_MAX : age_ns > now ? 0 : now - age_ns + 1;
     int64_t freed = 0;
     pthread_mutex_lock(&colbuf_mu);
-    for (int k = 0; k < COLBUF_CLASSES; k++) {
-        colbuf_free **at = &colbuf_lists[k];
-        while (*at) { /* newest first: once one is young enough to stay, the rest are older */
-            colbuf_free *f = *at;
-            if (age_ns && now - f->h.cached_ns < age_ns) {
-                at = &f->next;
-                continue;
-            }
-            *at = f->next;
-            colbuf_bytes -= (int64_t)f->h.cap;
-            freed += (int64_t)f->h.cap;
-            f->next = out;
-            out = f;
-        }
-    }
+    colbuf_free *out = colbuf_evict_oldest(INT64_MAX, cutoff, &freed);
     pthread_mutex_unlock(&colbuf_mu);
-    while (out) {
-        colbuf_free *next = out->next;
-        free(out);
-        out = next;
-    }
+    colbuf_release(out);
     return freed;
 }
 

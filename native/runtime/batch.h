@@ -36,7 +36,9 @@
  * asked. glibc gives each thread an arena whose 64 MB heaps are unmapped as soon as they are
  * empty, so every run's output (freed later, when Polars drops it) was faulted in afresh:
  * 136K page faults and a quarter of the CPU of a 4M-row stateless run. The cache keeps at most
- * sc_colbuf_limit() bytes; sc_colbuf_trim releases buffers cached longer than a given age.
+ * sc_colbuf_limit() bytes: when a freed buffer would take it beyond, the buffers cached
+ * longest are released to make room, so it holds the sizes the kernel's latest runs use;
+ * sc_colbuf_trim releases buffers cached longer than a given age.
  * Sizes are rounded up to classes, four per power of two; a request whose class is empty takes
  * the smallest cached buffer of the next four classes (at most twice its size), which goes
  * back to its own class when freed. A new buffer of up to 4 MB from libc has every page

@@ -3,8 +3,9 @@
  * realloc across sizes, calloc zeroes reused memory, freed large buffers are handed out again
  * (not in sanitizer builds, which cache nothing), also to a request whose own class is empty
  * when they are at most four classes larger, a new buffer of up to 4 MB comes with every page
- * faulted in, the cache never holds more than sc_colbuf_limit(), trim releases by age, and
- * threads allocating and freeing at once neither lose nor share a buffer. */
+ * faulted in, the cache never holds more than sc_colbuf_limit(), a full cache makes room for a
+ * newly freed buffer by releasing its oldest ones, trim releases by age, and threads
+ * allocating and freeing at once neither lose nor share a buffer. */
 #include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -100,6 +101,52 @@ static void test_cap_and_trim(void) {
     struct timespec ts = { 0, 20 * 1000 * 1000 };
     nanosleep(&ts, NULL);
     CHECK(sc_colbuf_trim(10 * 1000 * 1000) == cached); /* everything is 10 ms old */
+    CHECK(sc_colbuf_cached() == 0);
+}
+
+/* A full cache keeps what is freed last: a buffer of another size freed into a cache filled
+ * with 16 MB buffers is kept (handed out again) and the oldest 16 MB buffers make room; the
+ * newest stay, handed out newest first; trim takes the oldest first. */
+static void test_full_cache_keeps_the_newest(void) {
+    sc_colbuf_trim(0);
+    int64_t limit = sc_colbuf_limit();
+    enum { N = 72 };
+    size_t sz = 16u << 20; /* 72 x 16 MB > the largest limit (above 4 MB: not faulted in) */
+    void *p[N];
+    for (int i = 0; i < N; i++) CHECK((p[i] = sc_colbuf_alloc(sz)) != NULL);
+    for (int i = 0; i < N; i++) sc_colbuf_free(p[i]);
+    int64_t kept = limit / (int64_t)sz; /* the newest `kept` of them: p[N - kept .. N) */
+    CHECK(CACHING ? sc_colbuf_cached() == kept * (int64_t)sz : sc_colbuf_cached() == 0);
+    uint8_t *small = sc_colbuf_alloc(65536); /* no 64K buffer is cached: a new one */
+    CHECK(small != NULL);
+    fill(small, 65536, 5);
+    sc_colbuf_free(small);
+    CHECK(sc_colbuf_cached() <= limit);
+    int64_t room = limit - kept * (int64_t)sz; /* the 64K buffer fits beside them, or one goes */
+    int64_t left = room >= 65536 ? kept : kept - 1;
+    CHECK(CACHING ? sc_colbuf_cached() == left * (int64_t)sz + 65536 : sc_colbuf_cached() == 0);
+    uint8_t *again = sc_colbuf_alloc(65536);
+    CHECK(CACHING ? again == small : 1);
+    sc_colbuf_free(again);
+    void *q[N];
+    for (int64_t i = 0; i < left; i++) { /* newest first; the oldest (p[N - kept]) went if one did */
+        q[i] = sc_colbuf_alloc(sz);
+        CHECK(CACHING ? q[i] == p[N - 1 - i] : 1);
+    }
+    for (int64_t i = left - 1; i >= 0; i--) sc_colbuf_free(q[i]); /* q[0] = p[N-1] is now newest */
+    /* trim by age takes the oldest end: sleep, free one more, trim what is older than the sleep */
+    struct timespec ts = { 0, 20 * 1000 * 1000 };
+    nanosleep(&ts, NULL);
+    void *last = sc_colbuf_alloc(sz);
+    CHECK(last != NULL);
+    sc_colbuf_free(last);
+    int64_t before = sc_colbuf_cached();
+    CHECK(sc_colbuf_trim(10 * 1000 * 1000) == (CACHING ? before - (int64_t)sz : 0));
+    CHECK(sc_colbuf_cached() == (CACHING ? (int64_t)sz : 0));
+    void *newest = sc_colbuf_alloc(sz);
+    CHECK(CACHING ? newest == last : newest != NULL);
+    sc_colbuf_free(newest);
+    sc_colbuf_trim(0);
     CHECK(sc_colbuf_cached() == 0);
 }
 
@@ -229,6 +276,7 @@ int main(void) {
     test_reuse_across_classes();
     test_new_buffers_are_faulted_in();
     test_cap_and_trim();
+    test_full_cache_keeps_the_newest();
     test_threads();
     printf("test_colbuf: ok\n");
     return 0;
