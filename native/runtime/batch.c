@@ -113,21 +113,12 @@ void sc_bits_read(uint8_t *dst, const uint8_t *src, int64_t src_off, int64_t n) 
 #endif
 
 /* Each buffer starts 16 bytes before the pointer handed out (malloc's alignment kept): its
- * usable size and (while cached) when it came into the cache. */
+ * usable size. */
 typedef struct colbuf_hdr {
     size_t cap;
-    uint64_t cached_ns;
+    uint64_t pad;
 } colbuf_hdr;
 _Static_assert(sizeof(colbuf_hdr) == 16, "the header keeps 16-byte alignment");
-/* A cached buffer is on two lists, kept in its own body (at least SC_COLBUF_MIN bytes): its
- * class's stack (newest first: the one handed out next is the one likeliest still in a CPU
- * cache) and the list of every cached buffer by when it came (newest first), from whose old
- * end the cache makes room and trim releases. */
-typedef struct colbuf_free {
-    colbuf_hdr h;
-    struct colbuf_free *next, *prev;   /* its class's stack */
-    struct colbuf_free *older, *newer; /* every cached buffer */
-} colbuf_free;
 
 /* Size classes from SC_COLBUF_MIN up: four per power of two (a cached buffer is at most 25%
  * larger than asked for); larger than the last class: not cached. */
@@ -135,9 +126,22 @@ typedef struct colbuf_free {
 #define COLBUF_CLASSES (4 * (31 - COLBUF_MIN_LOG))
 /* A request may take a cached buffer up to this many classes larger (4: twice the class's size). */
 #define COLBUF_SPILL 4
+
+/* The cached buffers of one class, in order of arrival: a ring of (buffer, when it came), the
+ * oldest at `lo`. A request takes the newest (likeliest still in a CPU cache); a full cache
+ * and trim release the oldest of all classes. Kept apart from the buffers, so that neither
+ * handing one out nor caching one reads or writes another buffer's memory (a list threaded
+ * through the buffers took a cache miss on a neighbour's header at every step). */
+typedef struct colbuf_entry {
+    colbuf_hdr *h;
+    uint64_t ns;
+} colbuf_entry;
+typedef struct colbuf_ring {
+    colbuf_entry *e;
+    uint32_t cap, lo, n;
+} colbuf_ring;
 static pthread_mutex_t colbuf_mu = PTHREAD_MUTEX_INITIALIZER;
-static colbuf_free *colbuf_lists[COLBUF_CLASSES];
-static colbuf_free *colbuf_newest, *colbuf_oldest;
+static colbuf_ring colbuf_rings[COLBUF_CLASSES];
 static int64_t colbuf_bytes;
 
 static int64_t colbuf_limit;
@@ -167,54 +171,71 @@ static int colbuf_class(size_t bytes, size_t *cap) {
     return k;
 }
 
-/* Put f (of class k) in the cache / take it out; colbuf_mu held. */
-static void colbuf_push(colbuf_free *f, int k) {
-    f->h.cached_ns = sc_now_ns(); /* under the lock: the list stays in order of arrival */
-    f->prev = NULL;
-    f->next = colbuf_lists[k];
-    if (f->next) f->next->prev = f;
-    colbuf_lists[k] = f;
-    f->newer = NULL;
-    f->older = colbuf_newest;
-    if (f->older) f->older->newer = f;
-    else colbuf_oldest = f;
-    colbuf_newest = f;
-    colbuf_bytes += (int64_t)f->h.cap;
+/* The size of class k's buffers (the inverse of colbuf_class). */
+static size_t colbuf_class_cap(int k) {
+    return (size_t)(4 + k % 4) << (k / 4 + COLBUF_MIN_LOG - 2);
 }
 
-static void colbuf_unlink(colbuf_free *f, int k) {
-    if (f->prev) f->prev->next = f->next;
-    else colbuf_lists[k] = f->next;
-    if (f->next) f->next->prev = f->prev;
-    if (f->newer) f->newer->older = f->older;
-    else colbuf_newest = f->older;
-    if (f->older) f->older->newer = f->newer;
-    else colbuf_oldest = f->newer;
-    colbuf_bytes -= (int64_t)f->h.cap;
+/* Cache h as the newest of class k (colbuf_mu held); false when its ring cannot grow. A
+ * ring's room is a power of two (positions are masked). */
+static bool colbuf_push(colbuf_hdr *h, int k) {
+    SC_INVARIANT(h->cap == colbuf_class_cap(k), "a cached buffer's size is its class's");
+    colbuf_ring *r = &colbuf_rings[k];
+    if (r->n == r->cap) { /* twice the room, the oldest first */
+        uint32_t cap = r->cap ? 2 * r->cap : 64;
+        colbuf_entry *e = malloc((size_t)cap * sizeof *e);
+        if (!e) return false;
+        for (uint32_t i = 0; i < r->n; i++) e[i] = r->e[(r->lo + i) & (r->cap - 1)];
+        free(r->e);
+        r->e = e;
+        r->cap = cap;
+        r->lo = 0;
+    }
+    /* the time under the lock: each ring stays in order of arrival */
+    r->e[(r->lo + r->n) & (r->cap - 1)] = (colbuf_entry){ h, sc_now_ns() };
+    r->n++;
+    colbuf_bytes += (int64_t)colbuf_class_cap(k);
+    return true;
+}
+
+/* The newest cached buffer of class k, taken out (NULL: none); colbuf_mu held. Its memory
+ * is not read here (its size is its class's): the caller's first touch is its first miss. */
+static colbuf_hdr *colbuf_pop_newest(int k) {
+    colbuf_ring *r = &colbuf_rings[k];
+    if (!r->n) return NULL;
+    r->n--;
+    colbuf_bytes -= (int64_t)colbuf_class_cap(k);
+    return r->e[(r->lo + r->n) & (r->cap - 1)].h;
 }
 
 /* Take the oldest cached buffers out while the cache holds more than `over` bytes or the
- * oldest came before `born_before` (colbuf_mu held), adding their sizes to *freed; they are
- * chained on `next` for colbuf_release once the lock is let go. */
-static colbuf_free *colbuf_evict_oldest(int64_t over, uint64_t born_before, int64_t *freed) {
-    colbuf_free *out = NULL;
-    while (colbuf_oldest && (colbuf_bytes > over || colbuf_oldest->h.cached_ns < born_before)) {
-        colbuf_free *f = colbuf_oldest;
-        size_t cap;
-        colbuf_unlink(f, colbuf_class(f->h.cap, &cap));
-        if (freed) *freed += (int64_t)f->h.cap;
-        f->next = out;
-        out = f;
+ * oldest came before `born_before` (colbuf_mu held), adding their sizes to *freed; they go to
+ * `out` (room for `room`), which colbuf_release frees once the lock is let go. Returns how
+ * many; fewer than the rule asks when `out` is full (the caller comes back for the rest). */
+static int colbuf_evict_oldest(int64_t over, uint64_t born_before, int64_t *freed, colbuf_hdr **out, int room) {
+    int got = 0;
+    while (got < room) {
+        int oldest = -1; /* the class whose oldest buffer came first */
+        for (int k = 0; k < COLBUF_CLASSES; k++) {
+            colbuf_ring *r = &colbuf_rings[k];
+            if (r->n && (oldest < 0 || r->e[r->lo].ns < colbuf_rings[oldest].e[colbuf_rings[oldest].lo].ns))
+                oldest = k;
+        }
+        if (oldest < 0) break;
+        colbuf_ring *r = &colbuf_rings[oldest];
+        colbuf_entry e = r->e[r->lo];
+        if (!(colbuf_bytes > over || e.ns < born_before)) break;
+        r->lo = (r->lo + 1) & (r->cap - 1);
+        r->n--;
+        colbuf_bytes -= (int64_t)colbuf_class_cap(oldest);
+        if (freed) *freed += (int64_t)colbuf_class_cap(oldest);
+        out[got++] = e.h;
     }
-    return out;
+    return got;
 }
 
-static void colbuf_release(colbuf_free *out) {
-    while (out) {
-        colbuf_free *next = out->next;
-        free(out);
-        out = next;
-    }
+static void colbuf_release(colbuf_hdr **out, int n) {
+    for (int i = 0; i < n; i++) free(out[i]);
 }
 
 /* Touch every page of a new buffer the cache may keep, now. A buffer's first user rarely
@@ -244,11 +265,8 @@ void *sc_colbuf_alloc(size_t bytes) {
          * cache full of buffers a class too small or too large while every request faults
          * in fresh memory, run after run */
         pthread_mutex_lock(&colbuf_mu);
-        colbuf_free *f = NULL;
-        for (int j = k; !f && j < COLBUF_CLASSES && j <= k + COLBUF_SPILL; j++) {
-            f = colbuf_lists[j];
-            if (f) colbuf_unlink(f, j);
-        }
+        colbuf_hdr *f = NULL;
+        for (int j = k; !f && j < COLBUF_CLASSES && j <= k + COLBUF_SPILL; j++) f = colbuf_pop_newest(j);
         pthread_mutex_unlock(&colbuf_mu);
         if (f) return (char *)f + sizeof(colbuf_hdr);
     }
@@ -256,7 +274,6 @@ void *sc_colbuf_alloc(size_t bytes) {
     if (!h) return NULL;
     if (k >= 0) prefault(h, sizeof(colbuf_hdr) + cap);
     h->cap = cap;
-    h->cached_ns = 0;
     return (char *)h + sizeof(colbuf_hdr);
 }
 
@@ -278,13 +295,20 @@ void sc_colbuf_free(void *p) {
          * new buffers instead stayed filled with the sizes of whatever ran first: paced runs
          * after bulk runs in one kernel faulted in 10-100K fresh pages each (1.6 us a page on
          * a VM), their batches' latency with them */
-        colbuf_free *f = (colbuf_free *)h;
+        colbuf_hdr *out[16];
+        int n = 0;
         pthread_mutex_lock(&colbuf_mu);
-        colbuf_push(f, k);
-        colbuf_free *out = colbuf_evict_oldest(limit, 0, NULL);
+        bool kept = colbuf_push(h, k);
+        if (kept) n = colbuf_evict_oldest(limit, 0, NULL, out, 16);
+        while (n == 16) { /* more to release than fits `out`: free them, come back for more */
+            pthread_mutex_unlock(&colbuf_mu);
+            colbuf_release(out, n);
+            pthread_mutex_lock(&colbuf_mu);
+            n = colbuf_evict_oldest(limit, 0, NULL, out, 16);
+        }
         pthread_mutex_unlock(&colbuf_mu);
-        colbuf_release(out);
-        return;
+        colbuf_release(out, n);
+        if (kept) return;
     }
     free(h);
 }
@@ -311,10 +335,14 @@ int64_t sc_colbuf_trim(uint64_t age_ns) {
     /* cached before `cutoff` is cached at least age_ns ago (age 0: everything) */
     uint64_t cutoff = !age_ns ? UINT64_MAX : age_ns > now ? 0 : now - age_ns + 1;
     int64_t freed = 0;
-    pthread_mutex_lock(&colbuf_mu);
-    colbuf_free *out = colbuf_evict_oldest(INT64_MAX, cutoff, &freed);
-    pthread_mutex_unlock(&colbuf_mu);
-    colbuf_release(out);
+    colbuf_hdr *out[64];
+    int n;
+    do { /* 64 at a time, each lot freed outside the lock */
+        pthread_mutex_lock(&colbuf_mu);
+        n = colbuf_evict_oldest(INT64_MAX, cutoff, &freed, out, 64);
+        pthread_mutex_unlock(&colbuf_mu);
+        colbuf_release(out, n);
+    } while (n == 64);
     return freed;
 }
 

@@ -110,8 +110,8 @@ static void test_cap_and_trim(void) {
 static void test_full_cache_keeps_the_newest(void) {
     sc_colbuf_trim(0);
     int64_t limit = sc_colbuf_limit();
-    enum { N = 72 };
-    size_t sz = 16u << 20; /* 72 x 16 MB > the largest limit (above 4 MB: not faulted in) */
+    enum { N = 200 };
+    size_t sz = 16u << 20; /* 200 x 16 MB > the largest limit (above 4 MB: not faulted in) */
     void *p[N];
     for (int i = 0; i < N; i++) CHECK((p[i] = sc_colbuf_alloc(sz)) != NULL);
     for (int i = 0; i < N; i++) sc_colbuf_free(p[i]);
@@ -148,6 +148,30 @@ static void test_full_cache_keeps_the_newest(void) {
     sc_colbuf_free(newest);
     sc_colbuf_trim(0);
     CHECK(sc_colbuf_cached() == 0);
+}
+
+/* A class's cached buffers are handed out newest first also after the oldest were trimmed
+ * and more came than the room they had: 10 old ones, 54 young, trim the 10, then 20 more. */
+static void test_order_after_trim_and_growth(void) {
+    sc_colbuf_trim(0);
+    enum { OLD = 10, YOUNG = 54, MORE = 20 };
+    void *p[OLD + YOUNG + MORE];
+    for (int i = 0; i < OLD + YOUNG + MORE; i++) CHECK((p[i] = sc_colbuf_alloc(65536)) != NULL);
+    for (int i = 0; i < OLD; i++) sc_colbuf_free(p[i]);
+    struct timespec ts = { 0, 20 * 1000 * 1000 };
+    nanosleep(&ts, NULL);
+    for (int i = OLD; i < OLD + YOUNG; i++) sc_colbuf_free(p[i]);
+    CHECK(sc_colbuf_trim(10 * 1000 * 1000) == (CACHING ? OLD * 65536 : 0));
+    for (int i = OLD + YOUNG; i < OLD + YOUNG + MORE; i++) sc_colbuf_free(p[i]);
+    CHECK(sc_colbuf_cached() == (CACHING ? (YOUNG + MORE) * 65536 : 0));
+    for (int i = OLD + YOUNG + MORE - 1; i >= OLD; i--) {
+        void *q = sc_colbuf_alloc(65536);
+        CHECK(CACHING ? q == p[i] : q != NULL);
+        p[i] = q;
+    }
+    CHECK(sc_colbuf_cached() == 0);
+    for (int i = OLD; i < OLD + YOUNG + MORE; i++) sc_colbuf_free(p[i]);
+    sc_colbuf_trim(0);
 }
 
 /* A request whose class is empty takes the smallest cached buffer of the next four classes
@@ -277,6 +301,7 @@ int main(void) {
     test_new_buffers_are_faulted_in();
     test_cap_and_trim();
     test_full_cache_keeps_the_newest();
+    test_order_after_trim_and_growth();
     test_threads();
     printf("test_colbuf: ok\n");
     return 0;
