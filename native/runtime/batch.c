@@ -284,33 +284,56 @@ void *sc_colbuf_calloc(size_t n, size_t size) {
     return p;
 }
 
-void sc_colbuf_free(void *p) {
-    if (!p) return;
-    colbuf_hdr *h = (colbuf_hdr *)((char *)p - sizeof(colbuf_hdr));
-    size_t cap;
-    int k = COLBUF_CACHING && h->cap >= SC_COLBUF_MIN ? colbuf_class(h->cap, &cap) : -1;
+/* Free up to COLBUF_LOT buffers under one taking of the lock (a batch frees a few per
+ * column: when a run's old table is dropped while the next run computes, the thread freeing
+ * it took the lock thousands of times against the workers allocating their outputs). */
+#define COLBUF_LOT 32
+static void colbuf_free_lot(void *const *ps, int n) {
+    colbuf_hdr *keep[COLBUF_LOT], *out[COLBUF_LOT];
+    int cls[COLBUF_LOT], nk = 0;
     int64_t limit = sc_colbuf_limit();
-    if (k >= 0 && cap == h->cap && (int64_t)cap <= limit) {
-        /* kept; a full cache lets its oldest buffers go to make room. A cache that refused
-         * new buffers instead stayed filled with the sizes of whatever ran first: paced runs
-         * after bulk runs in one kernel faulted in 10-100K fresh pages each (1.6 us a page on
-         * a VM), their batches' latency with them */
-        colbuf_hdr *out[16];
-        int n = 0;
-        pthread_mutex_lock(&colbuf_mu);
-        bool kept = colbuf_push(h, k);
-        if (kept) n = colbuf_evict_oldest(limit, 0, NULL, out, 16);
-        while (n == 16) { /* more to release than fits `out`: free them, come back for more */
-            pthread_mutex_unlock(&colbuf_mu);
-            colbuf_release(out, n);
-            pthread_mutex_lock(&colbuf_mu);
-            n = colbuf_evict_oldest(limit, 0, NULL, out, 16);
+    for (int i = 0; i < n; i++) {
+        if (!ps[i]) continue;
+        colbuf_hdr *h = (colbuf_hdr *)((char *)ps[i] - sizeof(colbuf_hdr));
+        size_t cap;
+        int k = COLBUF_CACHING && h->cap >= SC_COLBUF_MIN ? colbuf_class(h->cap, &cap) : -1;
+        if (k >= 0 && cap == h->cap && (int64_t)cap <= limit) {
+            keep[nk] = h;
+            cls[nk++] = k;
+        } else {
+            free(h);
         }
-        pthread_mutex_unlock(&colbuf_mu);
-        colbuf_release(out, n);
-        if (kept) return;
     }
-    free(h);
+    if (!nk) return;
+    /* kept; a full cache lets its oldest buffers go to make room. A cache that refused new
+     * buffers instead stayed filled with the sizes of whatever ran first: paced runs after
+     * bulk runs in one kernel faulted in 10-100K fresh pages each (1.6 us a page on a VM),
+     * their batches' latency with them */
+    int nout = 0;
+    pthread_mutex_lock(&colbuf_mu);
+    for (int i = 0; i < nk; i++)
+        if (!colbuf_push(keep[i], cls[i])) out[nout++] = keep[i]; /* no room to note it: freed */
+    int got;
+    do {
+        got = colbuf_evict_oldest(limit, 0, NULL, out + nout, COLBUF_LOT - nout);
+        nout += got;
+        if (nout == COLBUF_LOT) { /* more to release than fits `out`: free them, come back */
+            pthread_mutex_unlock(&colbuf_mu);
+            colbuf_release(out, nout);
+            nout = 0;
+            pthread_mutex_lock(&colbuf_mu);
+        }
+    } while (got > 0 && nout == 0);
+    pthread_mutex_unlock(&colbuf_mu);
+    colbuf_release(out, nout);
+}
+
+void sc_colbuf_free_n(void *const *ps, int64_t n) {
+    for (int64_t i = 0; i < n; i += COLBUF_LOT) colbuf_free_lot(ps + i, (int)(n - i < COLBUF_LOT ? n - i : COLBUF_LOT));
+}
+
+void sc_colbuf_free(void *p) {
+    if (p) colbuf_free_lot(&p, 1);
 }
 
 void *sc_colbuf_realloc(void *p, size_t bytes) {
@@ -389,11 +412,27 @@ static int alloc_column(sc_column *c, sc_col_type t, int64_t rows, int64_t utf8_
     return c->values ? SC_OK : SC_ENOMEM;
 }
 
-static void free_column(sc_column *c) {
-    sc_colbuf_free(c->validity);
-    if (!c->borrowed) sc_colbuf_free(c->values);
-    sc_colbuf_free(c->offsets);
-    sc_colbuf_free(c->data);
+/* Column c's buffers into ps (at most 4); returns how many. */
+static int column_buffers(const sc_column *c, void **ps) {
+    ps[0] = c->validity;
+    ps[1] = c->borrowed ? NULL : c->values;
+    ps[2] = c->offsets;
+    ps[3] = c->data;
+    return 4;
+}
+
+/* Every column's buffers of b, a lot at a time. */
+static void free_columns(sc_batch *b) {
+    void *ps[COLBUF_LOT];
+    int n = 0;
+    for (int32_t c = 0; c < b->ncols; c++) {
+        if (n + 4 > COLBUF_LOT) {
+            sc_colbuf_free_n(ps, n);
+            n = 0;
+        }
+        n += column_buffers(&b->cols[c], ps + n);
+    }
+    sc_colbuf_free_n(ps, n);
 }
 
 void sc_batch_reset(sc_batch *b) {
@@ -428,7 +467,7 @@ int sc_batch_pool_destroy(sc_batch_pool *p) {
         for (uint32_t i = 0; i < p->size; i++) {
             sc_batch *b = &p->batches[i];
             if (!b->cols) continue;
-            for (int32_t c = 0; c < b->ncols; c++) free_column(&b->cols[c]);
+            free_columns(b);
             free(b->cols);
         }
     }
@@ -505,7 +544,7 @@ int sc_batch_acquire(sc_batch_pool *p, sc_batch **out) {
 
 /* A standalone batch (exec/sc_batch_new: pool == NULL) owns its columns and itself. */
 void sc_batch_free_standalone(sc_batch *b) {
-    for (int32_t c = 0; c < b->ncols; c++) free_column(&b->cols[c]);
+    free_columns(b);
     sc_extbuf_unref(b->ext);
     if (b->fill) sc_extbuf_unref(b->fill_src); /* released before its rows were put in */
     free(b->cols);

@@ -5,7 +5,8 @@
  * when they are at most four classes larger, a new buffer of up to 4 MB comes with every page
  * faulted in, the cache never holds more than sc_colbuf_limit(), a full cache makes room for a
  * newly freed buffer by releasing its oldest ones, trim releases by age, and threads
- * allocating and freeing at once neither lose nor share a buffer. */
+ * allocating and freeing at once neither lose nor share a buffer; a list freed at once is
+ * cached as if freed one by one. */
 #include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -174,6 +175,32 @@ static void test_order_after_trim_and_growth(void) {
     sc_colbuf_trim(0);
 }
 
+/* sc_colbuf_free_n frees a list across its lots of 32, NULLs and small buffers included:
+ * the large ones are cached as if freed one by one, in order (the last one first out). */
+static void test_free_many(void) {
+    sc_colbuf_trim(0);
+    enum { N = 70 };
+    void *p[N];
+    for (int i = 0; i < N; i++) p[i] = i % 7 == 3 ? NULL : sc_colbuf_alloc(i % 5 == 0 ? 100 : 32768);
+    int64_t big = 0;
+    for (int i = 0; i < N; i++) big += p[i] && i % 5 != 0 ? 32768 : 0;
+    sc_colbuf_free_n(p, N);
+    CHECK(sc_colbuf_cached() == (CACHING ? big : 0));
+    for (int i = N - 1; i >= 0; i--) {
+        if (!p[i] || i % 5 == 0) continue;
+        void *q = sc_colbuf_alloc(32768);
+        CHECK(CACHING ? q == p[i] : q != NULL);
+        sc_colbuf_free_n(&q, 1);
+        q = sc_colbuf_alloc(32768); /* the one just freed comes straight back */
+        CHECK(CACHING ? q == p[i] : q != NULL);
+        p[i] = q;
+    }
+    CHECK(sc_colbuf_cached() == 0);
+    for (int i = 0; i < N; i++)
+        if (i % 5 != 0) sc_colbuf_free(p[i]);
+    sc_colbuf_trim(0);
+}
+
 /* A request whose class is empty takes the smallest cached buffer of the next four classes
  * (at most twice its size) and gives it back to that buffer's own class; a buffer more than
  * four classes up stays cached. Classes: 16K 20K 24K 28K 32K 40K 48K 56K 64K ... */
@@ -302,6 +329,7 @@ int main(void) {
     test_cap_and_trim();
     test_full_cache_keeps_the_newest();
     test_order_after_trim_and_growth();
+    test_free_many();
     test_threads();
     printf("test_colbuf: ok\n");
     return 0;
