@@ -65,7 +65,10 @@ function collectErrors(page: Page): string[] {
       errors.push(`console: ${msg.text()}`);
     }
   });
-  page.on('pageerror', error => errors.push(`page: ${error.message}`));
+  // the stack too: an error thrown in a library's callback names no test step
+  page.on('pageerror', error =>
+    errors.push(`page: ${error.message}\n${error.stack ?? '(no stack)'}`)
+  );
   return errors;
 }
 
