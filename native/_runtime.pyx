@@ -1120,10 +1120,15 @@ cdef class Program:
         return rc, pushed, bool(idle)
 
     def pace_pushed(self):
-        """The rows the pacer pushed so far (a snapshot, for counters read after metrics)."""
+        """(rows the pacer pushed so far, rows of the batch it is pushing at that instant): a
+        snapshot, for counters read after metrics (an operator may count the batch being
+        pushed before the pacer does)."""
+        cdef int64_t in_flight = 0
+        cdef int64_t pushed
         if self.pacer == NULL:
             raise ValueError("pace_pushed: no pacer")
-        return sc_pacer_pushed(self.pacer)
+        pushed = sc_pacer_pushed(self.pacer, &in_flight)
+        return pushed, in_flight
 
     def pace_halt(self):
         """Push nothing more (the jobs are dropped; new ones may be queued): (status, rows

@@ -42,6 +42,7 @@ struct sc_pacer {
     bool news_flag, quit;
     int halting; /* atomic: read by a push waiting on a full pipeline, without mu */
     bool pushing; /* the pacer thread is between taking a batch and accounting for it */
+    int64_t in_flight; /* that batch's rows (0 when not pushing) */
 };
 
 static void timespec_at(struct timespec *ts, uint64_t ns) {
@@ -126,11 +127,13 @@ static void *pacer_main(void *arg) {
         sc_extbuf *hold = j->hold;
         int64_t offset = j->offset + j->done;
         pc->pushing = true;
+        pc->in_flight = m;
         pthread_mutex_unlock(&pc->mu);
         int rc = push_batch(pc, hold, offset, m, row);
         bool due_out = rc == SC_OK && sc_prog_take_due(pc->p);
         pthread_mutex_lock(&pc->mu);
         pc->pushing = false;
+        pc->in_flight = 0;
         if (rc == SC_OK) { /* the job is still the head: only this thread pops, a halt waits for !pushing */
             j->done += m;
             pc->pushed += m;
@@ -221,9 +224,10 @@ int sc_pacer_wait(sc_pacer *pc, int64_t timeout_ns, int64_t *pushed, int *idle) 
     return rc;
 }
 
-int64_t sc_pacer_pushed(sc_pacer *pc) {
+int64_t sc_pacer_pushed(sc_pacer *pc, int64_t *in_flight) {
     pthread_mutex_lock(&pc->mu);
     int64_t n = pc->pushed;
+    if (in_flight) *in_flight = pc->in_flight;
     pthread_mutex_unlock(&pc->mu);
     return n;
 }

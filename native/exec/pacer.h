@@ -46,8 +46,10 @@ int sc_pacer_submit(sc_pacer *pc, sc_extbuf *hold, int64_t offset, int64_t n, in
  * the rows pushed so far (all jobs), *idle whether no job waits. Returns the first push error
  * (SC_ECLOSED when the run stopped), else SC_OK. */
 int sc_pacer_wait(sc_pacer *pc, int64_t timeout_ns, int64_t *pushed, int *idle);
-/* The rows pushed so far (all jobs), without waiting or taking the news. */
-int64_t sc_pacer_pushed(sc_pacer *pc);
+/* The rows pushed so far (all jobs), without waiting or taking the news; *in_flight (may be
+ * NULL) the rows of the batch being pushed at that instant, which the workers may already
+ * be running (an operator's count read before this one is at most the two together). */
+int64_t sc_pacer_pushed(sc_pacer *pc, int64_t *in_flight);
 /* Push nothing more: the batch being pushed goes in or not, the jobs are dropped; returns once
  * the pacer thread has let go of them. *pushed as above (the rows of the source that went in
  * are exactly seq0 of the first job ever queued .. + *pushed). Jobs may be queued again. */

@@ -12,7 +12,7 @@ cdef extern from "exec/pacer.h":
                         int64_t batch_size, int64_t burst, uint64_t origin_ns, uint64_t catchup_ns) nogil
     int sc_pacer_submit(sc_pacer *pc, sc_extbuf *hold, int64_t offset, int64_t n, int64_t seq0) nogil
     int sc_pacer_wait(sc_pacer *pc, int64_t timeout_ns, int64_t *pushed, int *idle) nogil
-    int64_t sc_pacer_pushed(sc_pacer *pc) nogil
+    int64_t sc_pacer_pushed(sc_pacer *pc, int64_t *in_flight) nogil
     int sc_pacer_halt(sc_pacer *pc, int64_t *pushed) nogil
     void sc_pacer_destroy(sc_pacer *pc) nogil
     uint64_t sc_paced_due(uint64_t origin_ns, int64_t row, int64_t group, double rate) nogil

@@ -229,8 +229,9 @@ static void all_rows_in_order(int64_t coalesce, bool lean, int64_t batch_size, i
             CHECK(k == 2); /* two jobs always fit */
             CHECK_RC(sc_pacer_wait(pc, 2 * MS, &pushed, &idle));
             CHECK(pushed >= 0 && pushed <= seq);
-            int64_t now_pushed = sc_pacer_pushed(pc); /* a later look: never fewer */
+            int64_t fl = -1, now_pushed = sc_pacer_pushed(pc, &fl); /* a later look: never fewer */
             CHECK(now_pushed >= pushed && now_pushed <= seq);
+            CHECK(fl >= 0 && now_pushed + fl <= seq); /* the batch in flight is a queued one's */
             take_all(p, &o, 0);
             CHECK(sc_now_ns() < deadline);
         }
@@ -242,7 +243,9 @@ static void all_rows_in_order(int64_t coalesce, bool lean, int64_t batch_size, i
     pushed = wait_idle(pc, p, &o);
     CHECK(pushed == total);
     CHECK_RC(sc_pacer_wait(pc, 0, &pushed, &idle)); /* nothing more: returns at once */
-    CHECK(pushed == total && idle && sc_pacer_pushed(pc) == total);
+    int64_t in_flight = -1;
+    CHECK(pushed == total && idle && sc_pacer_pushed(pc, &in_flight) == total);
+    CHECK(in_flight == 0); /* idle: no batch between its push and its count */
     CHECK_RC(sc_pacer_halt(pc, &pushed)); /* idle: nothing to halt */
     CHECK(pushed == total);
     finish(p, &o);

@@ -500,12 +500,16 @@ class Driver:
     def _metrics(self, prog: Any) -> dict[str, Any]:
         """The program's metrics plus the multi-entity and speculate stages' own counters."""
         metrics: dict[str, Any] = prog.metrics()
+        in_flight = 0
         if self._pacing:  # the pacer pushes meanwhile: its count, read after the operators'
-            self._count_pushed(prog.pace_pushed())  # (no operator has more than it)
+            pushed, in_flight = prog.pace_pushed()
+            self._count_pushed(pushed)
         # the run's own numbers at the same instant (after _sync_counters), so a display shows
-        # the headline and the operator table from one frame
+        # the headline and the operator table from one frame. A batch the pacer is pushing may
+        # already be counted by an operator before the pacer counts it: the headline includes
+        # it (in_flight), so no operator has taken more rows than the headline says were read
         run = self.env.run
-        metrics["rows_in"] = run._progress.rows_read
+        metrics["rows_in"] = run._progress.rows_read + in_flight
         metrics["rows_out"] = run.sink_rows()
         metrics["entities"] = {
             sid: dict(zip(("entities", "waited"), prog.entity_stats(t)))
