@@ -27,7 +27,7 @@ from runtime.scheduler cimport (
 from runtime.metrics cimport sc_latency_summary, sc_metrics_snapshot, sc_op_counters
 from runtime.pool cimport sc_op_run_fn, sc_pool_config
 from exec.exec cimport (
-    sc_batch_list, sc_batch_list_add, sc_batch_list_join, sc_batch_new, sc_exec_tune_allocator,
+    sc_batch_list, sc_batch_list_add, sc_batch_list_join, sc_batch_new, sc_batch_new_shell, sc_exec_tune_allocator,
     sc_op_base, sc_op_base_free, sc_op_base_init, sc_schema, sc_schema_free, sc_schema_init, sc_side, sc_side_meta,
     sc_side_meta_free, sc_side_schema, sc_side_step, sc_side_take, sc_step_counters,
     sc_u64_load_relaxed,
@@ -974,7 +974,7 @@ cdef class Program:
             b = NULL
             # a batch that names its rows: the worker that runs it imports them (and
             # allocates its buffers), so this thread only hands out slices
-            rc = sc_batch_new(&b, &self.in_schema.s, 1)
+            rc = sc_batch_new_shell(&b, &self.in_schema.s)
             if rc == 0:
                 b.lean = self.lean
                 rc = sc_arrow_defer(b, hold, offset + done[0], m, seq0 + done[0])

@@ -197,8 +197,8 @@ static int import_ref(const struct ArrowSchema *schema, const struct ArrowArray 
     if (!schema || !array || strcmp(schema->format, "+s") || schema->n_children != target->ncols - SC_NHIDDEN ||
         array->n_children != schema->n_children || offset < 0 || n < 0 || offset + n > array->length)
         return SC_EINVAL;
-    if (n > out->capacity) {
-        int rc = sc_batch_reserve(out, n);
+    if (n > out->capacity || out->capacity == 0) { /* a shell (sc_batch_new_shell) gets room */
+        int rc = sc_batch_reserve(out, n > 0 ? n : 1);
         if (rc) return rc;
     }
     out->first_row = (uint64_t)seq0;

@@ -137,6 +137,21 @@ int sc_batch_new(sc_batch **out, const sc_schema *s, int64_t capacity) {
     return SC_OK;
 }
 
+int sc_batch_new_shell(sc_batch **out, const sc_schema *s) {
+    if (!out || !s) return SC_EINVAL;
+    sc_batch *b = calloc(1, sizeof *b);
+    if (!b) return SC_ENOMEM;
+    b->ncols = s->ncols;
+    b->cols = calloc((size_t)(s->ncols ? s->ncols : 1), sizeof(sc_column));
+    if (!b->cols) {
+        free(b);
+        return SC_ENOMEM;
+    }
+    for (int32_t i = 0; i < s->ncols; i++) b->cols[i].type = sc_ltype_physical((sc_ltype)s->lt[i]);
+    *out = b;
+    return SC_OK;
+}
+
 static int grow(void **p, size_t bytes) { /* a column buffer */
     void *q = sc_colbuf_realloc(*p, bytes);
     if (!q) return SC_ENOMEM;
@@ -179,6 +194,12 @@ int sc_batch_reserve(sc_batch *b, int64_t rows) {
             break;
         case SC_COL_UTF8:
             if (grow((void **)&c->offsets, (size_t)(cap + 1) * sizeof(int32_t))) return SC_ENOMEM;
+            if (!c->data) { /* a shell's first room (sc_batch_new_shell): as col_alloc makes it */
+                c->offsets[0] = 0;
+                c->data_cap = cap * 8 > 64 ? cap * 8 : 64;
+                c->data = sc_colbuf_alloc((size_t)c->data_cap);
+                if (!c->data) return SC_ENOMEM;
+            }
             break;
         }
     }

@@ -100,6 +100,11 @@ void sc_schema_free(sc_schema *s);
 /* New empty batch of `s` with room for `capacity` rows (validity all set, nrows 0). UTF8
  * data grows on demand. */
 int sc_batch_new(sc_batch **out, const sc_schema *s, int64_t capacity);
+/* New batch of `s` with no room and no buffers (capacity 0): its first sc_batch_reserve
+ * allocates them. A deferred batch (sc_arrow_defer) is one: the worker's import reserves
+ * exactly its rows, and the thread that pushed it allocated nothing the import would
+ * reallocate and free on another thread. */
+int sc_batch_new_shell(sc_batch **out, const sc_schema *s);
 /* Keep batch-sized allocations in the heap (glibc): a 16K-row column is larger than the
  * default 128 KiB mmap threshold, so every batch would be a fresh mapping whose pages fault
  * in zeroed, and trimming would hand freed memory back only to fault it in again. Idempotent;

@@ -33,6 +33,7 @@ cdef extern from "exec/exec.h":
                         int64_t capacity, bint with_side) nogil
     void sc_op_base_free(sc_op_base *b) nogil
     int sc_batch_new(sc_batch **out, const sc_schema *s, int64_t capacity) nogil
+    int sc_batch_new_shell(sc_batch **out, const sc_schema *s) nogil
     int sc_batch_concat(sc_batch **out, const sc_schema *s, sc_batch *const *parts, int32_t n) nogil
     ctypedef struct sc_batch_list:
         sc_batch **b

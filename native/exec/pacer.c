@@ -79,7 +79,7 @@ static void tell(sc_pacer *pc) {
 /* One batch of m rows of job j, pushed; waits on a full pipeline until a halt. */
 static int push_batch(sc_pacer *pc, sc_extbuf *hold, int64_t offset, int64_t m, int64_t seq) {
     sc_batch *b = NULL;
-    int rc = sc_batch_new(&b, &pc->in, 1);
+    int rc = sc_batch_new_shell(&b, &pc->in);
     if (rc != SC_OK) return rc;
     b->lean = pc->lean;
     rc = sc_arrow_defer(b, hold, offset, m, seq);

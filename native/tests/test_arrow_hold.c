@@ -13,9 +13,11 @@
  * array: the array is released only after that output is freed.
  *
  * Deferred batches (sc_arrow_defer): the schema is checked and moved into the hold once; each
- * batch only names its slice until sc_batch_ready imports it (here also on another thread,
- * as a worker does); a batch freed unfilled gives its reference back; the array and the
- * schema are released once, after the last batch.
+ * batch, a shell without buffers (sc_batch_new_shell), only names its slice until
+ * sc_batch_ready imports it (here also on another thread, as a worker does) into room made
+ * for its rows, after which it grows and takes strings as any batch; a batch freed unfilled
+ * gives its reference back; the array and the schema are released once, after the last
+ * batch.
  */
 #include "exec/arrow_bridge.h"
 #include "exec/expr.h"
@@ -137,8 +139,9 @@ static void deferred(const sc_schema *s) {
     CHECK(sch.release == NULL); /* moved */
     sc_batch *b[3];
     int64_t from[3] = { 0, 40, 70 }, len[3] = { 40, 30, 30 };
-    for (int k = 0; k < 3; k++) {
-        CHECK_RC(sc_batch_new(&b[k], s, 1));
+    for (int k = 0; k < 3; k++) { /* shells, as the pacer and the driver push them */
+        CHECK_RC(sc_batch_new_shell(&b[k], s));
+        CHECK(b[k]->capacity == 0 && b[k]->cols[4].type == SC_COL_UTF8 && !b[k]->cols[4].offsets);
         CHECK_RC(sc_arrow_defer(b[k], hold, from[k], len[k], from[k]));
         CHECK(b[k]->nrows == len[k] && b[k]->fill && !b[k]->ext);
     }
@@ -157,6 +160,16 @@ static void deferred(const sc_schema *s) {
     CHECK(pthread_create(&t, NULL, ready_on_thread, b[1]) == 0);
     CHECK(pthread_join(t, &rc) == 0 && rc == NULL);
     check_rows(b[1], 40);
+    /* a filled shell is a batch like any other: it grows (its borrowed columns copied) and
+     * takes a string of its own after its rows */
+    CHECK(b[1]->capacity == 30);
+    CHECK_RC(sc_batch_reserve(b[1], 31));
+    check_rows(b[1], 40);
+    CHECK_RC(sc_batch_put_utf8(b[1], 4, 30, "tail", 4));
+    b[1]->nrows = 31;
+    int32_t tl;
+    const char *tail = sc_batch_get_utf8(b[1], 4, 30, &tl);
+    CHECK(tl == 4 && memcmp(tail, "tail", 4) == 0);
     sc_batch_release(b[2]); /* never filled: its reference goes with it */
     sc_batch_release(b[1]);
     CHECK(sc_arrow_reclaim() == 0 && released == 0 && schema_released == 0);
