@@ -41,8 +41,9 @@ struct sc_pacer {
     int err;
     bool news_flag, quit;
     int halting; /* atomic: read by a push waiting on a full pipeline, without mu */
-    bool pushing; /* the pacer thread is between taking a batch and accounting for it */
-    int64_t in_flight; /* that batch's rows (0 when not pushing) */
+    /* the rows of the batch the pacer thread is between taking and accounting for (0: none;
+     * a batch has at least one row) */
+    int64_t in_flight;
 };
 
 static void timespec_at(struct timespec *ts, uint64_t ns) {
@@ -126,15 +127,13 @@ static void *pacer_main(void *arg) {
         }
         sc_extbuf *hold = j->hold;
         int64_t offset = j->offset + j->done;
-        pc->pushing = true;
         pc->in_flight = m;
         pthread_mutex_unlock(&pc->mu);
         int rc = push_batch(pc, hold, offset, m, row);
         bool due_out = rc == SC_OK && sc_prog_take_due(pc->p);
         pthread_mutex_lock(&pc->mu);
-        pc->pushing = false;
         pc->in_flight = 0;
-        if (rc == SC_OK) { /* the job is still the head: only this thread pops, a halt waits for !pushing */
+        if (rc == SC_OK) { /* the job is still the head: only this thread pops, a halt waits for no batch in flight */
             j->done += m;
             pc->pushed += m;
             if (j->done == j->n) {
@@ -234,10 +233,10 @@ int64_t sc_pacer_pushed(sc_pacer *pc, int64_t *in_flight) {
 
 int sc_pacer_halt(sc_pacer *pc, int64_t *pushed) {
     pthread_mutex_lock(&pc->mu);
-    if (pc->njobs || pc->pushing) {
+    if (pc->njobs || pc->in_flight) {
         __atomic_store_n(&pc->halting, 1, __ATOMIC_RELEASE);
         pthread_cond_signal(&pc->work);
-        while (__atomic_load_n(&pc->halting, __ATOMIC_ACQUIRE) || pc->pushing)
+        while (__atomic_load_n(&pc->halting, __ATOMIC_ACQUIRE) || pc->in_flight)
             pthread_cond_wait(&pc->news, &pc->mu);
     }
     pc->news_flag = false;

@@ -210,8 +210,8 @@ static colbuf_hdr *colbuf_pop_newest(int k) {
 
 /* Take the oldest cached buffers out while the cache holds more than `over` bytes or the
  * oldest came before `born_before` (colbuf_mu held), adding their sizes to *freed; they go to
- * `out` (room for `room`), which colbuf_release frees once the lock is let go. Returns how
- * many; fewer than the rule asks when `out` is full (the caller comes back for the rest). */
+ * `out` (room for `room`). Returns how many; `room` of them when `out` filled before the rule
+ * held (colbuf_evict_unlock frees them and comes back for the rest). */
 static int colbuf_evict_oldest(int64_t over, uint64_t born_before, int64_t *freed, colbuf_hdr **out, int room) {
     int got = 0;
     while (got < room) {
@@ -236,6 +236,23 @@ static int colbuf_evict_oldest(int64_t over, uint64_t born_before, int64_t *free
 
 static void colbuf_release(colbuf_hdr **out, int n) {
     for (int i = 0; i < n; i++) free(out[i]);
+}
+
+/* With colbuf_mu held and out[0..nout) to free: take the oldest buffers out by
+ * colbuf_evict_oldest's rule and free them all, `room` at a time, each lot once the lock is
+ * let go; returns with the lock released. */
+static void colbuf_evict_unlock(int64_t over, uint64_t born_before, int64_t *freed, colbuf_hdr **out, int nout,
+                                int room) {
+    for (;;) {
+        nout += colbuf_evict_oldest(over, born_before, freed, out + nout, room - nout);
+        if (nout < room) break; /* the rule holds: nothing more to take */
+        pthread_mutex_unlock(&colbuf_mu);
+        colbuf_release(out, nout);
+        nout = 0;
+        pthread_mutex_lock(&colbuf_mu);
+    }
+    pthread_mutex_unlock(&colbuf_mu);
+    colbuf_release(out, nout);
 }
 
 /* Touch every page of a new buffer the cache may keep, now. A buffer's first user rarely
@@ -313,19 +330,7 @@ static void colbuf_free_lot(void *const *ps, int n) {
     pthread_mutex_lock(&colbuf_mu);
     for (int i = 0; i < nk; i++)
         if (!colbuf_push(keep[i], cls[i])) out[nout++] = keep[i]; /* no room to note it: freed */
-    int got;
-    do {
-        got = colbuf_evict_oldest(limit, 0, NULL, out + nout, COLBUF_LOT - nout);
-        nout += got;
-        if (nout == COLBUF_LOT) { /* more to release than fits `out`: free them, come back */
-            pthread_mutex_unlock(&colbuf_mu);
-            colbuf_release(out, nout);
-            nout = 0;
-            pthread_mutex_lock(&colbuf_mu);
-        }
-    } while (got > 0 && nout == 0);
-    pthread_mutex_unlock(&colbuf_mu);
-    colbuf_release(out, nout);
+    colbuf_evict_unlock(limit, 0, NULL, out, nout, COLBUF_LOT);
 }
 
 void sc_colbuf_free_n(void *const *ps, int64_t n) {
@@ -359,13 +364,8 @@ int64_t sc_colbuf_trim(uint64_t age_ns) {
     uint64_t cutoff = !age_ns ? UINT64_MAX : age_ns > now ? 0 : now - age_ns + 1;
     int64_t freed = 0;
     colbuf_hdr *out[64];
-    int n;
-    do { /* 64 at a time, each lot freed outside the lock */
-        pthread_mutex_lock(&colbuf_mu);
-        n = colbuf_evict_oldest(INT64_MAX, cutoff, &freed, out, 64);
-        pthread_mutex_unlock(&colbuf_mu);
-        colbuf_release(out, n);
-    } while (n == 64);
+    pthread_mutex_lock(&colbuf_mu);
+    colbuf_evict_unlock(INT64_MAX, cutoff, &freed, out, 0, 64);
     return freed;
 }
 
