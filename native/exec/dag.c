@@ -561,6 +561,7 @@ static void deliver(sc_dag *d, uint32_t v, dag_phase *ph, sc_batch *outs) {
 static void *worker(void *arg) {
     sc_dag *d = arg;
     sc_batch *inb[SC_DAG_MAX_VERTICES];
+    sc_malloc_warm(); /* before its first batch (runtime/batch.h) */
     pthread_mutex_lock(&d->mu);
     for (;;) {
         if (d->stopping) break;

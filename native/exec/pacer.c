@@ -40,6 +40,7 @@ struct sc_pacer {
     int64_t pushed;
     int err;
     bool news_flag, quit;
+    bool anchored; /* the first job was taken: origin_ns is the schedule's (pacer_main) */
     int halting; /* atomic: read by a push waiting on a full pipeline, without mu */
     /* the rows of the batch the pacer thread is between taking and accounting for (0: none;
      * a batch has at least one row) */
@@ -100,6 +101,7 @@ static void *pacer_main(void *arg) {
     prctl(PR_SET_NAME, (unsigned long)"sc-pacer", 0UL, 0UL, 0UL); /* as top, perf and py-spy show it */
     prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL); /* a sleep ends when the batch is due, not 50 us later */
 #endif
+    sc_malloc_warm(); /* before the schedule starts (pacer.h) */
     pthread_mutex_lock(&pc->mu);
     for (;;) {
         if (pc->quit) break;
@@ -115,6 +117,11 @@ static void *pacer_main(void *arg) {
         }
         pacer_job *j = &pc->jobs[pc->head];
         int64_t row = j->seq0 + j->done;
+        if (!pc->anchored) { /* the schedule starts when the first rows are here to go in */
+            uint64_t now = sc_now_ns(), at = sc_paced_due(pc->origin_ns, row, pc->group, pc->rate);
+            if (now > at) pc->origin_ns += now - at;
+            pc->anchored = true;
+        }
         int64_t m = j->n - j->done < pc->batch_size ? j->n - j->done : pc->batch_size;
         /* due with its last row: a job need not start on a batch boundary (the source's
          * chunks have any size), and a batch that crosses into the next group waits for it */

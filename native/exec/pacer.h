@@ -36,7 +36,12 @@
 typedef struct sc_pacer sc_pacer;
 
 /* Start the pacer thread for program p (started), its input schema `in` (copied) and batches
- * marked `lean` (exec.h). origin_ns is when row 0 is due (sc_now_ns's clock). */
+ * marked `lean` (exec.h). origin_ns is when row 0 is due (sc_now_ns's clock), at the earliest:
+ * the schedule starts when the pacer takes its first job, so the first job's first row is due
+ * then if origin_ns has passed. A run's setup and its source's first read are not time the
+ * source fell behind: kept from an earlier origin, the schedule had pushed the rows "due"
+ * meanwhile back to back (up to catchup_ns of them), and the first batches queued behind each
+ * other for milliseconds. */
 int sc_pacer_create(sc_pacer **out, sc_prog *p, const sc_schema *in, bool lean, double rate,
                     int64_t batch_size, int64_t burst, uint64_t origin_ns, uint64_t catchup_ns);
 /* Queue a job; the pacer takes its own reference to `hold`. SC_EFULL when two jobs wait;

@@ -104,6 +104,20 @@ void sc_bits_read(uint8_t *dst, const uint8_t *src, int64_t src_off, int64_t n) 
     }
 }
 
+/* ------------------------------------------------------------------ a new thread's heap */
+
+/* The request that makes glibc sort what waits in an arena: above its small-request shortcuts,
+ * below its mmap threshold, and of a size no chunk is likely to fit exactly. */
+#define MALLOC_WARM_BYTES ((size_t)(96 << 10) + 40)
+
+void sc_malloc_warm(void) {
+    void *small = malloc(1);
+    void *large = malloc(MALLOC_WARM_BYTES);
+    __asm__ volatile("" : : "r"(small), "r"(large) : "memory"); /* not elided as unused */
+    free(large);
+    free(small);
+}
+
 /* ------------------------------------------------------------------ column buffers */
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)

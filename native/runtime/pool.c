@@ -285,6 +285,7 @@ static void *worker_main(void *arg) {
      * may stretch each sleep by its default 50 us timer slack, which a batch then waits for */
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     prctl(PR_SET_NAME, (unsigned long)"sc-worker", 0, 0, 0); /* as top, perf and py-spy show it */
+    sc_malloc_warm(); /* before its first batch */
     sc_backoff bo;
     sc_backoff_reset(&bo);
     uint32_t seq = 0;

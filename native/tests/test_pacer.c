@@ -13,7 +13,8 @@
  * - never early: at every look, the rows pushed are at most those whose group is due by the
  *   clock read after the look (the pacer's own due time, sc_paced_due, origin in the future
  *   or now, with and without bursts, jobs on and off batch boundaries); everything goes in
- *   in the end;
+ *   in the end; the schedule starts with the first job, not a catch-up from an origin long
+ *   past;
  * - destroy while jobs wait and the pacer sleeps, while it is in the middle of a job and
  *   while a push waits on a full pipeline: nothing leaks (ASan) and the arrays are released;
  * - a stopped program: the pacer's first push fails, sc_pacer_wait reports SC_ECLOSED, a
@@ -418,6 +419,48 @@ static void never_early(int64_t bs, int64_t burst, int64_t origin_delay_ns, int6
     sc_schema_free(&s);
 }
 
+/* The schedule starts with the first job: a pacer created long before its first rows are
+ * here (a run's setup, its source's first read) does not push what was "due" meanwhile back to
+ * back as a catch-up, it pushes row r no earlier than r / rate after the first submit. The
+ * origin is ten seconds back, the catch-up a second: a schedule kept from the origin would
+ * push a second's rows (the whole source) at once. */
+static void starts_with_first_job(void) {
+    sc_schema s;
+    CHECK_RC(sc_schema_init(&s, 3, LT));
+    sc_prog *p = make_prog(&s, 2, 64, 16, 0);
+    const double rate = 1000;
+    const int64_t bs = 10, n = 150;
+    sc_extbuf *a = make_hold(11, n, &s);
+    sc_pacer *pc = NULL;
+    CHECK_RC(sc_pacer_create(&pc, p, &s, false, rate, bs, 1, sc_now_ns() - 10 * SEC, SEC));
+    uint64_t t0 = sc_now_ns(); /* before the submit: the schedule's origin is no earlier */
+    CHECK_RC(sc_pacer_submit(pc, a, 0, n, 0));
+    sc_extbuf_unref(a);
+    outs o = { 0 };
+    int64_t pushed = -1;
+    int idle = 0, looks = 0;
+    uint64_t deadline = sc_now_ns() + 20 * SEC;
+    for (;;) {
+        CHECK_RC(sc_pacer_wait(pc, 5 * MS, &pushed, &idle));
+        uint64_t t = sc_now_ns();
+        CHECK(pushed <= rows_due(t0, t, bs, rate, n));
+        looks++;
+        take_all(p, &o, 0);
+        if (idle) break;
+        CHECK(t < deadline);
+    }
+    CHECK(pushed == n && looks > 1);
+    finish(p, &o);
+    CHECK(o.n == n);
+    for (int64_t i = 0; i < n; i++) CHECK(o.v[i] == val(11, i) && o.seq[i] == i);
+    sc_pacer_destroy(pc);
+    CHECK(sc_prog_stop(p) == 0);
+    sc_prog_destroy(p);
+    check_reclaimed(1);
+    outs_free(&o);
+    sc_schema_free(&s);
+}
+
 /* A job whose first source row is far ahead of the clock waits for it; the pacer sleeps
  * until a destroy, with two jobs queued: nothing went in, the array is released. */
 static void destroy_while_sleeping(void) {
@@ -566,6 +609,7 @@ int main(void) {
     never_early(20, 3, 0, 0);
     never_early(50, 1, 0, 25);
     never_early(20, 3, 20 * MS, 7);
+    starts_with_first_job();
     destroy_while_sleeping();
     destroy_mid_job();
     stopped_program();
