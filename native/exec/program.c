@@ -759,6 +759,10 @@ int sc_prog_take(sc_prog *p, int64_t timeout_ns, sc_batch **b) {
     return rc;
 }
 
+void sc_prog_expect(sc_prog *p, uint64_t due_ns) {
+    if (p->pool) sc_pool_expect(p->pool, due_ns);
+}
+
 bool sc_prog_take_due(sc_prog *p) {
     pthread_mutex_lock(&p->mu);
     bool due = p->blocked || 4 * p->qlen >= p->qcap ||

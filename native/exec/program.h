@@ -76,6 +76,9 @@ int sc_prog_take(sc_prog *p, int64_t timeout_ns, sc_batch **b);
  * its pushes returns to take them then, well before the sink would block a worker (or at
  * once when one large batch did), and not for every batch. */
 bool sc_prog_take_due(sc_prog *p);
+/* The next batch will be pushed at due_ns (0: not known), for the workers to be up for it
+ * (sc_pool_expect); a no-op before start and for a program without a pool. */
+void sc_prog_expect(sc_prog *p, uint64_t due_ns);
 /* Before start: the sink joins output batches (schema `out`) into chunks of up to chunk_rows
  * rows on the thread that delivers them, so the taker gets few large batches; a batch of at
  * least chunk_rows / 64 rows that fills at least half its capacity and owns its buffers is a

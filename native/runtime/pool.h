@@ -116,6 +116,9 @@ int sc_pool_error(const sc_pool *p, uint32_t *op);
 /* Wake every parked worker: for a sink that returned SC_EFULL, once it has room again (its
  * held-back head is retried by a worker's help_drains). Cheap when none is parked. */
 void sc_pool_wake(sc_pool *p);
+/* The next batch is due at due_ns (sc_now_ns's clock; 0: not known): idle workers park until
+ * shortly before it and spin for it from there (a paced source's pusher, exec/pacer.c). */
+void sc_pool_expect(sc_pool *p, uint64_t due_ns);
 /* Workers parked (or about to park) now: for tests and diagnostics. */
 uint32_t sc_pool_parked(const sc_pool *p);
 /* The scheduler, for statistics (sc_sched_stats). */

@@ -375,6 +375,50 @@ static void test_park(void) {
     printf("  idle workers park between pushes; %llu rows out as a sequential run; close ended the run: ok\n", (unsigned long long)ss.n);
 }
 
+/* A pusher that says when its next batch is due (sc_pool_expect) has the idle workers up and
+ * spinning for it instead of parked; a due time far ahead, or none, lets them park again. */
+static void test_expect(void) {
+    pipe_state st = { .fail_at = -1 };
+    sc_op_desc ops[5];
+    sink_state ss;
+    sc_pool *p = start_pipe(&st, ops, &ss, 3, 16, 64, 1000);
+    CHECK(wait_parked(p, 3));
+    sc_pool_expect(p, sc_now_ns() + 10ull * 1000000000ull); /* ten seconds ahead: they park */
+    CHECK(wait_parked(p, 3));
+    /* a batch always due now: every worker ends up spinning for it (a parked one is up by its
+     * park's timeout at the latest), and none parks while it stays due */
+    bool up = false;
+    struct timespec us10 = { 0, 10 * 1000 };
+    for (int i = 0; i < 200000 && !up; i++) { /* up to a few seconds */
+        sc_pool_expect(p, sc_now_ns());
+        up = sc_pool_parked(p) == 0;
+        nanosleep(&us10, NULL);
+    }
+    CHECK(up);
+    sc_pool_expect(p, 0); /* nothing due: they park again */
+    CHECK(wait_parked(p, 3));
+    for (uint64_t i = 0; i < 10; i++) { /* and a batch pushed while one is expected runs as ever */
+        sc_pool_expect(p, sc_now_ns());
+        sc_batch *b;
+        CHECK(sc_batch_acquire(st.bp, &b) == SC_OK);
+        fill_input(b, i, i, 1);
+        CHECK(sc_pool_push(p, b, -1) == SC_OK);
+    }
+    sc_pool_expect(p, 0);
+    CHECK(sc_pool_close_input(p) == SC_OK);
+    bool done = false;
+    CHECK(sc_pool_wait(p, 2000000000LL, &done) == SC_OK && done);
+    CHECK(sc_pool_stop(p) == SC_OK && sc_pool_parked(p) == 0);
+    int64_t want[64];
+    CHECK(sequential(10, 1, want, 64) == ss.n && memcmp(want, ss.rows, ss.n * sizeof(int64_t)) == 0);
+    sc_pool_destroy(p);
+    CHECK(sc_batch_pool_in_use(st.bp) == 0);
+    CHECK(sc_batch_pool_destroy(st.bp) == SC_OK);
+    free(ss.rows);
+    printf("  workers spin for a batch due now, park when none is due; %llu rows out as a sequential run: ok\n",
+           (unsigned long long)ss.n);
+}
+
 /* batch layout and pool (exercised concurrently by every run above) */
 static void test_batch(void) {
     const sc_col_type types[4] = { SC_COL_INT64, SC_COL_DOUBLE, SC_COL_BOOL, SC_COL_UTF8 };
@@ -436,5 +480,6 @@ int main(void) {
     test_error(4);
     test_control();
     test_park();
+    test_expect();
     return 0;
 }
