@@ -92,9 +92,11 @@ static void wake_parked(sc_pool *p, int n);
 #define EXPECT_LATE_NS 50000u
 
 /* Whether work is due about now: spin for it rather than park. */
-static bool expecting(const sc_pool *p, uint64_t now) {
+static bool expecting(const sc_pool *p) {
     uint64_t due = sc_u64_load_relaxed(&p->expect_ns);
-    return due && now + EXPECT_EARLY_NS >= due && now < due + EXPECT_LATE_NS;
+    if (!due) return false; /* no clock read: the common case */
+    uint64_t now = sc_now_ns();
+    return now + EXPECT_EARLY_NS >= due && now < due + EXPECT_LATE_NS;
 }
 
 static void park(sc_pool *p, uint32_t seq) {
@@ -339,7 +341,7 @@ static void *worker_main(void *arg) {
                 notify(p);
                 break;
             }
-            if (expecting(p, sc_now_ns())) { /* a batch is due about now: wait for it here */
+            if (expecting(p)) { /* a batch is due about now: wait for it here */
                 if (armed) {
                     sc_u32_fetch_sub_seqcst(&p->sleepers, 1);
                     armed = false;
