@@ -202,6 +202,7 @@ int sc_pacer_create(sc_pacer **out, sc_prog *p, const sc_schema *in, bool lean, 
         return SC_ENOMEM;
     }
     pc->started = true;
+    sc_prog_spread(p); /* a paced run's workers on separate cores (runtime/pool.h) */
     *out = pc;
     return SC_OK;
 }

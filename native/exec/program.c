@@ -763,6 +763,10 @@ void sc_prog_expect(sc_prog *p, uint64_t due_ns) {
     if (p->pool) sc_pool_expect(p->pool, due_ns);
 }
 
+void sc_prog_spread(sc_prog *p) {
+    if (p->pool) sc_pool_spread(p->pool);
+}
+
 bool sc_prog_take_due(sc_prog *p) {
     pthread_mutex_lock(&p->mu);
     bool due = p->blocked || 4 * p->qlen >= p->qcap ||

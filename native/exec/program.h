@@ -79,6 +79,9 @@ bool sc_prog_take_due(sc_prog *p);
 /* The next batch will be pushed at due_ns (0: not known), for the workers to be up for it
  * (sc_pool_expect); a no-op before start and for a program without a pool. */
 void sc_prog_expect(sc_prog *p, uint64_t due_ns);
+/* sc_pool_spread for a started program's workers (a paced run, exec/pacer.c); a no-op
+ * without a pool. */
+void sc_prog_spread(sc_prog *p);
 /* Before start: the sink joins output batches (schema `out`) into chunks of up to chunk_rows
  * rows on the thread that delivers them, so the taker gets few large batches; a batch of at
  * least chunk_rows / 64 rows that fills at least half its capacity and owns its buffers is a

@@ -11,9 +11,11 @@
  * Finished: input closed and next(ro_j) == in_serial_j for every j, read from first to last
  * (a delivery into j+1 completes before next(ro_j) moves, so upstream-first reads are safe).
  */
+#define _GNU_SOURCE /* sched_setaffinity, CPU_SET */
 #include "pool.h"
 
 #include <linux/futex.h>
+#include <sched.h>
 #include <pthread.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -106,6 +108,32 @@ static void park(sc_pool *p, uint32_t seq) {
         ns = (long)(due - now - EXPECT_EARLY_NS); /* up in time to spin for it */
     struct timespec ts = { 0, ns };
     syscall(SYS_futex, &p->wake_seq.v, FUTEX_WAIT_PRIVATE, seq, &ts, NULL, 0);
+}
+
+void sc_pool_spread(sc_pool *p) {
+    const char *env = getenv("STREAMCELL_SPREAD_WORKERS");
+    uint32_t n = p->nthreads;
+    if (n < 2 || (env && env[0] == '0')) return;
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
+    if ((uint32_t)CPU_COUNT(&allowed) < n) return; /* more workers than cores: they share */
+    for (uint32_t i = 0; i < n; i++) {
+        cpu_set_t mine;
+        CPU_ZERO(&mine);
+        uint32_t rank = 0;
+        for (int c = 0; c < CPU_SETSIZE; c++)
+            if (CPU_ISSET(c, &allowed) && rank++ % n == i) CPU_SET(c, &mine);
+        pthread_setaffinity_np(p->threads[i], sizeof mine, &mine); /* best effort */
+    }
+}
+
+uint64_t sc_pool_worker_cpus(const sc_pool *p, uint32_t i) {
+    cpu_set_t set;
+    if (i >= p->nthreads || pthread_getaffinity_np(p->threads[i], sizeof set, &set) != 0) return 0;
+    uint64_t mask = 0;
+    for (int c = 0; c < 64; c++)
+        if (CPU_ISSET(c, &set)) mask |= 1ull << c;
+    return mask;
 }
 
 void sc_pool_expect(sc_pool *p, uint64_t due_ns) {

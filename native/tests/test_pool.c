@@ -5,7 +5,9 @@
  * variants, hybrid and partitioned keyed queues, windows down to 1, batch size 1, a sink that
  * pushes back); the sink's row sequence must equal a sequential run exactly. Also: operator
  * errors stop the run and are reported, pause/resume, stop mid-stream, no leaked batches. */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_SET */
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -419,6 +421,58 @@ static void test_expect(void) {
            (unsigned long long)ss.n);
 }
 
+/* sc_pool_spread: with at most one worker per allowed core, the workers' cores are disjoint
+ * and together the allowed ones (a core's rank modulo the workers); with more workers than
+ * cores, or STREAMCELL_SPREAD_WORKERS=0, every worker keeps the whole set. Cores past the
+ * 64th are not looked at. */
+static void test_spread(void) {
+    cpu_set_t allowed;
+    CHECK(sched_getaffinity(0, sizeof allowed, &allowed) == 0);
+    uint64_t all = 0;
+    int ncores = 0;
+    for (int c = 0; c < 64; c++)
+        if (CPU_ISSET(c, &allowed)) all |= 1ull << c, ncores++;
+    for (uint32_t workers = 2; workers <= 3; workers++) {
+        for (int off = 0; off < 2; off++) {
+            if (off) setenv("STREAMCELL_SPREAD_WORKERS", "0", 1);
+            pipe_state st = { .fail_at = -1 };
+            sc_op_desc ops[5];
+            sink_state ss;
+            sc_pool *p = start_pipe(&st, ops, &ss, workers, 16, 64, 1000);
+            sc_pool_spread(p);
+            bool spread = !off && ncores >= (int)workers && CPU_COUNT(&allowed) <= 64;
+            uint64_t seen = 0;
+            for (uint32_t i = 0; i < workers; i++) {
+                uint64_t m = sc_pool_worker_cpus(p, i);
+                CHECK(m != 0 && (m & ~all) == 0);
+                if (!spread) {
+                    CHECK(m == all);
+                    continue;
+                }
+                CHECK((m & seen) == 0); /* no core shared with an earlier worker */
+                seen |= m;
+                int rank = 0; /* each of its cores has rank i modulo the workers */
+                for (int c = 0; c < 64; c++) {
+                    if (!(all >> c & 1)) continue;
+                    CHECK(((m >> c & 1) != 0) == (rank % (int)workers == (int)i));
+                    rank++;
+                }
+            }
+            if (spread) CHECK(seen == all);
+            unsetenv("STREAMCELL_SPREAD_WORKERS");
+            CHECK(sc_pool_close_input(p) == SC_OK);
+            bool done = false;
+            CHECK(sc_pool_wait(p, 2000000000LL, &done) == SC_OK && done);
+            CHECK(sc_pool_stop(p) == SC_OK);
+            sc_pool_destroy(p);
+            CHECK(sc_batch_pool_destroy(st.bp) == SC_OK);
+            free(ss.rows);
+            printf("  %u workers on %d cores%s: %s\n", workers, ncores, off ? " (turned off)" : "",
+                   spread ? "disjoint cores covering the allowed ones" : "each keeps every core");
+        }
+    }
+}
+
 /* batch layout and pool (exercised concurrently by every run above) */
 static void test_batch(void) {
     const sc_col_type types[4] = { SC_COL_INT64, SC_COL_DOUBLE, SC_COL_BOOL, SC_COL_UTF8 };
@@ -481,5 +535,6 @@ int main(void) {
     test_control();
     test_park();
     test_expect();
+    test_spread();
     return 0;
 }

@@ -39,12 +39,12 @@ SHAPES = {
     ),
     "every row": lambda s: s.with_columns(total=col("price") * 2.0),
     "keyed agg": lambda s: s.key_by("user_id").agg(n=sc.count(), s=col("price").sum()),
-    "tumbling": lambda s: s.key_by("user_id")
-    .tumbling("1m", time="ts")
-    .agg(n=sc.count(), s=col("price").sum()),
-    "filter then keyed": lambda s: s.filter(col("event") == "view")
-    .key_by("item_id")
-    .agg(n=sc.count(), top=col("price").max()),
+    "tumbling": lambda s: (
+        s.key_by("user_id").tumbling("1m", time="ts").agg(n=sc.count(), s=col("price").sum())
+    ),
+    "filter then keyed": lambda s: (
+        s.filter(col("event") == "view").key_by("item_id").agg(n=sc.count(), top=col("price").max())
+    ),
 }
 
 
@@ -161,3 +161,69 @@ def test_a_paced_run_pushes_each_interval_as_one_batch_per_worker(monkeypatch, w
     op = run.native_metrics["ops"][0]
     assert op["rows_in"] == 60_000
     assert op["rows_in"] / op["batches_in"] <= per < 2 * op["rows_in"] / op["batches_in"]
+
+
+def _worker_cores() -> list[str]:
+    """The cores each running sc-worker thread of this process may use (its
+    ``Cpus_allowed_list``)."""
+    import os
+
+    out = []
+    for t in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{t}/comm") as f:
+                if f.read().strip() != "sc-worker":
+                    continue
+            with open(f"/proc/self/task/{t}/status") as f:
+                out += [ln.split()[1] for ln in f if ln.startswith("Cpus_allowed_list")]
+        except OSError:  # the thread ended meanwhile
+            pass
+    return out
+
+
+@pytest.mark.skipif(
+    not hasattr(__import__("os"), "sched_getaffinity")
+    or len(__import__("os").sched_getaffinity(0)) < 2,
+    reason="needs at least 2 cores",
+)
+def test_a_paced_runs_workers_keep_to_separate_cores():
+    # runtime/pool.h, sc_pool_spread: a paced run's 2 workers each get half of the process's
+    # cores (none in common); an unthrottled run's keep them all
+    import os
+    import threading
+    import time
+
+    allowed = os.sched_getaffinity(0)
+    df = pl.DataFrame({"x": [float(i) for i in range(400_000)]})
+
+    def cores_while(rate):
+        seen: set[str] = set()
+        plan = sc.source(df, rate=rate).filter(col("x") >= 0.0).plan(f"cores{bool(rate)}")
+        done = threading.Event()
+
+        def poll():
+            while not done.is_set():
+                seen.update(_worker_cores())
+                time.sleep(0.002)
+
+        th = threading.Thread(target=poll)
+        th.start()
+        try:
+            for _ in range(50 if not rate else 1):  # a bulk run is over in milliseconds
+                sc.start(plan, options=RunOptions(engine="native", workers=2, display=False)).wait()
+        finally:
+            done.set()
+            th.join()
+        return seen
+
+    def cpus(spec: str) -> set[int]:
+        got: set[int] = set()
+        for part in spec.split(","):
+            lo, _, hi = part.partition("-")
+            got.update(range(int(lo), int(hi or lo) + 1))
+        return got
+
+    paced = [cpus(s) for s in cores_while(400_000)]  # one second
+    assert len(paced) == 2 and not paced[0] & paced[1] and paced[0] | paced[1] == allowed
+    bulk = [cpus(s) for s in cores_while(None)]
+    assert bulk and all(c == allowed for c in bulk)
