@@ -126,7 +126,7 @@ void sc_pool_wake(sc_pool *p);
  * core now and then, and a worker that cannot move off it made the compute-heavy figure's
  * 1 -> 2 worker speedup 1.77-1.79x against 1.88x. STREAMCELL_SPREAD_WORKERS=0 turns it off. */
 void sc_pool_spread(sc_pool *p);
-/* The cores worker i may run on, as a mask of the first 64 (0 if it is not running): for
+/* The cores worker i may run on, as a mask of the first 64 (0 before start and after stop): for
  * tests and diagnostics. */
 uint64_t sc_pool_worker_cpus(const sc_pool *p, uint32_t i);
 /* The next batch is due at due_ns (sc_now_ns's clock; 0: not known): idle workers park until
