@@ -207,6 +207,21 @@ static void check_reclaimed(int want) {
     CHECK(sc_arrow_reclaim() == 0);
 }
 
+/* The end of a test whose source rows 0..n-1 of array `id` all went in, in order: the input
+ * ended, exactly those rows came out with their sequence numbers, and everything (the pacer,
+ * the program, the array) is released. */
+static void end_with_rows(sc_pacer *pc, sc_prog *p, outs *o, sc_schema *s, int id, int64_t n) {
+    finish(p, o);
+    CHECK(o->n == n);
+    for (int64_t i = 0; i < n; i++) CHECK(o->v[i] == val(id, i) && o->seq[i] == i);
+    sc_pacer_destroy(pc);
+    CHECK(sc_prog_stop(p) == 0);
+    sc_prog_destroy(p);
+    check_reclaimed(1);
+    outs_free(o);
+    sc_schema_free(s);
+}
+
 /* ------------------------------------------------------------------ 1. exactly once, in order */
 
 static void all_rows_in_order(int64_t coalesce, bool lean, int64_t batch_size, int64_t burst) {
@@ -314,15 +329,7 @@ static void full_and_halt(void) {
     sc_extbuf_unref(a);
     pushed = wait_idle(pc, p, &o);
     CHECK(pushed == from + 30);
-    finish(p, &o);
-    CHECK(o.n == from + 30); /* what it said went in, and nothing else */
-    for (int64_t i = 0; i < o.n; i++) CHECK(o.v[i] == val(3, i) && o.seq[i] == i);
-    sc_pacer_destroy(pc);
-    CHECK(sc_prog_stop(p) == 0);
-    sc_prog_destroy(p);
-    check_reclaimed(1);
-    outs_free(&o);
-    sc_schema_free(&s);
+    end_with_rows(pc, p, &o, &s, 3, from + 30); /* what it said went in, and nothing else */
 }
 
 /* A halt (or, with destroy, a destroy) while a push waits on a full pipeline: nobody takes the
@@ -362,15 +369,7 @@ static void halt_on_full_pipeline(bool destroy) {
     int64_t again = -1;
     CHECK_RC(sc_pacer_wait(pc, 0, &again, &idle));
     CHECK(again == pushed && idle);
-    finish(p, &o);
-    CHECK(o.n == pushed); /* the batch the halt caught went in, or not, as counted */
-    for (int64_t i = 0; i < o.n; i++) CHECK(o.v[i] == val(4, i) && o.seq[i] == i);
-    sc_pacer_destroy(pc);
-    CHECK(sc_prog_stop(p) == 0);
-    sc_prog_destroy(p);
-    check_reclaimed(1);
-    outs_free(&o);
-    sc_schema_free(&s);
+    end_with_rows(pc, p, &o, &s, 4, pushed); /* the batch the halt caught went in, or not, as counted */
 }
 
 /* ------------------------------------------------------------------ 3. never early */
@@ -408,15 +407,7 @@ static void never_early(int64_t bs, int64_t burst, int64_t origin_delay_ns, int6
         CHECK(t < deadline);
     }
     CHECK(pushed == n);
-    finish(p, &o);
-    CHECK(o.n == n);
-    for (int64_t i = 0; i < n; i++) CHECK(o.v[i] == val(5, i) && o.seq[i] == i);
-    sc_pacer_destroy(pc);
-    CHECK(sc_prog_stop(p) == 0);
-    sc_prog_destroy(p);
-    check_reclaimed(1);
-    outs_free(&o);
-    sc_schema_free(&s);
+    end_with_rows(pc, p, &o, &s, 5, n);
 }
 
 /* The schedule starts with the first job: a pacer created long before its first rows are
@@ -450,15 +441,7 @@ static void starts_with_first_job(void) {
         CHECK(t < deadline);
     }
     CHECK(pushed == n && looks > 1);
-    finish(p, &o);
-    CHECK(o.n == n);
-    for (int64_t i = 0; i < n; i++) CHECK(o.v[i] == val(11, i) && o.seq[i] == i);
-    sc_pacer_destroy(pc);
-    CHECK(sc_prog_stop(p) == 0);
-    sc_prog_destroy(p);
-    check_reclaimed(1);
-    outs_free(&o);
-    sc_schema_free(&s);
+    end_with_rows(pc, p, &o, &s, 11, n);
 }
 
 /* A job whose first source row is far ahead of the clock waits for it; the pacer sleeps

@@ -351,6 +351,22 @@ static bool wait_parked(sc_pool *p, uint32_t n) {
     return false;
 }
 
+/* The end of a run fed the 10 one-row batches test_park and test_expect push: closing the input
+ * wakes every parked worker and finishes the run, its rows are a sequential run's, and nothing
+ * leaks. */
+static void end_ten_pushed(sc_pool *p, pipe_state *st, sink_state *ss) {
+    CHECK(sc_pool_close_input(p) == SC_OK);
+    bool done = false;
+    CHECK(sc_pool_wait(p, 2000000000LL, &done) == SC_OK && done); /* close woke them: finished */
+    CHECK(sc_pool_stop(p) == SC_OK && sc_pool_parked(p) == 0);
+    int64_t want[64];
+    CHECK(sequential(10, 1, want, 64) == ss->n && memcmp(want, ss->rows, ss->n * sizeof(int64_t)) == 0);
+    sc_pool_destroy(p);
+    CHECK(sc_batch_pool_in_use(st->bp) == 0);
+    CHECK(sc_batch_pool_destroy(st->bp) == SC_OK);
+    free(ss->rows);
+}
+
 static void test_park(void) {
     pipe_state st = { .fail_at = -1 };
     sc_op_desc ops[5];
@@ -364,16 +380,7 @@ static void test_park(void) {
         CHECK(sc_pool_push(p, b, -1) == SC_OK); /* wakes a worker; it runs, then parks again */
         CHECK(wait_parked(p, 3));
     }
-    CHECK(sc_pool_close_input(p) == SC_OK);
-    bool done = false;
-    CHECK(sc_pool_wait(p, 2000000000LL, &done) == SC_OK && done); /* close woke them: finished */
-    CHECK(sc_pool_stop(p) == SC_OK && sc_pool_parked(p) == 0);
-    int64_t want[64];
-    CHECK(sequential(10, 1, want, 64) == ss.n && memcmp(want, ss.rows, ss.n * sizeof(int64_t)) == 0);
-    sc_pool_destroy(p);
-    CHECK(sc_batch_pool_in_use(st.bp) == 0);
-    CHECK(sc_batch_pool_destroy(st.bp) == SC_OK);
-    free(ss.rows);
+    end_ten_pushed(p, &st, &ss);
     printf("  idle workers park between pushes; %llu rows out as a sequential run; close ended the run: ok\n", (unsigned long long)ss.n);
 }
 
@@ -407,16 +414,7 @@ static void test_expect(void) {
         CHECK(sc_pool_push(p, b, -1) == SC_OK);
     }
     sc_pool_expect(p, 0);
-    CHECK(sc_pool_close_input(p) == SC_OK);
-    bool done = false;
-    CHECK(sc_pool_wait(p, 2000000000LL, &done) == SC_OK && done);
-    CHECK(sc_pool_stop(p) == SC_OK && sc_pool_parked(p) == 0);
-    int64_t want[64];
-    CHECK(sequential(10, 1, want, 64) == ss.n && memcmp(want, ss.rows, ss.n * sizeof(int64_t)) == 0);
-    sc_pool_destroy(p);
-    CHECK(sc_batch_pool_in_use(st.bp) == 0);
-    CHECK(sc_batch_pool_destroy(st.bp) == SC_OK);
-    free(ss.rows);
+    end_ten_pushed(p, &st, &ss);
     printf("  workers spin for a batch due now, park when none is due; %llu rows out as a sequential run: ok\n",
            (unsigned long long)ss.n);
 }

@@ -9,6 +9,10 @@ split among the workers, and lowering gives the capacities it should."""
 
 from __future__ import annotations
 
+import os
+import threading
+import time
+
 import polars as pl
 import pytest
 
@@ -166,8 +170,6 @@ def test_a_paced_run_pushes_each_interval_as_one_batch_per_worker(monkeypatch, w
 def _worker_cores() -> list[str]:
     """The cores each running sc-worker thread of this process may use (its
     ``Cpus_allowed_list``)."""
-    import os
-
     out = []
     for t in os.listdir("/proc/self/task"):
         try:
@@ -182,17 +184,12 @@ def _worker_cores() -> list[str]:
 
 
 @pytest.mark.skipif(
-    not hasattr(__import__("os"), "sched_getaffinity")
-    or len(__import__("os").sched_getaffinity(0)) < 2,
+    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
     reason="needs at least 2 cores",
 )
 def test_a_paced_runs_workers_keep_to_separate_cores():
     # runtime/pool.h, sc_pool_spread: a paced run's 2 workers each get half of the process's
     # cores (none in common); an unthrottled run's keep them all
-    import os
-    import threading
-    import time
-
     allowed = os.sched_getaffinity(0)
     df = pl.DataFrame({"x": [float(i) for i in range(400_000)]})
 
