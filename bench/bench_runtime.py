@@ -522,13 +522,17 @@ def fig5(clicks: pl.DataFrame, peak: float, repeat: int) -> None:
     """End-to-end latency (a batch's push to its arrival at the sink) with the source paced
     at 70% and at 10% of figure 1's peak, and at a slow 1M rows/s (where the cost is the
     run's per-batch overhead: its CPU per row, not its latency, is the figure to watch). One
-    unmeasured run first (a process's first run faults in the buffers the later ones reuse),
-    then the median of ``repeat`` runs. CPU is the whole process's (driver, pacer, workers)."""
+    unmeasured run of the same size first (a run faults in the buffers the later ones reuse:
+    after figures 3-4 had freed theirs, a warm-up of a fifth of the rows left the first
+    measured run at 70% of peak faulting in the rest, its p99 at 3.5 ms against 0.1-0.4 ms
+    for the runs after it), then the median of ``repeat`` runs, at least five: a run at 70%
+    of peak lasts about 75 ms, and one stall of a few milliseconds (another process taking a
+    worker's core) decides its p99. CPU is the whole process's (driver, pacer, workers)."""
     for share in (0.7, 0.1, None):
         rate = share * peak if share else 1e6
         seconds = 1.0 if share and share > 0.5 else 3.0
-        paced_latency(clicks, rate, 0.2)
-        runs = [paced_latency(clicks, rate, seconds) for _ in range(max(repeat, 3))]
+        paced_latency(clicks, rate, seconds)
+        runs = [paced_latency(clicks, rate, seconds) for _ in range(max(repeat, 5))]
         p50 = statistics.median(r[0] for r in runs)
         p99 = statistics.median(r[1] for r in runs)
         cpu = statistics.median(r[4] for r in runs)
