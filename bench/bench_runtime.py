@@ -522,12 +522,13 @@ def fig5(clicks: pl.DataFrame, peak: float, repeat: int) -> None:
     """End-to-end latency (a batch's push to its arrival at the sink) with the source paced
     at 70% and at 10% of the peak, and at a slow 1M rows/s (where the cost is the
     run's per-batch overhead: its CPU per row, not its latency, is the figure to watch). One
-    unmeasured run of the same size first (a run faults in the buffers the later ones reuse:
-    after figures 3-4 had freed theirs, a warm-up of a fifth of the rows left the first
-    measured run at 70% of peak faulting in the rest, its p99 at 3.5 ms against 0.1-0.4 ms
-    for the runs after it), then the median of ``repeat`` runs, at least five: a run at 70%
-    of peak lasts about 75 ms, and one stall of a few milliseconds (another process taking a
-    worker's core) decides its p99. CPU is the whole process's (driver, pacer, workers).
+    unmeasured run of the same size first (a run faults in the buffers the later ones reuse;
+    a warm-up of a fifth of the rows warmed a fifth of them), then the median of ``repeat``
+    runs, at least five: a run at 70% of peak lasts about 75 ms, and one stall of a few
+    milliseconds (another process taking a worker's core, seen in a scheduler trace) decides
+    its p99. Such stalls came more often in the first second after figures 3-4 (first measured
+    runs at 2.6-5.0 ms, later ones mostly 0.1-0.5 ms, with either warm-up): five runs outvote them.
+    CPU is the whole process's (driver, pacer, workers).
 
     The peak is figure 1's, measured again here the same way (native, 2 workers, until the
     table is back; median of ``repeat``, at least three) just before the paced runs: this
