@@ -518,7 +518,7 @@ def paced_latency(
     )
 
 
-def fig5(clicks: pl.DataFrame, peak: float, repeat: int) -> None:
+def fig5(clicks: pl.DataFrame, peak: float | None, repeat: int) -> None:
     """End-to-end latency (a batch's push to its arrival at the sink) with the source paced
     at 70% and at 10% of the peak, and at a slow 1M rows/s (where the cost is the
     run's per-batch overhead: its CPU per row, not its latency, is the figure to watch). One
@@ -531,18 +531,15 @@ def fig5(clicks: pl.DataFrame, peak: float, repeat: int) -> None:
     CPU is the whole process's (driver, pacer, workers).
 
     The peak is figure 1's, measured again here the same way (native, 2 workers, until the
-    table is back; median of ``repeat``, at least three) just before the paced runs: this
-    machine's speed drifts by a fifth within a run of the bench, and a peak taken minutes
-    earlier in a fast spell (222M rows/s, against 170-195M in other runs) made "70%" ask
-    more than the machine then ran at full speed. Both peaks are printed."""
-    n = clicks.height
+    table is back; :func:`measure_each`, median of ``repeat``, at least three) just before the
+    paced runs: this machine's speed drifts by a fifth within a run of the bench, and a peak
+    taken minutes earlier in a fast spell (222M rows/s, against 170-195M in other runs) made
+    "70%" ask more than the machine then ran at full speed. Both peaks are printed (``peak``:
+    figure 1's, None when it did not run)."""
     go = to_table(stateless(clicks), native(2))
-    go()  # unmeasured: the figures before this one left other buffers behind
-    here = n / statistics.median(settled_call(go)[0] for _ in range(max(repeat, 3)))
-    print(
-        f"    peak measured here {here / 1e6:.1f} M rows/s (figure 1: {peak / 1e6:.1f} M rows/s)",
-        flush=True,
-    )
+    here = clicks.height / measure_each({"peak": go}, max(repeat, 3))["peak"][0]
+    was = f" (figure 1: {peak / 1e6:.1f} M rows/s)" if peak else ""
+    print(f"    peak measured here {here / 1e6:.1f} M rows/s{was}", flush=True)
     peak = here
     for share in (0.7, 0.1, None):
         rate = share * peak if share else 1e6
@@ -703,7 +700,7 @@ def main() -> int:
     clicks = clickstream_frame(a.rows)
     sales = _all(open_source(_spec(sc.store_sales(rows=a.rows, seed=1))))
     figs = set(a.figures.split(","))
-    peak = fig1_2(clicks, a.repeat) if figs & {"1", "5"} else 0.0
+    peak = fig1_2(clicks, a.repeat) if "1" in figs else None
     if "3" in figs:
         fig3(a.rows, a.repeat)
     if "9" in figs:
