@@ -100,6 +100,9 @@ void sc_schema_free(sc_schema *s);
 /* New empty batch of `s` with room for `capacity` rows (validity all set, nrows 0). UTF8
  * data grows on demand. */
 int sc_batch_new(sc_batch **out, const sc_schema *s, int64_t capacity);
+/* The same; the string columns i with views[i] != 0 (views may be NULL: none) made as 16-byte
+ * views, without offsets or bytes until they turn into plain strings (sc_column_unview). */
+int sc_batch_new_views(sc_batch **out, const sc_schema *s, int64_t capacity, const uint8_t *views);
 /* New batch of `s` with no room and no buffers (capacity 0): its first sc_batch_reserve
  * allocates them. A deferred batch (sc_arrow_defer) is one: the worker's import reserves
  * exactly its rows, and the thread that pushed it allocated nothing the import would
@@ -237,6 +240,8 @@ int sc_op_late(sc_op_base *b, const sc_batch *in, int64_t row);
 int sc_op_new_out(sc_op_base *b, const sc_batch *in, sc_batch **out);
 /* as sc_op_new_out, with room for exactly `cap` rows */
 int sc_op_new_out_rows(sc_op_base *b, const sc_batch *in, int64_t cap, sc_batch **out);
+/* as sc_op_new_out_rows, its string columns with views[i] != 0 made as views (sc_batch_new_views) */
+int sc_op_new_out_views(sc_op_base *b, const sc_batch *in, int64_t cap, const uint8_t *views, sc_batch **out);
 /* An operator that keeps nothing at end of stream forwards the eos batch (which must have
  * no rows: SC_EINVAL, and `in` released, otherwise). */
 static inline int sc_forward_eos(sc_batch *in, sc_batch **out) {

@@ -340,6 +340,7 @@ typedef struct fscratch {
     sc_column *view, *next;
     sc_batch **own, **nown; /* per view column: the batch that owns it ... */
     int32_t *ocol, *nocol;  /* ... and its index there */
+    uint8_t *views;         /* per output column: the view's strings are 16-byte views */
     /* a lean batch (exec.h): the keep masks of the compactions so far (per part at most,
      * each over the view before it, of mlen[i] rows), and the input row of each view row
      * when a dead row needs its serial (orig: made then, once per batch) */
@@ -385,6 +386,7 @@ static void fs_free(fused_st *st, fscratch *s) {
     free(s->nown);
     free(s->ocol);
     free(s->nocol);
+    free(s->views);
     for (int32_t p = 0; s->masks && p < st->nparts; p++) free(s->masks[p]);
     free(s->masks);
     free(s->mlen);
@@ -417,10 +419,11 @@ static fscratch *fs_take(fused_st *st, int64_t n) {
     s->nown = malloc(mc * sizeof(sc_batch *));
     s->ocol = malloc(mc * sizeof(int32_t));
     s->nocol = malloc(mc * sizeof(int32_t));
+    s->views = malloc(mc ? mc : 1);
     s->masks = calloc(np, sizeof(uint8_t *));
     s->mlen = calloc(np, sizeof(int64_t));
     if (!s->keep || !s->code || !s->sel || !s->col || !s->tmp || !s->mat || !s->view || !s->next || !s->own ||
-        !s->nown || !s->ocol || !s->nocol || !s->masks || !s->mlen) {
+        !s->nown || !s->ocol || !s->nocol || !s->views || !s->masks || !s->mlen) {
         fs_free(st, s);
         return NULL;
     }
@@ -614,7 +617,9 @@ static int fused_output(fused_st *st, fview *w, sc_batch *in, sc_batch **out) {
      * lowering.py), and a consumer that holds it holds no empty room. */
     int64_t cap = w->nsel == w->n ? s->cap : in->nrows > last->capacity ? in->nrows : last->capacity;
     if (2 * w->nsel < cap) cap = w->nsel;
-    int rc = sc_op_new_out_rows(last, in, cap, &o);
+    /* a string column the view has as views gets views, not offsets and bytes (col_alloc) */
+    for (int32_t k = 0; k < nc; k++) s->views[k] = s->view[k].type == SC_COL_UTF8 && s->view[k].views;
+    int rc = sc_op_new_out_views(last, in, cap, s->views, &o);
     if (rc) return rc;
     int32_t h = moved_from(w);
     o->lean = w->lean;

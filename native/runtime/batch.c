@@ -351,6 +351,10 @@ void sc_colbuf_free_n(void *const *ps, int64_t n) {
     for (int64_t i = 0; i < n; i += COLBUF_LOT) colbuf_free_lot(ps + i, (int)(n - i < COLBUF_LOT ? n - i : COLBUF_LOT));
 }
 
+size_t sc_colbuf_size(const void *p) {
+    return ((const colbuf_hdr *)((const char *)p - sizeof(colbuf_hdr)))->cap;
+}
+
 void sc_colbuf_free(void *p) {
     if (p) colbuf_free_lot(&p, 1);
 }

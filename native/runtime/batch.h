@@ -63,6 +63,8 @@ void *sc_colbuf_alloc(size_t bytes);
 void *sc_colbuf_calloc(size_t n, size_t size);
 void *sc_colbuf_realloc(void *p, size_t bytes);
 void sc_colbuf_free(void *p);
+/* The usable bytes of a buffer from these functions (at least what was asked for). */
+size_t sc_colbuf_size(const void *p);
 /* sc_colbuf_free of each of ps[0..n) (NULLs skipped), the cache's lock taken once per 32. */
 void sc_colbuf_free_n(void *const *ps, int64_t n);
 /* Release every cached buffer cached at least `age_ns` ago (0: all); returns the bytes freed. */
