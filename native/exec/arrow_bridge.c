@@ -104,15 +104,17 @@ static int import_views(sc_batch *out, sc_column *c, const struct ArrowArray *a,
 
 /* Column c's values point at rows [start, start + n) of an int64 / double Arrow buffer that
  * `ext` keeps alive, when the buffer is there and aligned; otherwise they are copied. */
-static void values64(sc_column *c, const void *buf, int64_t start, int64_t n, sc_extbuf *ext) {
+static int values64(sc_column *c, const void *buf, int64_t start, int64_t n, int64_t cap, sc_extbuf *ext) {
     const int64_t *p = buf ? (const int64_t *)buf + start : NULL;
     if (ext && p && n > 0 && ((uintptr_t)p & 7) == 0) {
         if (!c->borrowed) sc_colbuf_free(c->values);
         c->values = (void *)(uintptr_t)p; /* read-only from here on: borrowed columns are never written */
         c->borrowed = 1;
-    } else if (n > 0) {
-        memcpy(c->values, p, (size_t)n * 8);
+        return SC_OK;
     }
+    int rc = sc_column_room(c, cap); /* a shell's room leaves it to the column (sc_batch_shell_room) */
+    if (!rc && n > 0) memcpy(c->values, p, (size_t)n * 8);
+    return rc;
 }
 
 /* A "vu" column's rows [start, start + n) taken as they are (views column, borrowed) when every
@@ -141,24 +143,29 @@ static int import_column(sc_batch *out, int32_t col, sc_ltype lt, const struct A
     sc_column *c = &out->cols[col];
     const uint8_t *valid = a->n_buffers > 0 ? a->buffers[0] : NULL;
     int64_t start = a->offset + off;
+    int rc;
+    bool borrow_fixed = lt == SC_LT_INT || lt == SC_LT_FLOAT || lt == SC_LT_DATETIME;
+    bool views_kept = lt == SC_LT_STR && keep_views && ext && strcmp(fmt, "vu") == 0;
+    if (!borrow_fixed && !views_kept && (rc = sc_column_room(c, out->capacity))) return rc;
     if (sc_ltype_is_list((uint8_t)lt) && strcmp(fmt, "n"))
         return sc_list_import(out, col, (uint8_t)(lt - SC_LT_LIST), sch, a, start, n);
     if (strcmp(fmt, "n") == 0) {
+        if (borrow_fixed && (rc = sc_column_room(c, out->capacity))) return rc;
         for (int64_t r = 0; r < n; r++) sc_batch_set_null(out, col, r);
         return SC_OK;
     }
     switch (lt) {
     case SC_LT_INT:
         if (strcmp(fmt, "l")) return SC_ETYPE;
-        values64(c, a->buffers[1], start, n, ext);
+        if ((rc = values64(c, a->buffers[1], start, n, out->capacity, ext))) return rc;
         break;
     case SC_LT_FLOAT:
         if (strcmp(fmt, "g")) return SC_ETYPE;
-        values64(c, a->buffers[1], start, n, ext);
+        if ((rc = values64(c, a->buffers[1], start, n, out->capacity, ext))) return rc;
         break;
     case SC_LT_DATETIME:
         if (strncmp(fmt, "tsu:", 4)) return SC_ETYPE;
-        values64(c, a->buffers[1], start, n, ext);
+        if ((rc = values64(c, a->buffers[1], start, n, out->capacity, ext))) return rc;
         break;
     case SC_LT_DATE: {
         if (strcmp(fmt, "tdD")) return SC_ETYPE;
@@ -174,8 +181,11 @@ static int import_column(sc_batch *out, int32_t col, sc_ltype lt, const struct A
     case SC_LT_STR:
         if (strcmp(fmt, "u") && strcmp(fmt, "U") && strcmp(fmt, "vu")) return SC_ETYPE;
         import_validity(c, valid, start, n);
-        if (strcmp(fmt, "vu") == 0)
-            return keep_views && ext && borrow_views(c, a, start, n) ? SC_OK : import_views(out, c, a, start, n);
+        if (strcmp(fmt, "vu") == 0) {
+            if (views_kept && borrow_views(c, a, start, n)) return SC_OK;
+            rc = sc_column_room(c, out->capacity); /* views it could not keep: strings */
+            return rc ? rc : import_views(out, c, a, start, n);
+        }
         return import_strings(out, c, a, start, n, fmt[0] == 'u' ? 4 : 8);
     case SC_LT_NULL:
         for (int64_t r = 0; r < n; r++) sc_batch_set_null(out, col, r);
@@ -197,7 +207,10 @@ static int import_ref(const struct ArrowSchema *schema, const struct ArrowArray 
     if (!schema || !array || strcmp(schema->format, "+s") || schema->n_children != target->ncols - SC_NHIDDEN ||
         array->n_children != schema->n_children || offset < 0 || n < 0 || offset + n > array->length)
         return SC_EINVAL;
-    if (n > out->capacity || out->capacity == 0) { /* a shell (sc_batch_new_shell) gets room */
+    if (ext && out->capacity == 0) { /* a shell (sc_batch_new_shell): room for what is not borrowed */
+        int rc = sc_batch_shell_room(out, n > 0 ? n : 1);
+        if (rc) return rc;
+    } else if (n > out->capacity || out->capacity == 0) {
         int rc = sc_batch_reserve(out, n > 0 ? n : 1);
         if (rc) return rc;
     }

@@ -181,6 +181,44 @@ static int grow(void **p, size_t bytes) { /* a column buffer */
     return SC_OK;
 }
 
+int sc_column_room(sc_column *c, int64_t cap) {
+    switch (c->type) {
+    case SC_COL_INT64:
+    case SC_COL_DOUBLE:
+        if (!c->values && !(c->values = sc_colbuf_alloc((size_t)cap * 8))) return SC_ENOMEM;
+        break;
+    case SC_COL_BOOL:
+        if (!c->values && !(c->values = sc_colbuf_calloc((size_t)bm_bytes(cap), 1))) return SC_ENOMEM;
+        break;
+    case SC_COL_UTF8:
+        if (c->views) return SC_OK;
+        if (!c->offsets && !(c->offsets = sc_colbuf_calloc((size_t)cap + 1, sizeof(int32_t)))) return SC_ENOMEM;
+        if (!c->data) {
+            c->data_cap = cap * 8 > 64 ? cap * 8 : 64;
+            if (!(c->data = sc_colbuf_alloc((size_t)c->data_cap))) return SC_ENOMEM;
+        }
+        break;
+    }
+    return SC_OK;
+}
+
+int sc_batch_shell_room(sc_batch *b, int64_t rows) {
+    if (b->pool || b->capacity || rows <= 0 || rows > INT32_MAX / 2) return SC_EINVAL;
+    for (int32_t i = 0; i < b->ncols; i++) {
+        sc_column *c = &b->cols[i];
+        if (c->validity || c->values || c->offsets || c->data) return SC_EINVAL; /* not a shell */
+        c->validity = sc_colbuf_alloc((size_t)bm_bytes(rows));
+        if (!c->validity) return SC_ENOMEM;
+        memset(c->validity, 0xFF, (size_t)bm_bytes(rows));
+        if (i < SC_NHIDDEN || c->type == SC_COL_BOOL) {
+            int rc = sc_column_room(c, rows);
+            if (rc) return rc;
+        }
+    }
+    b->capacity = rows;
+    return SC_OK;
+}
+
 int sc_batch_reserve(sc_batch *b, int64_t rows) {
     if (b->pool) return rows <= b->capacity ? SC_OK : SC_EFULL;
     if (rows <= b->capacity) return SC_OK;

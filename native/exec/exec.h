@@ -115,6 +115,15 @@ int sc_batch_new_shell(sc_batch **out, const sc_schema *s);
 void sc_exec_tune_allocator(void);
 /* Grow a standalone batch to hold at least `rows` rows (keeps contents). */
 int sc_batch_reserve(sc_batch *b, int64_t rows);
+/* A shell's room for `rows` rows as a borrowing import makes it (exec/arrow_bridge.c): every
+ * column's validity, the hidden columns' and bool columns' values; the other values, offsets
+ * and bytes are left to sc_column_room, for a column whose buffers the import could not
+ * borrow. A paced batch of 8K rows had 64 KB values allocated and freed again for each column
+ * it borrowed, and offsets and bytes for a string column it took as views. */
+int sc_batch_shell_room(sc_batch *b, int64_t rows);
+/* The buffers column c lacks for `cap` rows (values; a string column's offsets and bytes),
+ * as sc_batch_new makes them. */
+int sc_column_room(sc_column *c, int64_t cap);
 /* Views columns (sc_column.views): rows of views column x (row sel[j], idx[j] or j, for
  * j < n) appended as strings to UTF8 column d from row d0 (d's data grows); and a views
  * column of nrows rows turned into offsets / data in place (none: nothing to do). */
