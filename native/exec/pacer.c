@@ -22,6 +22,13 @@
 #define EXPECT_MIN_ROWS 4096
 /* A push into a full pipeline waits this long at a time, then looks for a halt. */
 #define PUSH_WAIT_NS 2000000
+/* Such batches are handed to the workers (sc_prog_arm, runtime/pool.h) this long before they
+ * are due, for the first idle worker to push at the due time, and this thread looks at them
+ * again when it hands over the next group, this long before that one is due: it then wakes
+ * once a group, while the workers wait for it, not when they have just started a batch. */
+#define ARM_AHEAD_NS 30000u
+/* ... or this long after the due time when no next group is known yet. */
+#define SETTLE_NS 100000u
 
 typedef struct {
     sc_extbuf *hold;
@@ -49,8 +56,15 @@ struct sc_pacer {
     bool anchored; /* the first job was taken: origin_ns is the schedule's (pacer_main) */
     int halting; /* atomic: read by a push waiting on a full pipeline, without mu */
     /* the rows of the batch the pacer thread is between taking and accounting for (0: none;
-     * a batch has at least one row) */
+     * a batch has at least one row), or of the group handed to the workers */
     int64_t in_flight;
+    int64_t burst;
+    /* the group handed to the workers (narmed 0: none), from the head job: its batches (each
+     * the pipeline's once a worker pushed it), their rows, and when this thread takes it back */
+    sc_batch *armed[SC_POOL_ARM_MAX];
+    int64_t armed_rows[SC_POOL_ARM_MAX];
+    int narmed;
+    uint64_t armed_wake;
 };
 
 static void timespec_at(struct timespec *ts, uint64_t ns) {
@@ -84,13 +98,91 @@ static void tell(sc_pacer *pc) {
     pthread_cond_broadcast(&pc->news);
 }
 
-/* One batch of m rows of job j, pushed; waits on a full pipeline until a halt. */
-static int push_batch(sc_pacer *pc, sc_extbuf *hold, int64_t offset, int64_t m, int64_t seq) {
+/* A batch of m rows of `hold` from `offset`, source rows from seq, imported by the worker that
+ * runs it. */
+static int new_batch(sc_pacer *pc, sc_batch **out, sc_extbuf *hold, int64_t offset, int64_t m, int64_t seq) {
     sc_batch *b = NULL;
     int rc = sc_batch_new_shell(&b, &pc->in);
     if (rc != SC_OK) return rc;
     b->lean = pc->lean;
     rc = sc_arrow_defer(b, hold, offset, m, seq);
+    if (rc != SC_OK) {
+        sc_batch_release(b);
+        return rc;
+    }
+    *out = b;
+    return SC_OK;
+}
+
+/* Under mu: m more rows of the head job went in. */
+static void account(sc_pacer *pc, int64_t m) {
+    pacer_job *j = &pc->jobs[pc->head];
+    j->done += m;
+    pc->pushed += m;
+    if (j->done == j->n) {
+        sc_extbuf_unref(j->hold);
+        j->hold = NULL;
+        pc->head = (pc->head + 1) % PACER_JOBS;
+        pc->njobs--;
+        tell(pc);
+    }
+}
+
+/* Under mu: hand the group of the head job's batch at `row` (m rows, due at `due`) to the
+ * workers: its batches due together, up to `burst`. Fails (nothing handed over) when the
+ * program has no pool or a batch cannot be made. */
+static int arm_group(sc_pacer *pc, int64_t row, int64_t m, uint64_t due, uint64_t now) {
+    pacer_job *j = &pc->jobs[pc->head];
+    int n = 0, rc = SC_OK;
+    int64_t off = j->done, rows = 0;
+    while (n < pc->burst && n < SC_POOL_ARM_MAX) {
+        if ((rc = new_batch(pc, &pc->armed[n], j->hold, j->offset + off, m, row)) != SC_OK) break;
+        pc->armed_rows[n++] = m;
+        rows += m;
+        off += m;
+        row += m;
+        if (off == j->n) break;
+        m = j->n - off < pc->batch_size ? j->n - off : pc->batch_size;
+        if (due_of(pc, row + m - 1, now) != due) break; /* the next one is a later group's */
+    }
+    uint64_t next = off < j->n ? due_of(pc, row + m - 1, now) : 0;
+    if (rc == SC_OK) rc = n ? sc_prog_arm(pc->p, pc->armed, n, due, next) : SC_EINVAL;
+    if (rc != SC_OK) {
+        for (int i = 0; i < n; i++) sc_batch_release(pc->armed[i]);
+        return rc;
+    }
+    pc->narmed = n;
+    pc->in_flight = rows;
+    pc->armed_wake = next > due + ARM_AHEAD_NS ? next - ARM_AHEAD_NS : due + SETTLE_NS;
+    return SC_OK;
+}
+
+/* Under mu: take the armed group back (sc_prog_disarm). What a worker pushed counts; the rest
+ * is released, and this thread pushes those rows itself when it goes on (they are due). */
+static void settle_armed(sc_pacer *pc) {
+    if (!pc->narmed) return;
+    int k = 0, rc = SC_OK;
+    sc_prog_disarm(pc->p, &k, &rc);
+    int64_t rows = 0;
+    for (int i = 0; i < k; i++) rows += pc->armed_rows[i];
+    for (int i = k; i < pc->narmed; i++) sc_batch_release(pc->armed[i]);
+    pc->narmed = 0;
+    pc->in_flight = 0;
+    if (rows) account(pc, rows);
+    if (rc != SC_OK && rc != SC_EFULL) { /* closed (a stop) or failed: nothing more goes in */
+        pc->err = rc;
+        drop_jobs(pc);
+        tell(pc);
+    } else if (rows && sc_prog_take_due(pc->p)) {
+        tell(pc);
+    }
+}
+
+/* One batch of m rows of job j, pushed; waits on a full pipeline until a halt. */
+static int push_batch(sc_pacer *pc, sc_extbuf *hold, int64_t offset, int64_t m, int64_t seq) {
+    sc_batch *b = NULL;
+    int rc = new_batch(pc, &b, hold, offset, m, seq);
+    if (rc != SC_OK) return rc;
     while (rc == SC_OK) {
         rc = sc_prog_push(pc->p, b, PUSH_WAIT_NS);
         if (rc == SC_OK) return SC_OK;
@@ -112,9 +204,20 @@ static void *pacer_main(void *arg) {
     for (;;) {
         if (pc->quit) break;
         if (__atomic_load_n(&pc->halting, __ATOMIC_ACQUIRE)) {
+            settle_armed(pc);
             drop_jobs(pc);
             __atomic_store_n(&pc->halting, 0, __ATOMIC_RELEASE);
             tell(pc);
+            continue;
+        }
+        if (pc->narmed) { /* a group with the workers: taken back when the next one is handed over */
+            if (sc_now_ns() < pc->armed_wake) {
+                struct timespec ts;
+                timespec_at(&ts, pc->armed_wake);
+                pthread_cond_timedwait(&pc->work, &pc->mu, &ts);
+            } else {
+                settle_armed(pc);
+            }
             continue;
         }
         if (!pc->njobs || pc->err) {
@@ -134,9 +237,12 @@ static void *pacer_main(void *arg) {
          * chunks have any size), and a batch that crosses into the next group waits for it */
         uint64_t now = sc_now_ns(), due = due_of(pc, row + m - 1, now);
         if (now < due) { /* sleep until due; a submit, halt or quit wakes it early */
-            if (pc->batch_size >= EXPECT_MIN_ROWS) sc_prog_expect(pc->p, due); /* workers up for it */
+            bool spin = pc->batch_size >= EXPECT_MIN_ROWS;
+            /* workers spinning for it push it themselves (ARM_AHEAD_NS) */
+            if (spin && due - now <= ARM_AHEAD_NS && arm_group(pc, row, m, due, now) == SC_OK) continue;
+            if (spin) sc_prog_expect(pc->p, due); /* workers up for it */
             struct timespec ts;
-            timespec_at(&ts, due);
+            timespec_at(&ts, spin && due > now + ARM_AHEAD_NS ? due - ARM_AHEAD_NS : due);
             pthread_cond_timedwait(&pc->work, &pc->mu, &ts);
             continue;
         }
@@ -149,23 +255,16 @@ static void *pacer_main(void *arg) {
         pthread_mutex_lock(&pc->mu);
         pc->in_flight = 0;
         if (rc == SC_OK) { /* the job is still the head: only this thread pops, a halt waits for no batch in flight */
-            j->done += m;
-            pc->pushed += m;
-            if (j->done == j->n) {
-                sc_extbuf_unref(j->hold);
-                j->hold = NULL;
-                pc->head = (pc->head + 1) % PACER_JOBS;
-                pc->njobs--;
-                tell(pc);
-            } else if (due_out) {
-                tell(pc);
-            }
+            bool last = j->done + m == j->n;
+            account(pc, m);
+            if (!last && due_out) tell(pc);
         } else if (!(rc == SC_EFULL && __atomic_load_n(&pc->halting, __ATOMIC_ACQUIRE))) {
             pc->err = rc; /* closed (a stop) or failed: nothing more goes in */
             drop_jobs(pc);
             tell(pc);
         }
     }
+    settle_armed(pc);
     drop_jobs(pc);
     sc_prog_expect(pc->p, 0);
     pthread_mutex_unlock(&pc->mu);
@@ -188,6 +287,7 @@ int sc_pacer_create(sc_pacer **out, sc_prog *p, const sc_schema *in, bool lean, 
     pc->rate = rate;
     pc->batch_size = batch_size;
     pc->group = batch_size * burst;
+    pc->burst = burst;
     pc->origin_ns = origin_ns;
     pc->catchup_ns = catchup_ns;
     pthread_condattr_t ca;

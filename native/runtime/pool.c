@@ -68,7 +68,16 @@ struct sc_pool {
     sc_atomic_u32 sleepers;
     /* when the next batch is due (sc_pool_expect; 0: not known) */
     SC_ALIGNED sc_atomic_u64 expect_ns;
+    /* batches a paced feeder handed over for the first idle worker to push when due
+     * (sc_pool_arm): the fields below arm_state are the feeder's until it arms them, then the
+     * taker's until it marks them done, then the feeder's again (sc_pool_disarm) */
+    SC_ALIGNED sc_atomic_u64 arm_state;
+    uint64_t arm_due, arm_next;
+    sc_batch *arm_b[SC_POOL_ARM_MAX];
+    int arm_n, arm_pushed, arm_rc;
 };
+
+enum { ARM_EMPTY, ARM_ARMED, ARM_TAKEN, ARM_DONE };
 
 /* An idle worker spins, then yields a few times, then parks on a futex until work arrives:
  * a paced source leaves workers idle most of the time, and polling sleeps there cost more
@@ -134,6 +143,64 @@ uint64_t sc_pool_worker_cpus(const sc_pool *p, uint32_t i) {
     for (int c = 0; c < 64; c++)
         if (CPU_ISSET(c, &set)) mask |= 1ull << c;
     return mask;
+}
+
+int sc_pool_arm(sc_pool *p, sc_batch *const *b, int n, uint64_t due_ns, uint64_t next_ns) {
+    if (n <= 0 || n > SC_POOL_ARM_MAX || sc_u64_load_acquire(&p->arm_state) != ARM_EMPTY) return SC_EINVAL;
+    for (int i = 0; i < n; i++) p->arm_b[i] = b[i];
+    p->arm_n = n;
+    p->arm_due = due_ns;
+    p->arm_next = next_ns;
+    p->arm_pushed = 0;
+    p->arm_rc = SC_OK;
+    sc_u64_store_release(&p->arm_state, ARM_ARMED);
+    sc_pool_expect(p, due_ns);
+    /* workers up for it: one parked until shortly before the due time may wake late (a timer
+     * on an idle core of this VM), one parked past it never would */
+    wake_parked(p, INT32_MAX);
+    return SC_OK;
+}
+
+void sc_pool_disarm(sc_pool *p, int *pushed, int *rc) {
+    *pushed = 0;
+    *rc = SC_OK;
+    for (;;) {
+        uint64_t s = sc_u64_load_acquire(&p->arm_state);
+        if (s == ARM_EMPTY) return;
+        if (s == ARM_ARMED) { /* taken back: the batches no worker pushed yet */
+            if (sc_u64_cas_acqrel(&p->arm_state, &s, ARM_EMPTY)) {
+                *pushed = p->arm_pushed;
+                return;
+            }
+            continue;
+        }
+        if (s == ARM_DONE) {
+            *pushed = p->arm_pushed;
+            *rc = p->arm_rc;
+            sc_u64_store_release(&p->arm_state, ARM_EMPTY);
+            return;
+        }
+        sched_yield(); /* a worker is pushing them: a few microseconds */
+    }
+}
+
+/* An idle worker pushes the next of the armed batches once they are due (sc_pool_arm), as
+ * the feeder would have, and then runs it: one batch each, so that the group's batches run
+ * side by side (a worker that pushed them all took them all in its grant, one after the
+ * other). The one that takes the slot is the single producer until it hands it back. True
+ * when it pushed one. */
+static bool take_armed(sc_pool *p) {
+    uint64_t s = sc_u64_load_acquire(&p->arm_state);
+    if (s != ARM_ARMED || sc_now_ns() < p->arm_due) return false; /* the common case: one load */
+    if (!sc_u64_cas_acqrel(&p->arm_state, &s, ARM_TAKEN)) return false;
+    int k = p->arm_pushed;
+    int rc = sc_pool_push(p, p->arm_b[k], 0);
+    if (rc == SC_OK) p->arm_pushed = ++k;
+    else p->arm_rc = rc; /* SC_EFULL: the feeder pushes the rest itself */
+    bool done = rc != SC_OK || k == p->arm_n;
+    if (done && p->arm_next) sc_u64_store_release(&p->expect_ns, p->arm_next); /* the group after */
+    sc_u64_store_release(&p->arm_state, done ? ARM_DONE : ARM_ARMED);
+    return rc == SC_OK;
 }
 
 void sc_pool_expect(sc_pool *p, uint64_t due_ns) {
@@ -363,6 +430,7 @@ static void *worker_main(void *arg) {
         help_drains(p);
         sc_sched_grant g;
         if (sc_sched_acquire(p->sched, w->id, &g) != SC_OK) {
+            if (take_armed(p)) continue; /* a paced group, due: pushed, now to be run */
             if (check_finished(p)) { /* also on the last look: close_input may have come between */
                 int64_t running = SC_POOL_RUNNING;
                 sc_i64_cas_acqrel(&p->state, &running, SC_POOL_FINISHED);
@@ -477,6 +545,7 @@ int sc_pool_create(sc_pool **out, const sc_pool_config *cfg_in, const sc_op_desc
     sc_u32_init(&p->wake_seq, 0);
     sc_u32_init(&p->sleepers, 0);
     sc_u64_init(&p->expect_ns, 0);
+    sc_u64_init(&p->arm_state, ARM_EMPTY);
     pthread_mutex_init(&p->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);

@@ -18,7 +18,10 @@
  * - destroy while jobs wait and the pacer sleeps, while it is in the middle of a job and
  *   while a push waits on a full pipeline: nothing leaks (ASan) and the arrays are released;
  * - a stopped program: the pacer's first push fails, sc_pacer_wait reports SC_ECLOSED, a
- *   submit and a halt then return it, the jobs are dropped (the array is released).
+ *   submit and a halt then return it, the jobs are dropped (the array is released);
+ * - batches of 4,096 rows and more, handed to the workers to push when due (sc_pool_arm): the
+ *   same in order, never early (by the outputs), with halts at many points of the schedule,
+ *   and with the program stopped or the pacer destroyed while a group is with the workers.
  * No assertion depends on how fast the machine is: the pacer may always be late, never early
  * (bounds use a clock read after the pacer's), and waits for progress have deadlines of
  * seconds. Run under ASan/UBSan and TSan by the harness. */
@@ -565,6 +568,148 @@ static void stopped_mid_job(void) {
     sc_schema_free(&s);
 }
 
+/* ------------------------------------------------------------------ 6. groups handed to the workers */
+
+/* Batches of at least 4,096 rows go to the workers, armed shortly before they are due, for the
+ * first idle worker to push (runtime/pool.h, sc_pool_arm): every row exactly once, in order,
+ * over jobs that do and do not end on batch boundaries; never early, by the outputs (a row
+ * comes out only after a worker pushed it: at most the rows due by a clock read after taking
+ * them); `pushed` exact at the end. */
+static void armed_in_order(int64_t burst, bool lean) {
+    sc_schema s;
+    CHECK_RC(sc_schema_init(&s, 3, LT));
+    sc_prog *p = make_prog(&s, 2, 64, 16, 0);
+    const double rate = 4e6; /* a group of two 4,096-row batches every ~2 ms */
+    const int64_t bs = 4096, group = bs * burst;
+    enum { NA = 20000, NB = 30000 };
+    sc_extbuf *a = make_hold(12, NA, &s), *b = make_hold(13, NB, &s);
+    struct { sc_extbuf *h; int id; int64_t off, n; } jobs[3] = { { a, 12, 0, 3 * 4096 }, { a, 12, 3 * 4096, NA - 3 * 4096 },
+                                                                { b, 13, 5, NB - 5 } };
+    const int64_t total = NA + NB - 5;
+    uint64_t origin = sc_now_ns();
+    sc_pacer *pc = NULL;
+    CHECK_RC(sc_pacer_create(&pc, p, &s, lean, rate, bs, burst, origin, SEC));
+    outs o = { 0 };
+    int64_t seq = 0, pushed = -1;
+    int idle = 0;
+    uint64_t deadline = sc_now_ns() + 20 * SEC;
+    for (int k = 0; k < 3; k++) {
+        int rc;
+        while ((rc = sc_pacer_submit(pc, jobs[k].h, jobs[k].off, jobs[k].n, seq)) == SC_EFULL) {
+            CHECK_RC(sc_pacer_wait(pc, 2 * MS, &pushed, &idle));
+            take_all(p, &o, 0);
+            CHECK(o.n <= rows_due(origin, sc_now_ns(), group, rate, total));
+            CHECK(sc_now_ns() < deadline);
+        }
+        CHECK_RC(rc);
+        seq += jobs[k].n;
+    }
+    sc_extbuf_unref(a);
+    sc_extbuf_unref(b);
+    for (;;) {
+        CHECK_RC(sc_pacer_wait(pc, 2 * MS, &pushed, &idle));
+        take_all(p, &o, 0);
+        /* the schedule starts at the first submit, no earlier than origin: never early */
+        CHECK(o.n <= rows_due(origin, sc_now_ns(), group, rate, total));
+        if (idle) break;
+        CHECK(sc_now_ns() < deadline);
+    }
+    int64_t in_flight = -1;
+    CHECK(pushed == total && sc_pacer_pushed(pc, &in_flight) == total && in_flight == 0);
+    finish(p, &o);
+    CHECK(o.n == total);
+    int64_t i = 0;
+    for (int k = 0; k < 3; k++)
+        for (int64_t r = 0; r < jobs[k].n; r++, i++) {
+            CHECK(o.v[i] == val(jobs[k].id, jobs[k].off + r));
+            if (!lean) CHECK(o.seq[i] == i);
+        }
+    sc_pacer_destroy(pc);
+    CHECK(sc_prog_stop(p) == 0);
+    sc_prog_destroy(p);
+    check_reclaimed(2);
+    outs_free(&o);
+    sc_schema_free(&s);
+}
+
+/* Halts at many points of the schedule, mostly while a group is armed or pushed but not yet
+ * taken back (a group waits with the workers ~2 ms): each halt returns with what went in
+ * counted exactly (whole batches), the rest is queued again from there, and in the end every
+ * row came out exactly once, in order. */
+static void armed_halts(void) {
+    sc_schema s;
+    CHECK_RC(sc_schema_init(&s, 3, LT));
+    sc_prog *p = make_prog(&s, 2, 64, 16, 0);
+    const int64_t bs = 4096, n = 40 * bs;
+    sc_extbuf *a = make_hold(14, n, &s);
+    sc_pacer *pc = NULL;
+    CHECK_RC(sc_pacer_create(&pc, p, &s, false, 4e6, bs, 2, sc_now_ns(), SEC));
+    outs o = { 0 };
+    int64_t from = 0, pushed = 0;
+    int idle = 0;
+    uint64_t deadline = sc_now_ns() + 30 * SEC;
+    for (int h = 0; from < n; h++) {
+        int64_t len = n - from < 7 * bs ? n - from : 7 * bs;
+        CHECK_RC(sc_pacer_submit(pc, a, from, len, from));
+        uint64_t until = sc_now_ns() + (uint64_t)(h % 7) * 400000u; /* 0 .. 2.4 ms in */
+        while (sc_now_ns() < until) {
+            CHECK_RC(sc_pacer_wait(pc, 200000, &pushed, &idle));
+            take_all(p, &o, 0);
+        }
+        CHECK_RC(sc_pacer_halt(pc, &pushed));
+        CHECK(pushed >= from && pushed <= from + len && pushed % bs == 0);
+        int64_t in_flight = -1;
+        CHECK(sc_pacer_pushed(pc, &in_flight) == pushed && in_flight == 0);
+        if (pushed == from) { /* nothing went in before the halt: let this one finish */
+            CHECK_RC(sc_pacer_submit(pc, a, from, len, from));
+            pushed = wait_idle(pc, p, &o);
+            CHECK(pushed == from + len);
+        }
+        from = pushed;
+        take_all(p, &o, 0);
+        CHECK(sc_now_ns() < deadline);
+    }
+    sc_extbuf_unref(a);
+    end_with_rows(pc, p, &o, &s, 14, n);
+}
+
+/* A program stopped while groups go to the workers: a worker's push fails, the pacer takes
+ * the group back and reports SC_ECLOSED; the rows counted pushed went in (whole batches). */
+static void armed_stopped(bool destroy) {
+    sc_schema s;
+    CHECK_RC(sc_schema_init(&s, 3, LT));
+    sc_prog *p = make_prog(&s, 2, 64, 16, 0);
+    const int64_t bs = 4096, n = 60 * bs;
+    sc_extbuf *a = make_hold(15, n, &s);
+    sc_pacer *pc = NULL;
+    CHECK_RC(sc_pacer_create(&pc, p, &s, false, 4e6, bs, 2, sc_now_ns(), SEC));
+    CHECK_RC(sc_pacer_submit(pc, a, 0, n, 0));
+    sc_extbuf_unref(a);
+    int64_t pushed = 0;
+    int idle = 0, rc;
+    uint64_t deadline = sc_now_ns() + 20 * SEC;
+    outs o = { 0 };
+    while (pushed == 0) {
+        CHECK_RC(sc_pacer_wait(pc, 5 * MS, &pushed, &idle));
+        take_all(p, &o, 0);
+        CHECK(sc_now_ns() < deadline);
+    }
+    CHECK(sc_prog_stop(p) == 0);
+    if (destroy) { /* with a group armed or pushed, not yet taken back */
+        sc_pacer_destroy(pc);
+    } else {
+        while ((rc = sc_pacer_wait(pc, 5 * MS, &pushed, &idle)) == SC_OK) CHECK(sc_now_ns() < deadline);
+        CHECK(rc == SC_ECLOSED && idle && pushed > 0 && pushed < n && pushed % bs == 0);
+        int64_t again = -1;
+        CHECK(sc_pacer_halt(pc, &again) == SC_ECLOSED && again == pushed);
+        sc_pacer_destroy(pc);
+    }
+    sc_prog_destroy(p); /* the batches inside (outputs never taken) are released */
+    check_reclaimed(1);
+    outs_free(&o);
+    sc_schema_free(&s);
+}
+
 int main(void) {
     sc_schema s;
     CHECK_RC(sc_schema_init(&s, 3, LT));
@@ -597,6 +742,12 @@ int main(void) {
     destroy_mid_job();
     stopped_program();
     stopped_mid_job();
+    armed_in_order(2, false);
+    armed_in_order(1, true);
+    armed_in_order(3, false);
+    armed_halts();
+    armed_stopped(false);
+    armed_stopped(true);
     printf("test_pacer: ok\n");
     return 0;
 }
