@@ -763,8 +763,8 @@ void sc_prog_expect(sc_prog *p, uint64_t due_ns) {
     if (p->pool) sc_pool_expect(p->pool, due_ns);
 }
 
-int sc_prog_arm(sc_prog *p, sc_batch *const *b, int n, uint64_t due_ns, uint64_t next_ns) {
-    return p->pool ? sc_pool_arm(p->pool, b, n, due_ns, next_ns) : SC_EINVAL;
+int sc_prog_arm(sc_prog *p, sc_batch *const *b, const uint64_t *due_ns, int n, uint64_t next_ns) {
+    return p->pool ? sc_pool_arm(p->pool, b, due_ns, n, next_ns) : SC_EINVAL;
 }
 
 void sc_prog_disarm(sc_prog *p, int *pushed, int *rc) {

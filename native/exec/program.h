@@ -81,7 +81,7 @@ bool sc_prog_take_due(sc_prog *p);
 void sc_prog_expect(sc_prog *p, uint64_t due_ns);
 /* sc_pool_arm / sc_pool_disarm for a started program's pool (a paced run, exec/pacer.c):
  * SC_EINVAL without a pool. */
-int sc_prog_arm(sc_prog *p, sc_batch *const *b, int n, uint64_t due_ns, uint64_t next_ns);
+int sc_prog_arm(sc_prog *p, sc_batch *const *b, const uint64_t *due_ns, int n, uint64_t next_ns);
 void sc_prog_disarm(sc_prog *p, int *pushed, int *rc);
 /* sc_pool_spread for a started program's workers (a paced run, exec/pacer.c); a no-op
  * without a pool. */

@@ -72,7 +72,8 @@ struct sc_pool {
      * (sc_pool_arm): the fields below arm_state are the feeder's until it arms them, then the
      * taker's until it marks them done, then the feeder's again (sc_pool_disarm) */
     SC_ALIGNED sc_atomic_u64 arm_state;
-    uint64_t arm_due, arm_next;
+    sc_atomic_u64 arm_at; /* when the next batch to push is due: read before taking the slot */
+    uint64_t arm_due[SC_POOL_ARM_MAX], arm_next;
     sc_batch *arm_b[SC_POOL_ARM_MAX];
     int arm_n, arm_pushed, arm_rc;
 };
@@ -145,16 +146,20 @@ uint64_t sc_pool_worker_cpus(const sc_pool *p, uint32_t i) {
     return mask;
 }
 
-int sc_pool_arm(sc_pool *p, sc_batch *const *b, int n, uint64_t due_ns, uint64_t next_ns) {
+int sc_pool_arm(sc_pool *p, sc_batch *const *b, const uint64_t *due_ns, int n, uint64_t next_ns) {
     if (n <= 0 || n > SC_POOL_ARM_MAX || sc_u64_load_acquire(&p->arm_state) != ARM_EMPTY) return SC_EINVAL;
-    for (int i = 0; i < n; i++) p->arm_b[i] = b[i];
+    for (int i = 0; i < n; i++) {
+        if (i && due_ns[i] < due_ns[i - 1]) return SC_EINVAL;
+        p->arm_b[i] = b[i];
+        p->arm_due[i] = due_ns[i];
+    }
     p->arm_n = n;
-    p->arm_due = due_ns;
     p->arm_next = next_ns;
+    sc_u64_store_relaxed(&p->arm_at, due_ns[0]);
     p->arm_pushed = 0;
     p->arm_rc = SC_OK;
     sc_u64_store_release(&p->arm_state, ARM_ARMED);
-    sc_pool_expect(p, due_ns);
+    sc_pool_expect(p, due_ns[0]);
     /* workers up for it: one parked until shortly before the due time may wake late (a timer
      * on an idle core of this VM), one parked past it never would */
     wake_parked(p, INT32_MAX);
@@ -184,21 +189,29 @@ void sc_pool_disarm(sc_pool *p, int *pushed, int *rc) {
     }
 }
 
-/* An idle worker pushes the next of the armed batches once they are due (sc_pool_arm), as
- * the feeder would have, and then runs it: one batch each, so that the group's batches run
- * side by side (a worker that pushed them all took them all in its grant, one after the
- * other). The one that takes the slot is the single producer until it hands it back. True
- * when it pushed one. */
+/* An idle worker pushes the next of the armed batches once it is due (sc_pool_arm), as the
+ * feeder would have, and then runs it: one batch each, so that a group's batches run side by
+ * side (a worker that pushed them all took them all in its grant, one after the other). The
+ * one that takes the slot is the single producer until it hands it back. True when it pushed
+ * one. */
 static bool take_armed(sc_pool *p) {
     uint64_t s = sc_u64_load_acquire(&p->arm_state);
-    if (s != ARM_ARMED || sc_now_ns() < p->arm_due) return false; /* the common case: one load */
+    if (s != ARM_ARMED || sc_now_ns() < sc_u64_load_relaxed(&p->arm_at)) return false; /* the common case: one load */
     if (!sc_u64_cas_acqrel(&p->arm_state, &s, ARM_TAKEN)) return false;
     int k = p->arm_pushed;
+    if (sc_now_ns() < p->arm_due[k]) { /* another worker pushed one since the look above */
+        sc_u64_store_release(&p->arm_state, ARM_ARMED);
+        return false;
+    }
     int rc = sc_pool_push(p, p->arm_b[k], 0);
     if (rc == SC_OK) p->arm_pushed = ++k;
     else p->arm_rc = rc; /* SC_EFULL: the feeder pushes the rest itself */
     bool done = rc != SC_OK || k == p->arm_n;
-    if (done && p->arm_next) sc_u64_store_release(&p->expect_ns, p->arm_next); /* the group after */
+    /* the next batch's due time, when it is a later group's: idle workers park until shortly
+     * before it (sc_pool_expect) */
+    uint64_t next = done ? p->arm_next : p->arm_due[k];
+    if (next && (done || next != p->arm_due[k - 1])) sc_u64_store_release(&p->expect_ns, next);
+    if (!done) sc_u64_store_relaxed(&p->arm_at, p->arm_due[k]);
     sc_u64_store_release(&p->arm_state, done ? ARM_DONE : ARM_ARMED);
     return rc == SC_OK;
 }
@@ -546,6 +559,7 @@ int sc_pool_create(sc_pool **out, const sc_pool_config *cfg_in, const sc_op_desc
     sc_u32_init(&p->sleepers, 0);
     sc_u64_init(&p->expect_ns, 0);
     sc_u64_init(&p->arm_state, ARM_EMPTY);
+    sc_u64_init(&p->arm_at, 0);
     pthread_mutex_init(&p->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);

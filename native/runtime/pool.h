@@ -132,19 +132,20 @@ uint64_t sc_pool_worker_cpus(const sc_pool *p, uint32_t i);
 /* The next batch is due at due_ns (sc_now_ns's clock; 0: not known): idle workers park until
  * shortly before it and spin for it from there (a paced source's pusher, exec/pacer.c). */
 void sc_pool_expect(sc_pool *p, uint64_t due_ns);
-/* A paced feeder's next group of batches (at most SC_POOL_ARM_MAX), handed to the workers: from
- * due_ns on, each idle worker pushes the next of them, in order, as sc_pool_push (timeout 0),
- * and runs it. On this 2-core VM the feeder's own push at the due time took the core of
- * the worker spinning for the second batch: that batch started 8.5 us later (p50, 43 us p90)
- * than the first, which a worker on the other core took at once. next_ns: when the group after
- * is due (0: not known), the workers' expected time once these are in. The slot holds one
- * group: SC_EINVAL while another is armed or not yet disarmed. */
+/* A paced feeder's next batches (at most SC_POOL_ARM_MAX, a few groups), handed to the workers:
+ * batch i is due at due_ns[i] (not decreasing), and from then on the next idle worker pushes
+ * it, in order, as sc_pool_push (timeout 0), and runs it. On this 2-core VM the feeder's own
+ * push at the due time took the core of the worker spinning for a group's second batch: that
+ * batch started 8.5 us later (p50, 43 us p90) than the first, which a worker on the other core
+ * took at once. next_ns: when the batch after these is due (0: not known), the workers'
+ * expected time once they are in. The slot holds one set: SC_EINVAL while another is armed or
+ * not yet disarmed. */
 #define SC_POOL_ARM_MAX 16
-int sc_pool_arm(sc_pool *p, sc_batch *const *b, int n, uint64_t due_ns, uint64_t next_ns);
-/* Take the armed group back: *pushed of its batches went in (the first ones, in order), the
- * rest are the caller's again; *rc the push error that stopped a
- * worker (SC_EFULL: the pipeline was full; SC_ECLOSED: the run stopped), else SC_OK. Waits
- * while a worker is pushing them (microseconds). Only the feeder calls it. */
+int sc_pool_arm(sc_pool *p, sc_batch *const *b, const uint64_t *due_ns, int n, uint64_t next_ns);
+/* Take the armed batches back: *pushed of them went in (the first ones, in order), the rest
+ * are the caller's again; *rc the push error that stopped a worker (SC_EFULL: the pipeline was
+ * full; SC_ECLOSED: the run stopped), else SC_OK. Waits while a worker is pushing one
+ * (microseconds). Only the feeder calls it. */
 void sc_pool_disarm(sc_pool *p, int *pushed, int *rc);
 /* Workers parked (or about to park) now: for tests and diagnostics. */
 uint32_t sc_pool_parked(const sc_pool *p);
