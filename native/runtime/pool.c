@@ -68,9 +68,10 @@ struct sc_pool {
     sc_atomic_u32 sleepers;
     /* when the next batch is due (sc_pool_expect; 0: not known) */
     SC_ALIGNED sc_atomic_u64 expect_ns;
-    /* batches a paced feeder handed over for the first idle worker to push when due
-     * (sc_pool_arm): the fields below arm_state are the feeder's until it arms them, then the
-     * taker's until it marks them done, then the feeder's again (sc_pool_disarm) */
+    /* batches a paced feeder handed over for idle workers to push, each when it is due
+     * (sc_pool_arm): the fields below arm_state are the feeder's until it arms them, then
+     * those of the worker holding the slot (ARM_TAKEN) until it hands it back, and the
+     * feeder's again once it took them back (sc_pool_disarm) */
     SC_ALIGNED sc_atomic_u64 arm_state;
     sc_atomic_u64 arm_at; /* when the next batch to push is due: read before taking the slot */
     uint64_t arm_due[SC_POOL_ARM_MAX], arm_next;
@@ -443,7 +444,7 @@ static void *worker_main(void *arg) {
         help_drains(p);
         sc_sched_grant g;
         if (sc_sched_acquire(p->sched, w->id, &g) != SC_OK) {
-            if (take_armed(p)) continue; /* a paced group, due: pushed, now to be run */
+            if (take_armed(p)) continue; /* a paced batch, due: pushed, now to be run */
             if (check_finished(p)) { /* also on the last look: close_input may have come between */
                 int64_t running = SC_POOL_RUNNING;
                 sc_i64_cas_acqrel(&p->state, &running, SC_POOL_FINISHED);
