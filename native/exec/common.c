@@ -39,23 +39,9 @@ static int col_alloc(sc_column *c, sc_col_type t, int64_t cap, bool views) {
     c->validity = sc_colbuf_alloc((size_t)bm_bytes(cap));
     if (!c->validity) return SC_ENOMEM;
     memset(c->validity, 0xFF, (size_t)bm_bytes(cap));
-    if (views && t == SC_COL_UTF8) {
-        c->values = sc_colbuf_alloc((size_t)cap * 16);
-        c->views = 1;
-        return c->values ? SC_OK : SC_ENOMEM;
-    }
-    switch (t) {
-    case SC_COL_INT64: c->values = sc_colbuf_alloc((size_t)cap * sizeof(int64_t)); break;
-    case SC_COL_DOUBLE: c->values = sc_colbuf_alloc((size_t)cap * sizeof(double)); break;
-    case SC_COL_BOOL: c->values = sc_colbuf_calloc((size_t)bm_bytes(cap), 1); break;
-    case SC_COL_UTF8:
-        c->offsets = sc_colbuf_calloc((size_t)cap + 1, sizeof(int32_t));
-        c->data_cap = cap * 8 > 64 ? cap * 8 : 64;
-        c->data = sc_colbuf_alloc((size_t)c->data_cap);
-        return c->offsets && c->data ? SC_OK : SC_ENOMEM;
-    default: return SC_EINVAL;
-    }
-    return c->values ? SC_OK : SC_ENOMEM;
+    if (t != SC_COL_INT64 && t != SC_COL_DOUBLE && t != SC_COL_BOOL && t != SC_COL_UTF8) return SC_EINVAL;
+    if (views && t == SC_COL_UTF8) return sc_column_views_room(c, cap);
+    return sc_column_room(c, cap);
 }
 
 /* ------------------------------------------------------------------ views columns */
@@ -103,18 +89,15 @@ int sc_column_views_room(sc_column *c, int64_t rows) {
 
 int sc_column_unview(sc_column *c, int64_t nrows) {
     if (!c->views) return SC_OK;
-    if (!c->offsets) { /* made as views (col_alloc): offsets and bytes for the room its views had */
-        int64_t cap = c->borrowed ? nrows : (int64_t)(sc_colbuf_size(c->values) / 16);
-        if (cap < nrows) cap = nrows;
-        c->offsets = sc_colbuf_calloc((size_t)cap + 1, sizeof(int32_t));
-        c->data_cap = cap * 8 > 64 ? cap * 8 : 64;
-        c->data = sc_colbuf_alloc((size_t)c->data_cap);
-        if (!c->offsets || !c->data) return SC_ENOMEM;
-    }
+    /* one made as views (col_alloc) gets offsets and bytes for the room its views had */
+    int64_t cap = c->offsets || c->borrowed ? nrows : (int64_t)(sc_colbuf_size(c->values) / 16);
     sc_column was = *c;
     c->views = 0;
-    c->offsets[0] = 0;
-    int rc = sc_views_to_utf8(c, 0, &was, NULL, NULL, nrows);
+    int rc = sc_column_room(c, cap > nrows ? cap : nrows); /* nothing to do when it has them */
+    if (!rc) {
+        c->offsets[0] = 0;
+        rc = sc_views_to_utf8(c, 0, &was, NULL, NULL, nrows);
+    }
     if (rc) {
         c->views = 1;
         return rc;

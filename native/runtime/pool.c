@@ -160,9 +160,10 @@ int sc_pool_arm(sc_pool *p, sc_batch *const *b, const uint64_t *due_ns, int n, u
     p->arm_pushed = 0;
     p->arm_rc = SC_OK;
     sc_u64_store_release(&p->arm_state, ARM_ARMED);
-    sc_pool_expect(p, due_ns[0]);
-    /* workers up for it: one parked until shortly before the due time may wake late (a timer
-     * on an idle core of this VM), one parked past it never would */
+    sc_u64_store_release(&p->expect_ns, due_ns[0]);
+    /* workers up for it, whenever it is due (not only when it is sooner than expected, as
+     * sc_pool_expect wakes them): one parked until shortly before the due time may wake late
+     * (a timer on an idle core of this VM), one parked past it never would */
     wake_parked(p, INT32_MAX);
     return SC_OK;
 }
@@ -197,10 +198,11 @@ void sc_pool_disarm(sc_pool *p, int *pushed, int *rc) {
  * one. */
 static bool take_armed(sc_pool *p) {
     uint64_t s = sc_u64_load_acquire(&p->arm_state);
-    if (s != ARM_ARMED || sc_now_ns() < sc_u64_load_relaxed(&p->arm_at)) return false; /* the common case: one load */
-    if (!sc_u64_cas_acqrel(&p->arm_state, &s, ARM_TAKEN)) return false;
+    if (s != ARM_ARMED) return false; /* the common case: one load */
+    uint64_t now = sc_now_ns();
+    if (now < sc_u64_load_relaxed(&p->arm_at) || !sc_u64_cas_acqrel(&p->arm_state, &s, ARM_TAKEN)) return false;
     int k = p->arm_pushed;
-    if (sc_now_ns() < p->arm_due[k]) { /* another worker pushed one since the look above */
+    if (now < p->arm_due[k]) { /* another worker pushed one since the look above */
         sc_u64_store_release(&p->arm_state, ARM_ARMED);
         return false;
     }

@@ -225,6 +225,37 @@ static void end_with_rows(sc_pacer *pc, sc_prog *p, outs *o, sc_schema *s, int i
     sc_schema_free(s);
 }
 
+/* A job of a test: rows [off, off + n) of array `id` (its hold h). */
+typedef struct {
+    sc_extbuf *h;
+    int id;
+    int64_t off, n;
+} job;
+
+/* The end of a test whose jobs[0..nj) (`total` rows) all went in, in order: the input ended,
+ * exactly those rows came out (with their sequence numbers unless lean), the first operator
+ * counted them all, and everything (the pacer, the program, `arrays` arrays) is released. */
+static void end_with_jobs(sc_pacer *pc, sc_prog *p, outs *o, sc_schema *s, const job *jobs, int nj, int64_t total,
+                          bool lean, int arrays) {
+    finish(p, o);
+    CHECK(o->n == total);
+    int64_t i = 0;
+    for (int k = 0; k < nj; k++)
+        for (int64_t r = 0; r < jobs[k].n; r++, i++) {
+            CHECK(o->v[i] == val(jobs[k].id, jobs[k].off + r));
+            if (!lean) CHECK(o->seq[i] == i);
+        }
+    sc_step_counters *c = sc_prog_counters(p, 0);
+    CHECK((int64_t)sc_u64_load_relaxed(&c->rows_in) == total);
+    CHECK((int64_t)sc_u64_load_relaxed(&c->rows_out) == total);
+    sc_pacer_destroy(pc);
+    CHECK(sc_prog_stop(p) == 0);
+    sc_prog_destroy(p);
+    check_reclaimed(arrays);
+    outs_free(o);
+    sc_schema_free(s);
+}
+
 /* ------------------------------------------------------------------ 1. exactly once, in order */
 
 static void all_rows_in_order(int64_t coalesce, bool lean, int64_t batch_size, int64_t burst) {
@@ -234,7 +265,7 @@ static void all_rows_in_order(int64_t coalesce, bool lean, int64_t batch_size, i
     enum { NA = 1000, NB = 700 };
     sc_extbuf *a = make_hold(1, NA, &s), *b = make_hold(2, NB, &s);
     /* the source: a[0, 300), a[300, 1000), b[100, 600) */
-    struct { sc_extbuf *h; int id; int64_t off, n; } jobs[3] = { { a, 1, 0, 300 }, { a, 1, 300, 700 }, { b, 2, 100, 500 } };
+    job jobs[3] = { { a, 1, 0, 300 }, { a, 1, 300, 700 }, { b, 2, 100, 500 } };
     const int64_t total = 1500;
     sc_pacer *pc = NULL;
     CHECK_RC(sc_pacer_create(&pc, p, &s, lean, 1e9, batch_size, burst, sc_now_ns(), MS));
@@ -267,23 +298,7 @@ static void all_rows_in_order(int64_t coalesce, bool lean, int64_t batch_size, i
     CHECK(in_flight == 0); /* idle: no batch between its push and its count */
     CHECK_RC(sc_pacer_halt(pc, &pushed)); /* idle: nothing to halt */
     CHECK(pushed == total);
-    finish(p, &o);
-    CHECK(o.n == total);
-    int64_t i = 0;
-    for (int k = 0; k < 3; k++)
-        for (int64_t r = 0; r < jobs[k].n; r++, i++) {
-            CHECK(o.v[i] == val(jobs[k].id, jobs[k].off + r));
-            if (!lean) CHECK(o.seq[i] == i);
-        }
-    sc_step_counters *c = sc_prog_counters(p, 0);
-    CHECK((int64_t)sc_u64_load_relaxed(&c->rows_in) == total);
-    CHECK((int64_t)sc_u64_load_relaxed(&c->rows_out) == total);
-    sc_pacer_destroy(pc);
-    CHECK(sc_prog_stop(p) == 0);
-    sc_prog_destroy(p);
-    check_reclaimed(2);
-    outs_free(&o);
-    sc_schema_free(&s);
+    end_with_jobs(pc, p, &o, &s, jobs, 3, total, lean, 2);
 }
 
 /* ------------------------------------------------------------------ 2. full, halt, again */
@@ -583,8 +598,7 @@ static void armed_in_order(int64_t burst, bool lean) {
     const int64_t bs = 4096, group = bs * burst;
     enum { NA = 20000, NB = 30000 };
     sc_extbuf *a = make_hold(12, NA, &s), *b = make_hold(13, NB, &s);
-    struct { sc_extbuf *h; int id; int64_t off, n; } jobs[3] = { { a, 12, 0, 3 * 4096 }, { a, 12, 3 * 4096, NA - 3 * 4096 },
-                                                                { b, 13, 5, NB - 5 } };
+    job jobs[3] = { { a, 12, 0, 3 * 4096 }, { a, 12, 3 * 4096, NA - 3 * 4096 }, { b, 13, 5, NB - 5 } };
     const int64_t total = NA + NB - 5;
     uint64_t origin = sc_now_ns();
     sc_pacer *pc = NULL;
@@ -616,20 +630,7 @@ static void armed_in_order(int64_t burst, bool lean) {
     }
     int64_t in_flight = -1;
     CHECK(pushed == total && sc_pacer_pushed(pc, &in_flight) == total && in_flight == 0);
-    finish(p, &o);
-    CHECK(o.n == total);
-    int64_t i = 0;
-    for (int k = 0; k < 3; k++)
-        for (int64_t r = 0; r < jobs[k].n; r++, i++) {
-            CHECK(o.v[i] == val(jobs[k].id, jobs[k].off + r));
-            if (!lean) CHECK(o.seq[i] == i);
-        }
-    sc_pacer_destroy(pc);
-    CHECK(sc_prog_stop(p) == 0);
-    sc_prog_destroy(p);
-    check_reclaimed(2);
-    outs_free(&o);
-    sc_schema_free(&s);
+    end_with_jobs(pc, p, &o, &s, jobs, 3, total, lean, 2);
 }
 
 /* Halts at many points of the schedule, mostly while a group is armed or pushed but not yet
