@@ -97,6 +97,12 @@ def _compile_side_by_side(compiler: Any, jobs: int) -> None:
     ) -> list[str]:
         from concurrent.futures import ThreadPoolExecutor
 
+        # Extensions build side by side (cmd.parallel) and several list the same C files
+        # (native/sketch/concurrent.c is in five): each compiles into a folder of its own, named
+        # after its first source (Cython's module), so no link reads an object another
+        # extension's compiler is still writing.
+        if output_dir is not None and sources:
+            output_dir = os.path.join(output_dir, Path(sources[0]).stem)
         macros, objects, extra_postargs, pp_opts, build = compiler._setup_compile(
             output_dir, macros, include_dirs, sources, depends, extra_postargs
         )
