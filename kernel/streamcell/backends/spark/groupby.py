@@ -837,12 +837,16 @@ def _admitted(
     x = df.withColumn("_t", ticks)
     t, o0 = F.col("_t"), F.col("_o")[0]
     into = low.count_of.get(s.inputs[0].step_id)
-    metrics = [F.sum(F.when(t.isNull(), 1).otherwise(0)).alias("dead")]
+    # the scans read two longs per row: the counters are observed on those two columns, not
+    # on the step's whole rows, so Spark reads only the columns they come from
+    pair = x.select(o0.alias("o"), t.alias("t"))
+    tn = F.col("t")
+    metrics = [F.sum(F.when(tn.isNull(), 1).otherwise(0)).alias("dead")]
     if into is None:
         metrics.append(F.count(F.lit(1)).alias("n"))
-    seen, obs = low.observe(x, j, *metrics)
-    narrow = seen.filter(t.isNotNull()).select(o0.alias("o"), t.alias("t"))
-    scan = late_serials(narrow, lateness, low.partitions, low.action, BLOCK, mark_size)
+    seen, obs = low.observe(pair, j, *metrics)
+    scan = late_serials(seen.filter(tn.isNotNull()), lateness, low.partitions, low.action, BLOCK, mark_size)
+    narrow = pair.filter(tn.isNotNull())  # later passes: without the observation
     late = scan.late
     n_dead = int(obs.get["dead"] or 0)
     side: list[tuple[list[int], int, str, Any]] = []
