@@ -845,7 +845,9 @@ def _admitted(
     if into is None:
         metrics.append(F.count(F.lit(1)).alias("n"))
     seen, obs = low.observe(pair, j, *metrics)
-    scan = late_serials(seen.filter(tn.isNotNull()), lateness, low.partitions, low.action, BLOCK, mark_size)
+    scan = late_serials(
+        seen.filter(tn.isNotNull()), lateness, low.partitions, low.action, BLOCK, mark_size
+    )
     narrow = pair.filter(tn.isNotNull())  # later passes: without the observation
     late = scan.late
     n_dead = int(obs.get["dead"] or 0)
