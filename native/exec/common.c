@@ -39,7 +39,6 @@ static int col_alloc(sc_column *c, sc_col_type t, int64_t cap, bool views) {
     c->validity = sc_colbuf_alloc((size_t)bm_bytes(cap));
     if (!c->validity) return SC_ENOMEM;
     memset(c->validity, 0xFF, (size_t)bm_bytes(cap));
-    if (t != SC_COL_INT64 && t != SC_COL_DOUBLE && t != SC_COL_BOOL && t != SC_COL_UTF8) return SC_EINVAL;
     if (views && t == SC_COL_UTF8) return sc_column_views_room(c, cap);
     return sc_column_room(c, cap);
 }
@@ -181,6 +180,7 @@ int sc_column_room(sc_column *c, int64_t cap) {
             if (!(c->data = sc_colbuf_alloc((size_t)c->data_cap))) return SC_ENOMEM;
         }
         break;
+    default: return SC_EINVAL;
     }
     return SC_OK;
 }

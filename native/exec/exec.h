@@ -122,7 +122,7 @@ int sc_batch_reserve(sc_batch *b, int64_t rows);
  * it borrowed, and offsets and bytes for a string column it took as views. */
 int sc_batch_shell_room(sc_batch *b, int64_t rows);
 /* The buffers column c lacks for `cap` rows (values; a string column's offsets and bytes),
- * as sc_batch_new makes them. */
+ * as sc_batch_new makes them; SC_EINVAL for a column of no known type. */
 int sc_column_room(sc_column *c, int64_t cap);
 /* Views columns (sc_column.views): rows of views column x (row sel[j], idx[j] or j, for
  * j < n) appended as strings to UTF8 column d from row d0 (d's data grows); and a views
