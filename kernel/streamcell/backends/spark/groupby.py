@@ -102,7 +102,8 @@ def grouped(
     from pyspark.sql import functions as F
 
     floats = [i for i, (_, a) in enumerate(aggs) if _float_sum(a, types)]
-    if flat:  # the serial as a long: what the window sorts by and first_order(grouped=True) takes
+    if flat and ORDER not in df.columns:
+        # the serial as a long: what the window sorts by and first_order(grouped=True) takes
         df = df.withColumn(ORDER, F.col("_o")[0])
     if floats:
         from pyspark.sql import Window
@@ -958,12 +959,15 @@ def sessions(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
     gap = P.parse_duration(w.size)
     lateness = P.parse_duration(w.lateness)
     admitted, finish, seen = _admitted(low, j, s, df, lateness)
-    t, o0 = F.col("_t"), F.col("_o")[0]
+    t, order = F.col("_t"), F.col(ORDER)
     keys = [qcol(k) for k in s.keys]
-    by_time = Window.partitionBy(*keys).orderBy(t, o0)
+    # both window functions sort by the same column, the serial as a long, so Spark sorts
+    # once (with ``_o[0]`` in each spec it aliases each apart and sorts twice), and the order
+    # key arrays stay out of the shuffle unless an aggregate needs them
+    by_time = Window.partitionBy(*keys).orderBy(t, order)
     cut = F.when((t - F.lag(t).over(by_time)) >= F.lit(gap), 1).otherwise(0)
     upto = by_time.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    rows = admitted.withColumn("_sid", F.sum(cut).over(upto))
+    rows = admitted.withColumn(ORDER, F.col("_o")[0]).withColumn("_sid", F.sum(cut).over(upto))
     wins = (
         grouped(rows, [*keys, F.col("_sid")], s.aggs, types, True)
         .agg(
