@@ -127,8 +127,8 @@ def test_window_ends_close_at_the_first_admitted_row_reaching_them(
     monkeypatch, layout, lateness, ends_via
 ):
     """A session closes at the first admitted row (arrival order) with ``t - lateness`` at or
-    beyond its end; ends no row reaches stay open (absent). The ends reach the executors as a
-    local Parquet file (local master) or with the function (elsewhere)."""
+    beyond its end; ends no row reaches stay open (absent). The ends reach the executors as
+    local Parquet files (local master) or with the function (elsewhere), repeats and all."""
     from streamcell.backends.spark import groupby, session
     from streamcell.backends.spark.session import get_session
 
@@ -141,7 +141,11 @@ def test_window_ends_close_at_the_first_admitted_row_reaching_them(
     scan = groupby.late_serials(narrow, lateness, 4, lambda f: f(), 97, SIZE)
     rng = np.random.default_rng(4)
     ends = np.unique(np.r_[rng.integers(int(t.min()) - 50, int(t.max()) + 50, 400), t[:50] + 1])
-    frame = spark.createDataFrame([(int(e),) for e in ends], "v bigint")
+    # as the sessions hand them over: one end per session, so repeats, in no order, over
+    # several partitions
+    given = np.r_[ends, ends[::3]]
+    rng.shuffle(given)
+    frame = spark.createDataFrame([(int(e),) for e in given], "v bigint").repartition(3)
     got = groupby.record_closes(
         narrow, frame, lateness, scan, lambda f: f(), lambda d: d.localCheckpoint(eager=True)
     )
@@ -154,8 +158,10 @@ def test_window_ends_close_at_the_first_admitted_row_reaching_them(
         reach = [int(x) for x, y in zip(o, t, strict=True) if x not in late and y - lateness >= e]
         if reach:
             want[e] = [min(reach)]
-    have = {r["_we"]: list(r["close"]) for r in got.collect()}
+    rows = got.collect()
+    have = {r["_we"]: list(r["close"]) for r in rows}
     assert have == want
+    assert len(rows) == len(have)  # one close per end, however often it was given
     assert 0 < len(want) < len(ends)  # some ends are reached, some not
     if ends_via == "shipped":  # more ends than may ride with the function: Spark finds them
         monkeypatch.setattr(groupby, "MAX_SHIPPED_ENDS", len(ends) - 1)

@@ -621,13 +621,15 @@ def record_closes(
     action: Callable[..., Any],
     checkpoint: Callable[[Any], Any],
 ) -> Any | None:
-    """The close of each window end in ``ends`` (a one-column DataFrame of distinct ends) as
-    a DataFrame (``_we``, ``close``: the closing row's order key), found by one pass over
-    ``narrow`` where the in-place scan found its runs (:func:`record_closes_fn`); ends no row
-    reaches are absent. On a local master the ends go to the executors as a Parquet file in a
-    local folder (the notebook process never holds them); elsewhere, up to
-    :data:`MAX_SHIPPED_ENDS` of them with the function. None: the scan was not in place, there
-    are too many ends to ship, or the partitions came back other than the scan found them."""
+    """The close of each window end in ``ends`` (a one-column DataFrame of ends, repeats
+    allowed) as a DataFrame (``_we``, ``close``: the closing row's order key), found by one
+    pass over ``narrow`` where the in-place scan found its runs (:func:`record_closes_fn`);
+    ends no row reaches are absent. On a local master the ends go to the executors as Parquet
+    files in a local folder, written as the windows' partitions hold them (each Python worker
+    sorts them and drops repeats when it reads them: no shuffle, and the notebook process
+    never holds them); elsewhere, up to :data:`MAX_SHIPPED_ENDS` distinct ends with the
+    function. None: the scan was not in place, there are too many ends to ship, or the
+    partitions came back other than the scan found them."""
     from pyspark.sql import functions as F
 
     from .session import is_local
@@ -639,11 +641,10 @@ def record_closes(
         source: np.ndarray | str
         if is_local(str(narrow.sparkSession.sparkContext.master)):
             folder = tempfile.mkdtemp(prefix="streamcell-ends-")
-            one = ends.repartition(1).sortWithinPartitions(ends.columns[0])
-            action(lambda: one.write.mode("overwrite").parquet(folder))
+            action(lambda: ends.write.mode("overwrite").parquet(folder))
             source = folder
         else:
-            got = action(lambda: ends.limit(MAX_SHIPPED_ENDS + 1).toArrow())
+            got = action(lambda: ends.distinct().limit(MAX_SHIPPED_ENDS + 1).toArrow())
             if got.num_rows > MAX_SHIPPED_ENDS:
                 return None
             source = np.unique(got.column(0).to_numpy(zero_copy_only=False).astype(np.int64))
@@ -979,13 +980,14 @@ def sessions(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
         .drop("_sid")
     )
     wins = low.checkpoint(wins)  # one row per session: the ends below come from it
-    ends = wins.select(F.col("_we").alias("v")).distinct()
+    ends = wins.select(F.col("_we").alias("v"))
     found = record_closes(seen.narrow, ends, lateness, seen.scan, low.action, low.checkpoint)
     if found is not None:
         return finish(wins.join(found, on="_we", how="left"))
     # close(e) = the smallest order key among admitted rows with t - lateness >= e: within
     # e's block of `gap` ticks by a window over the block, beyond it by a suffix minimum
     size = F.lit(max(1, gap))
+    ends = ends.distinct()  # one close per end: the join below must not repeat a session
     marks = admitted.select((t - F.lit(lateness)).alias("v"), first_order_row().alias("co"))
     u = ends.select("v", F.lit(0).alias("tag"), F.lit(None).cast("array<bigint>").alias("co"))
     u = u.unionByName(marks.select("v", F.lit(1).alias("tag"), "co"))
