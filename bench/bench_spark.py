@@ -28,7 +28,7 @@ first.
 Printed per workload: wall time of each variant (median of ``--repeat``, runs interleaved),
 the CPU seconds the bench process, the driver JVM and Spark's Python workers spent meanwhile
 (median; on a shared machine other users' load shows in the wall time, less in the CPU
-time), the ratio hand-written time / streamcell-on-Spark time (target >= 0.8: streamcell at
+time) and that CPU time per input row, the ratio hand-written time / streamcell-on-Spark time (target >= 0.8: streamcell at
 least 80% of hand-written speed) and the bench process's peak RSS growth while the
 streamcell Spark run ran (sampled every 10 ms; target <= 100 MB), plus the driver JVM's, for
 information.
@@ -516,6 +516,7 @@ def report(results: list[tuple[Any, ...]], rows: int) -> None:
     head = (
         f"{'workload':<11} {'spark s':>8} {'hand s':>8} {'native s':>9} "
         f"{'hand/spark':>11} {'>=0.8':>6} {'spark cpu s':>12} {'hand cpu s':>11} "
+        f"{'spark ns/row':>13} {'hand ns/row':>12} "
         f"{'driver RSS +MB':>15} {'<=100':>6} {'JVM RSS +MB':>12}"
     )
     print()
@@ -530,6 +531,7 @@ def report(results: list[tuple[Any, ...]], rows: int) -> None:
         print(
             f"{name:<11} {s:>8.2f} {h:>8.2f} {ns:>9} {ratio:>10.3f}x "
             f"{'yes' if ok_r else 'NO':>6} {cs:>12.2f} {ch:>11.2f} "
+            f"{cs * 1e9 / rows:>13.0f} {ch * 1e9 / rows:>12.0f} "
             f"{rss:>15.1f} {'yes' if ok_m else 'NO':>6} {jrss:>12.1f}"
         )
     print()
