@@ -28,10 +28,10 @@ first.
 Printed per workload: wall time of each variant (median of ``--repeat``, runs interleaved),
 the CPU seconds the bench process, the driver JVM and Spark's Python workers spent meanwhile
 (median; on a shared machine other users' load shows in the wall time, less in the CPU
-time) and that CPU time per input row, the ratio hand-written time / streamcell-on-Spark time (target >= 0.8: streamcell at
-least 80% of hand-written speed) and the bench process's peak RSS growth while the
-streamcell Spark run ran (sampled every 10 ms; target <= 100 MB), plus the driver JVM's, for
-information.
+time) and that CPU time per input row, the ratio hand-written time / streamcell-on-Spark
+time (target >= 0.8: streamcell at least 80% of hand-written speed) and the bench process's
+peak RSS growth while the streamcell Spark run ran (sampled every 10 ms; target <= 100 MB),
+plus the driver JVM's, for information.
 The issue's target size is 10M rows (``--rows 10000000``).
 
     python bench/bench_spark.py [--rows N] [--files N] [--repeat R] [--warmup W] [--check-rows N]
