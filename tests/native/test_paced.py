@@ -206,8 +206,14 @@ def test_a_paced_runs_workers_keep_to_separate_cores():
         th = threading.Thread(target=poll)
         th.start()
         try:
-            for _ in range(50 if not rate else 1):  # a bulk run is over in milliseconds
+            # a bulk run is over in milliseconds, and a poll can miss all of its workers: it
+            # runs again (at least 50 times) until the poller has seen them, for at most 30 s
+            start, runs = time.monotonic(), 0
+            while True:
                 sc.start(plan, options=RunOptions(engine="native", workers=2, display=False)).wait()
+                runs += 1
+                if rate or (runs >= 50 and seen) or time.monotonic() - start > 30:
+                    break
         finally:
             done.set()
             th.join()
