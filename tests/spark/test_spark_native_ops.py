@@ -403,6 +403,52 @@ def test_sessions_of_columns_are_a_group_by_closing_where_the_reference_closes(
         assert (run.late().height > 0) == (lateness < 40)
 
 
+@pytest.mark.parametrize("late", [False, True], ids=["on-time", "a-late-row"])
+@pytest.mark.parametrize("fused", [True, False], ids=["one-pass", "two-passes"])
+def test_sessions_from_parquet_files_close_in_one_pass_where_no_row_is_late(
+    monkeypatch, tmp_path, late, fused
+):
+    """Sessions over rows read file by file: where no row is late, one pass over the rows finds
+    that and the sessions' closes (``scan_and_close``); a late row sends the step back to the
+    two passes, its sessions found again without it. Both equal the reference, changelog and
+    counters, and each other."""
+    from streamcell.backends.spark import groupby
+
+    monkeypatch.setattr(groupby, "FUSED_SESSIONS", fused)
+    found: list[bool] = []
+    real = groupby.scan_and_close
+
+    def spy(*a, **k):
+        got = real(*a, **k)
+        found.append(got[0] is not None)
+        return got
+
+    monkeypatch.setattr(groupby, "scan_and_close", spy)
+    rng = np.random.default_rng(11)
+    src = tmp_path / "in"
+    src.mkdir()
+    start = 0
+    for i, n in enumerate([700, 1500, 90, 1200]):
+        t = start + np.arange(n) * 2 + rng.integers(0, 3, n)
+        if late and i == 2:
+            t[40] -= 60  # behind the watermark: late
+        start = int(t.max()) + 1
+        k = [None if x == 0 else f"k{x}" for x in rng.integers(0, 5, n)]
+        frame = pl.DataFrame({"k": k, "t": t, "v": rng.integers(-9, 9, n), "f": rng.random(n)})
+        frame.write_parquet(src / f"p{i}.parquet", row_group_size=300)
+    stream = (
+        sc.source(sc.parquet(str(src)))
+        .key_by("k")
+        .session(7, time="t", lateness=4)
+        .agg(n=sc.count(), sv=sc.col("v").sum(), mx=sc.col("f").max())
+    )
+    for plan in (stream.plan(), _changelog(stream)):
+        run = _same_bits(plan)
+        assert run.spark_operators == {"aggregate#2": "spark groupBy"}
+        assert (run.late().height > 0) == late
+    assert found == ([not late] * 2 if fused else [])
+
+
 def test_a_session_float_sum_with_a_lateness_runs_native_where_a_row_bridges_two_sessions():
     """A row admitted behind the watermark joins two sessions: the reference adds the two
     sessions' sums ((1.0 + 1.0) + 1e16), not the merged session's rows in arrival order

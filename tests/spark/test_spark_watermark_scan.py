@@ -167,3 +167,106 @@ def test_window_ends_close_at_the_first_admitted_row_reaching_them(
         monkeypatch.setattr(groupby, "MAX_SHIPPED_ENDS", len(ends) - 1)
         args = (narrow, frame, lateness, scan, lambda f: f(), lambda d: d)
         assert groupby.record_closes(*args) is None
+
+
+def _closes_want(o, t, ends, lateness):
+    """Per end, the first row in arrival order with ``t - lateness`` at or beyond it."""
+    want = {}
+    for e in ends.tolist():
+        reach = [int(x) for x, y in zip(o, t, strict=True) if y - lateness >= e]
+        if reach:
+            want[e] = [min(reach)]
+    return want
+
+
+def _on_time(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Serials with gaps and times increasing with a jitter of 3 ticks: no row is late with a
+    lateness of 10, yet each run's first row is behind the largest time before it."""
+    rng = np.random.default_rng(seed)
+    o = np.cumsum(rng.integers(1, 4, n)).astype(np.int64)
+    t = (np.arange(n) * 3 + rng.integers(-3, 4, n)).astype(np.int64)
+    return o, t
+
+
+@pytest.mark.parametrize(
+    ("layout", "ends_via"),
+    [(x, "local-file") for x in LAYOUTS[:4]] + [("reversed-in-two", "shipped")],
+)
+def test_one_pass_finds_the_closes_where_no_row_is_late(monkeypatch, layout, ends_via):
+    """``scan_and_close``: each run scanned from nothing before it still gives every end the
+    first row of all (arrival order) reaching it: the smallest of the runs' records, or the
+    first row of the earliest run that starts at or beyond it. Ends no row reaches stay open;
+    runs that interleave leave it to the two passes."""
+    from pyspark.sql import functions as F
+
+    from streamcell.backends.spark import groupby, session
+    from streamcell.backends.spark.session import get_session
+
+    if ends_via == "shipped":
+        monkeypatch.setattr(session, "is_local", lambda master: False)
+    spark = get_session()
+    lateness = 10
+    o, t = _on_time(3000, seed=7)
+    narrow = _frame(spark, o, t, layout)
+    rng = np.random.default_rng(8)
+    # ends anywhere, ends right at the runs' first rows (t - lateness), and beyond every row
+    firsts = np.array([0, 3000 // 5, 3000 // 3, 3000 // 2, 4 * 3000 // 5])
+    ends = np.unique(
+        np.r_[
+            rng.integers(int(t.min()) - 50, int(t.max()) + 50, 400),
+            t[firsts] - lateness,
+            t[firsts] - lateness + 1,
+        ]
+    )
+    given = np.r_[ends, ends[::3]]
+    rng.shuffle(given)
+    frame = spark.createDataFrame([(int(e),) for e in given], "v bigint").repartition(3)
+    check = lambda d: d.localCheckpoint(eager=True)  # noqa: E731
+    fused, ran = groupby.scan_and_close(narrow, frame, lateness, lambda f: f(), check)
+    assert ran
+    if layout == "interleaved":
+        assert fused is None  # runs of different partitions interleave: two passes
+        return
+    assert fused is not None
+    assert len(fused.opens) == 5  # one branch per run
+    got = (
+        spark.createDataFrame([(int(e),) for e in ends], "_we bigint")
+        .join(fused.enum, on="_we", how="left")
+        .select("_we", fused.close(F.col("_c"), F.col("_we")).alias("close"))
+        .collect()
+    )
+    have = {r["_we"]: list(r["close"]) for r in got if r["close"] is not None}
+    want = _closes_want(o, t, ends, lateness)
+    assert have == want
+    assert 0 < len(want) < len(ends)
+    # some ends close at a run's first row, which the scan of that run does not enumerate
+    assert any(have[e] == [int(o[f])] for f in firsts[1:] for e in [int(t[f]) - lateness])
+
+
+@pytest.mark.parametrize("case", ["late-in-a-run", "late-because-of-an-earlier-run", "ends"])
+def test_one_pass_leaves_late_rows_to_the_two_passes(monkeypatch, case):
+    """A late row, found in its own run or only knowing the runs before (a run whose first rows
+    are behind the largest time of the run before it), makes ``scan_and_close`` give up after
+    its pass; ends too many to ship with the function, before it."""
+    from streamcell.backends.spark import groupby, session
+    from streamcell.backends.spark.session import get_session
+
+    spark = get_session()
+    o, t = _on_time(3000, seed=9)
+    if case == "late-in-a-run":
+        t[2000] -= 100
+    else:  # rows 1500-1539 open the fourth run, 200 ticks behind the end of the third
+        t[1500:1540] -= 200
+    if case == "ends":
+        monkeypatch.setattr(session, "is_local", lambda master: False)
+        monkeypatch.setattr(groupby, "MAX_SHIPPED_ENDS", 10)
+    narrow = _frame(spark, o, t, "in-order")
+    frame = spark.createDataFrame([(int(e),) for e in t[::100]], "v bigint")
+    check = lambda d: d.localCheckpoint(eager=True)  # noqa: E731
+    fused, ran = groupby.scan_and_close(narrow, frame, 10, lambda f: f(), check)
+    assert fused is None
+    assert ran == (case != "ends")
+    want_late, _ = _want(o, t, 10)
+    assert want_late  # the two passes have late rows to find
+    late, *_ = groupby.late_serials(narrow, 10, 4, lambda f: f(), 97, SIZE)
+    assert sorted(late) == want_late

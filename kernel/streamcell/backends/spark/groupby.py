@@ -632,22 +632,12 @@ def record_closes(
     partitions came back other than the scan found them."""
     from pyspark.sql import functions as F
 
-    from .session import is_local
-
     if scan.runs is None:
         return None
-    folder = None
+    source, folder = _ends_source(narrow, ends, action)
     try:
-        source: np.ndarray | str
-        if is_local(str(narrow.sparkSession.sparkContext.master)):
-            folder = tempfile.mkdtemp(prefix="streamcell-ends-")
-            action(lambda: ends.write.mode("overwrite").parquet(folder))
-            source = folder
-        else:
-            got = action(lambda: ends.distinct().limit(MAX_SHIPPED_ENDS + 1).toArrow())
-            if got.num_rows > MAX_SHIPPED_ENDS:
-                return None
-            source = np.unique(got.column(0).to_numpy(zero_copy_only=False).astype(np.int64))
+        if source is None:
+            return None
         fn = record_closes_fn(source, lateness, scan.runs)
         out = checkpoint(narrow.mapInArrow(fn, CLOSES_DDL))
     finally:
@@ -670,6 +660,170 @@ def _in_place_batch(rows: list[tuple[int, int, int, int, int]]) -> pa.RecordBatc
 
 def _in_place_columns(*cols: np.ndarray) -> pa.RecordBatch:
     return _kind_batch(["k", "o", "x", "hi", "lo"], *cols)
+
+
+# the fused pass's further output rows: a close candidate (k=CLOSE: o the closing serial, hi
+# the end) and a run's first row (k=OPEN: o its serial, hi its t)
+CLOSE, OPEN = 4, 5
+
+MAX_OPENS = 256
+"""Runs the fused pass may find before its caller scans and closes in two passes instead (each
+run's first row becomes one branch of the close expression)."""
+
+FUSED_SESSIONS = True
+"""Whether :func:`sessions` first tries :func:`scan_and_close` (one pass over the rows for the
+late rows and the closes, on the hope that no row is late; False: always the two passes)."""
+
+
+def scan_and_close_fn(
+    ends: np.ndarray | str, lateness: int
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function of :func:`scan_and_close` over (``o``, ``t``) as a partition
+    holds them: per run of increasing serials (:func:`_pieces`), scanned from nothing before
+    it, the late rows and the run (as :func:`in_place_scan_fn`), the run's first row (OPEN),
+    and the window ends (sorted and distinct, or the local folder of the Parquet files that hold
+    them) each later record of the run's running maximum closes (as :func:`record_closes_fn`:
+    the ends between the maximum before the record and its ``t``, lateness added). The ends
+    at or below the first row's ``t`` are the OPEN row's: the caller closes them at the
+    earliest run's first row that reaches them."""
+
+    def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        e = _ends_at(ends) if isinstance(ends, str) else ends
+        ys = e + lateness
+        runs = 0
+        first = last = None  # the current run's first and last serial
+        run = hi = lo = _MIN
+        out: list[tuple[int, int, int, int, int]] = []
+        for so, seg, starts in _pieces(batches):
+            if starts:
+                if first is not None:
+                    out.append((RUN, first, last, hi, lo))  # type: ignore[arg-type]
+                runs += 1
+                if runs > MAX_SEGMENTS:  # not in arrival order: give up, drain unscanned
+                    yield _in_place_batch([(GAVE_UP, 0, 0, 0, 0)])
+                    for _ in batches:
+                        pass
+                    return
+                first, run, hi, lo = int(so[0]), _MIN, _MIN, int(seg[0])
+                out.append((OPEN, first, 0, int(seg[0]), 0))
+            last = int(so[-1])
+            top = np.maximum.accumulate(np.r_[run, seg])
+            before = top[:-1]
+            late = (before != _MIN) & (seg < before - lateness)
+            if late.any():
+                gone = so[late]
+                zero = np.zeros(len(gone), np.int64)
+                yield _in_place_columns(zero + LATE_ROW, gone, zero, zero, zero)
+            rec = seg > before
+            if starts:
+                rec[0] = False  # the run's first row: its ends are the OPEN row's
+            run, hi, lo = int(top[-1]), max(hi, int(top[-1])), min(lo, int(seg.min()))
+            if not rec.any():
+                continue
+            a = np.searchsorted(ys, before[rec], side="right")
+            z = np.searchsorted(ys, seg[rec], side="right")
+            n = z - a
+            if n.sum() == 0:
+                continue
+            idx = np.repeat(a - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
+            zero = np.zeros(len(idx), np.int64)
+            yield _in_place_columns(zero + CLOSE, np.repeat(so[rec], n), zero, e[idx], zero)
+        if first is not None:
+            out.append((RUN, first, last, hi, lo))  # type: ignore[arg-type]
+        if out:
+            yield _in_place_batch(out)
+
+    return fn
+
+
+class Fused(NamedTuple):
+    """What :func:`scan_and_close` found where no row is late: per end, the smallest closing
+    serial among the runs' records (``enum``: ``_we``, ``_c``; ends no record closes are
+    absent), and the runs' first rows as (largest end they close, smallest first serial of
+    the runs reaching at least that far), by end ascending."""
+
+    enum: Any
+    opens: list[tuple[int, int]]
+
+    def close(self, c: Any, we: Any) -> Any:
+        """The order key of the row that closes end ``we`` (array<bigint>; null: none does),
+        given the enumerated close ``c`` (null: none)."""
+        from pyspark.sql import functions as F
+
+        step = F.lit(None).cast("bigint")
+        for y, o in reversed(self.opens):  # the first branch that holds: the smallest y
+            step = F.when(we <= F.lit(y), F.lit(o)).otherwise(step)
+        best = F.least(c, step)
+        return F.when(best.isNull(), F.lit(None).cast("array<bigint>")).otherwise(F.array(best))
+
+
+def _ends_source(
+    narrow: Any, ends: Any, action: Callable[..., Any]
+) -> tuple[np.ndarray | str | None, str | None]:
+    """Where the executors read the window ends from: a local folder of Parquet files (local
+    master; returned twice, the second to remove) or the distinct ends with the function (up
+    to :data:`MAX_SHIPPED_ENDS`; None: more)."""
+    from .session import is_local
+
+    if is_local(str(narrow.sparkSession.sparkContext.master)):
+        folder = tempfile.mkdtemp(prefix="streamcell-ends-")
+        action(lambda: ends.write.mode("overwrite").parquet(folder))
+        return folder, folder
+    got = action(lambda: ends.distinct().limit(MAX_SHIPPED_ENDS + 1).toArrow())
+    if got.num_rows > MAX_SHIPPED_ENDS:
+        return None, None
+    return np.unique(got.column(0).to_numpy(zero_copy_only=False).astype(np.int64)), None
+
+
+def scan_and_close(
+    narrow: Any,
+    ends: Any,
+    lateness: int,
+    action: Callable[..., Any],
+    checkpoint: Callable[[Any], Any],
+) -> tuple[Fused | None, bool]:
+    """The watermark scan and the closes of window ends ``ends`` (a one-column DataFrame,
+    repeats allowed) in one pass over ``narrow`` (``o``, ``t``: the rows that are not dead)
+    where its partitions hold runs of increasing serials (:func:`scan_and_close_fn`), for a
+    caller that computed its windows as if no row were late. Each run is scanned from nothing
+    before it, so a close it finds may be a later one than another run's: the smallest per
+    end is the first row of all reaching it, as :func:`record_closes` finds it. None: a row
+    is late, a run may hold rows that an earlier run makes late (the caller then scans, and
+    admits, in two passes), the runs interleave or are too many, or the ends too many to
+    ship. Returned with whether the pass over ``narrow`` ran."""
+    from pyspark.sql import functions as F
+
+    source, folder = _ends_source(narrow, ends, action)
+    try:
+        if source is None:
+            return None, False
+        out = checkpoint(narrow.mapInArrow(scan_and_close_fn(source, lateness), IN_PLACE_DDL))
+    finally:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+    k = F.col("k")
+    rows = action(lambda: out.filter(k != F.lit(CLOSE)).collect())
+    if any(r["k"] in (GAVE_UP, LATE_ROW) for r in rows):
+        return None, True
+    runs = sorted((r["o"], r["x"], r["hi"], r["lo"]) for r in rows if r["k"] == RUN)
+    if any(a[1] >= b[0] for a, b in zip(runs, runs[1:])) or len(runs) > MAX_OPENS:
+        return None, True
+    if _dirty([(f, hi, lo) for f, _, hi, lo in runs], lateness)[1]:
+        return None, True
+    firsts = sorted((r["hi"] - lateness, r["o"]) for r in rows if r["k"] == OPEN)
+    if len(firsts) != len(runs):
+        return None, True
+    opens: list[tuple[int, int]] = []
+    best = None
+    for y, o in reversed(firsts):  # the smallest first serial of the runs reaching y or more
+        best = o if best is None else min(best, o)
+        if y >= _MIN:
+            opens.append((y, best))
+    opens.reverse()
+    enum = (
+        out.filter(k == F.lit(CLOSE)).groupBy(F.col("hi").alias("_we")).agg(F.min("o").alias("_c"))
+    )
+    return Fused(enum, opens), True
 
 
 def in_place_scan(
@@ -813,6 +967,38 @@ def tumbling(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
     return finish(wins.join(F.broadcast(closes), on="_we", how="left"))
 
 
+class WindowRows(NamedTuple):
+    """A window step's rows with their ticks (``x``: ``_t``), their (serial ``o``, ticks ``t``)
+    where not dead, observed for the step's counters (``seen``: the first pass over them reads
+    this one) and not (``narrow``: the later passes), and the observation."""
+
+    x: Any
+    seen: Any
+    narrow: Any
+    obs: Any
+
+
+def _window_rows(low: Any, j: int, s: P.Aggregate, df: Any) -> WindowRows:
+    from pyspark.sql import functions as F
+
+    w = s.window
+    assert w is not None
+    temporal = dict(low.in_schema(s))[w.time].name == "datetime"
+    tcol = qcol(w.time)
+    ticks = F.unix_micros(tcol.cast("timestamp")) if temporal else tcol.cast("bigint")
+    x = df.withColumn("_t", ticks)
+    into = low.count_of.get(s.inputs[0].step_id)
+    # the scans read two longs per row: the counters are observed on those two columns, not
+    # on the step's whole rows, so Spark reads only the columns they come from
+    pair = x.select(F.col("_o")[0].alias("o"), F.col("_t").alias("t"))
+    tn = F.col("t")
+    metrics = [F.sum(F.when(tn.isNull(), 1).otherwise(0)).alias("dead")]
+    if into is None:
+        metrics.append(F.count(F.lit(1)).alias("n"))
+    seen, obs = low.observe(pair, j, *metrics)
+    return WindowRows(x, seen.filter(tn.isNotNull()), pair.filter(tn.isNotNull()), obs)
+
+
 def _admitted(
     low: Any, j: int, s: P.Aggregate, df: Any, lateness: int, mark_size: int | None = None
 ) -> tuple[Any, Callable[[Any], Any], Admitted]:
@@ -821,6 +1007,17 @@ def _admitted(
     (with the marks of the admitted rows by ``mark_size`` where it found them); and the
     function that turns the step's windows (``_ws``, ``_we``, ``_wq``, ``close``, the
     aggregates) into its output rows with their order keys and files its counters."""
+    rows = _window_rows(low, j, s, df)
+    scan = late_serials(rows.seen, lateness, low.partitions, low.action, BLOCK, mark_size)
+    admitted, finish = _admit(low, j, s, rows, scan.late)
+    return admitted, finish, Admitted(scan, rows.narrow)
+
+
+def _admit(
+    low: Any, j: int, s: P.Aggregate, rows: WindowRows, late: list[int]
+) -> tuple[Any, Callable[[Any], Any]]:
+    """:func:`_admitted` once the observed pass over ``rows`` ran and the late rows' serials
+    are known."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
@@ -834,24 +1031,9 @@ def _admitted(
     out_schema = low.c.schemas[s.step_id]
     names = [n for n, _ in schema]
     temporal = dict(schema)[w.time].name == "datetime"
-    tcol = qcol(w.time)
-    ticks = F.unix_micros(tcol.cast("timestamp")) if temporal else tcol.cast("bigint")
-    x = df.withColumn("_t", ticks)
+    x, obs = rows.x, rows.obs
     t, o0 = F.col("_t"), F.col("_o")[0]
     into = low.count_of.get(s.inputs[0].step_id)
-    # the scans read two longs per row: the counters are observed on those two columns, not
-    # on the step's whole rows, so Spark reads only the columns they come from
-    pair = x.select(o0.alias("o"), t.alias("t"))
-    tn = F.col("t")
-    metrics = [F.sum(F.when(tn.isNull(), 1).otherwise(0)).alias("dead")]
-    if into is None:
-        metrics.append(F.count(F.lit(1)).alias("n"))
-    seen, obs = low.observe(pair, j, *metrics)
-    scan = late_serials(
-        seen.filter(tn.isNotNull()), lateness, low.partitions, low.action, BLOCK, mark_size
-    )
-    narrow = pair.filter(tn.isNotNull())  # later passes: without the observation
-    late = scan.late
     n_dead = int(obs.get["dead"] or 0)
     side: list[tuple[list[int], int, str, Any]] = []
     if n_dead:
@@ -902,7 +1084,7 @@ def _admitted(
         low.how[s.step_id] = "spark groupBy"
         return out
 
-    return admitted, finish, Admitted(scan, narrow)
+    return admitted, finish
 
 
 class Admitted(NamedTuple):
@@ -950,7 +1132,12 @@ def sessions(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
     its end plus the lateness: that row is the smallest order key among the rows at or
     beyond that time, found per block of ``gap`` ticks (a window over the block's rows and
     session ends, sorted by time) and, beyond the block, from the blocks after it (a small
-    suffix minimum)."""
+    suffix minimum).
+
+    Where the rows come in runs of increasing serials (:func:`in_place_scan`), the sessions
+    are first those of every row that is not dead, and :func:`scan_and_close` finds in one
+    pass that no row is late and where each session closes; a late row after all sends the
+    step to the scan, the sessions without the late rows, and :func:`record_closes`."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -959,29 +1146,51 @@ def sessions(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
     types = dict(low.in_schema(s))
     gap = P.parse_duration(w.size)
     lateness = P.parse_duration(w.lateness)
-    admitted, finish, seen = _admitted(low, j, s, df, lateness)
     t, order = F.col("_t"), F.col(ORDER)
     keys = [qcol(k) for k in s.keys]
-    # both window functions sort by the same column, the serial as a long, so Spark sorts
-    # once (with ``_o[0]`` in each spec it aliases each apart and sorts twice), and the order
-    # key arrays stay out of the shuffle unless an aggregate needs them
-    by_time = Window.partitionBy(*keys).orderBy(t, order)
-    cut = F.when((t - F.lag(t).over(by_time)) >= F.lit(gap), 1).otherwise(0)
-    upto = by_time.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    rows = admitted.withColumn(ORDER, F.col("_o")[0]).withColumn("_sid", F.sum(cut).over(upto))
-    wins = (
-        grouped(rows, [*keys, F.col("_sid")], s.aggs, types, True)
-        .agg(
-            *agg_columns(s.aggs, types),
-            first_order(True, grouped=True).alias("_wq"),
-            F.min(t).alias("_ws"),
-            (F.max(t) + F.lit(gap)).alias("_we"),
+
+    def session_wins(admitted: Any) -> Any:
+        # both window functions sort by the same column, the serial as a long, so Spark sorts
+        # once (with ``_o[0]`` in each spec it aliases each apart and sorts twice), and the
+        # order key arrays stay out of the shuffle unless an aggregate needs them
+        by_time = Window.partitionBy(*keys).orderBy(t, order)
+        cut = F.when((t - F.lag(t).over(by_time)) >= F.lit(gap), 1).otherwise(0)
+        upto = by_time.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        rows = admitted.withColumn(ORDER, F.col("_o")[0])
+        rows = rows.withColumn("_sid", F.sum(cut).over(upto))
+        wins = (
+            grouped(rows, [*keys, F.col("_sid")], s.aggs, types, True)
+            .agg(
+                *agg_columns(s.aggs, types),
+                first_order(True, grouped=True).alias("_wq"),
+                F.min(t).alias("_ws"),
+                (F.max(t) + F.lit(gap)).alias("_we"),
+            )
+            .drop("_sid")
         )
-        .drop("_sid")
-    )
-    wins = low.checkpoint(wins)  # one row per session: the ends below come from it
+        return low.checkpoint(wins)  # one row per session: the ends come from it
+
+    rows = _window_rows(low, j, s, df)
+    scanned = rows.seen  # the first pass over the rows files the step's counters
+    if SCAN_IN_PLACE and FUSED_SESSIONS:
+        # hope that no row is late: the sessions of every row that is not dead, then one pass
+        # finds the late rows and the sessions' closes; where a row is late after all, the
+        # sessions are found again without it, and closed by a second pass
+        wins = session_wins(rows.x.filter(t.isNotNull()))
+        ends = wins.select(F.col("_we").alias("v"))
+        fused, ran = scan_and_close(rows.seen, ends, lateness, low.action, low.checkpoint)
+        if fused is not None:
+            _, finish = _admit(low, j, s, rows, [])
+            wins = wins.join(fused.enum, on="_we", how="left")
+            close = fused.close(F.col("_c"), F.col("_we"))
+            return finish(wins.withColumn("close", close).drop("_c"))
+        if ran:
+            scanned = rows.narrow
+    scan = late_serials(scanned, lateness, low.partitions, low.action, BLOCK)
+    admitted, finish = _admit(low, j, s, rows, scan.late)
+    wins = session_wins(admitted)
     ends = wins.select(F.col("_we").alias("v"))
-    found = record_closes(seen.narrow, ends, lateness, seen.scan, low.action, low.checkpoint)
+    found = record_closes(rows.narrow, ends, lateness, scan, low.action, low.checkpoint)
     if found is not None:
         return finish(wins.join(found, on="_we", how="left"))
     # close(e) = the smallest order key among admitted rows with t - lateness >= e: within
