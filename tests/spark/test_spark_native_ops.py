@@ -395,7 +395,12 @@ def test_sessions_of_columns_are_a_group_by_closing_where_the_reference_closes(
         sc.source(DATA)
         .key_by(key)
         .session(gap, time="t", lateness=lateness)
-        .agg(**aggs, nd=sc.count_distinct("s"))
+        .agg(
+            **aggs,
+            nd=sc.count_distinct("s"),  # strings and ints: a set per session
+            nv=sc.count_distinct("v"),  # (nulls counted as a value)
+            nf=sc.count_distinct("f"),  # floats: Spark's distinct aggregate (NaN, nulls)
+        )
     )
     for plan in (stream.plan(), _changelog(stream)):
         run = _same_bits(plan)

@@ -131,12 +131,23 @@ def first_order(flat: bool, grouped: bool = False) -> Any:
     return F.min("_o")
 
 
-def agg_columns(aggs: tuple[tuple[str, Any], ...], types: dict[str, Any]) -> list[Any]:
+def agg_columns(
+    aggs: tuple[tuple[str, Any], ...], types: dict[str, Any], sets: bool = False
+) -> list[Any]:
     """The aggregates as Spark aggregate columns (``exact_aggs`` said they can be). Integer
     sums wrap around at 64 bits as the reference's do; count_distinct counts null as a value,
     as the reference does (and NaN as one value); first / last are the values at the
     smallest / largest order key (null included, as the reference keeps them); a float sum is
-    read off the running sums of :func:`grouped`."""
+    read off the running sums of :func:`grouped`.
+
+    With ``sets`` (sessions: groups of one key's nearby rows), a count_distinct of a column
+    that is not a float is the size of the group's set of values: Spark's distinct aggregate
+    hashes every (group, value) pair twice over, where a set per group is one pass (Q2's
+    sessions at 10M rows: 5.3-5.7 s against 7.4-8.1 s). A group's set holds its distinct
+    values, as the reference's and the C operator's state does; Spark aggregates group after
+    group once there are many, so one group's set is in memory at a time. Floats keep the
+    distinct aggregate, which groups NaN as one value and -0.0 with 0.0, as the reference
+    does."""
     from pyspark.sql import functions as F
 
     out = []
@@ -163,7 +174,10 @@ def agg_columns(aggs: tuple[tuple[str, Any], ...], types: dict[str, Any]) -> lis
             e = _wrapped_sum(c, two63)
         else:
             has_null = F.max(F.when(c.isNull(), F.lit(1)).otherwise(F.lit(0)))
-            e = F.count_distinct(c) + has_null
+            if sets and types[a.arg.name].name != "float":
+                e = F.size(F.collect_set(c)) + has_null
+            else:
+                e = F.count_distinct(c) + has_null
         out.append(e.alias(name))
     return out
 
@@ -577,8 +591,7 @@ def record_closes_fn(
             run = int(top[-1])
             if not rec.any():
                 continue
-            lo = np.searchsorted(ys, before[rec], side="right")
-            hi = np.searchsorted(ys, seg[rec], side="right")
+            lo, hi = _bounds(ys, before[rec], seg[rec])
             n = hi - lo
             if n.sum() == 0:
                 continue
@@ -589,6 +602,18 @@ def record_closes_fn(
             yield _closes_batch(np.full(len(a), RUN), a[:, 0], a[:, 1])
 
     return fn
+
+
+def _bounds(ys: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For records of a running maximum (``lo``: the maximum before each, ``hi``: its value,
+    both increasing), the index range of the sorted ``ys`` in ``(lo, hi]``: searched within
+    the slice the batch spans, which stays in cache where the whole of ``ys`` would not."""
+    a0 = int(np.searchsorted(ys, lo[0], side="right"))
+    z0 = int(np.searchsorted(ys, hi[-1], side="right"))
+    part = ys[a0:z0]
+    a = np.searchsorted(part, lo, side="right") + a0
+    z = np.searchsorted(part, hi, side="right") + a0
+    return a, z
 
 
 CLOSES_DDL = "`k` tinyint, `e` bigint, `o` bigint"
@@ -720,8 +745,7 @@ def scan_and_close_fn(
             run, hi, lo = int(top[-1]), max(hi, int(top[-1])), min(lo, int(seg.min()))
             if not rec.any():
                 continue
-            a = np.searchsorted(ys, before[rec], side="right")
-            z = np.searchsorted(ys, seg[rec], side="right")
+            a, z = _bounds(ys, before[rec], seg[rec])
             n = z - a
             if n.sum() == 0:
                 continue
@@ -1161,7 +1185,7 @@ def sessions(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
         wins = (
             grouped(rows, [*keys, F.col("_sid")], s.aggs, types, True)
             .agg(
-                *agg_columns(s.aggs, types),
+                *agg_columns(s.aggs, types, sets=True),
                 first_order(True, grouped=True).alias("_wq"),
                 F.min(t).alias("_ws"),
                 (F.max(t) + F.lit(gap)).alias("_we"),
