@@ -222,8 +222,8 @@ def test_one_pass_finds_the_closes_where_no_row_is_late(monkeypatch, layout, end
     rng.shuffle(given)
     frame = spark.createDataFrame([(int(e),) for e in given], "v bigint").repartition(3)
     check = lambda d: d.localCheckpoint(eager=True)  # noqa: E731
-    fused, ran = groupby.scan_and_close(narrow, frame, lateness, lambda f: f(), check)
-    assert ran
+    fused, first = groupby.scan_and_close(narrow, frame, lateness, lambda f: f(), check)
+    assert first is not None
     if layout == "interleaved":
         assert fused is None  # runs of different partitions interleave: two passes
         return
@@ -263,10 +263,21 @@ def test_one_pass_leaves_late_rows_to_the_two_passes(monkeypatch, case):
     narrow = _frame(spark, o, t, "in-order")
     frame = spark.createDataFrame([(int(e),) for e in t[::100]], "v bigint")
     check = lambda d: d.localCheckpoint(eager=True)  # noqa: E731
-    fused, ran = groupby.scan_and_close(narrow, frame, 10, lambda f: f(), check)
+    fused, first = groupby.scan_and_close(narrow, frame, 10, lambda f: f(), check)
     assert fused is None
-    assert ran == (case != "ends")
+    assert (first is not None) == (case != "ends")
     want_late, _ = _want(o, t, 10)
     assert want_late  # the two passes have late rows to find
-    late, *_ = groupby.late_serials(narrow, 10, 4, lambda f: f(), 97, SIZE)
+    # the scan goes on from the pass's rows (only runs an earlier run makes late are scanned
+    # again), or scans from the start
+    calls: list[int] = []
+
+    def action(f):
+        calls.append(1)
+        return f()
+
+    late, *_ = groupby.late_serials(narrow, 10, 4, action, 97, None, first)
     assert sorted(late) == want_late
+    # from the pass's rows: nothing more to scan where the late row is late in its own run;
+    # the runs an earlier run makes late, once more; without the pass, the whole first pass too
+    assert len(calls) == {"late-in-a-run": 0, "late-because-of-an-earlier-run": 1, "ends": 2}[case]

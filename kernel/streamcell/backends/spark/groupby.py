@@ -396,6 +396,7 @@ def late_serials(
     action: Callable[..., Any],
     block_rows: int | None = None,
     mark_size: int | None = None,
+    first: list[Any] | None = None,
 ) -> Scan:
     """The serials of the late rows among ``narrow`` (columns ``o``: the serial, ``t``: the
     ticks; the rows that are not dead), exactly as the reference's watermark decides in
@@ -403,10 +404,11 @@ def late_serials(
     rows: for each ``v = floor((t - lateness) / mark_size) * mark_size``, the smallest serial
     of an admitted row with that ``v`` (None: not found here, see :func:`in_place_scan`).
 
-    First :func:`in_place_scan`; where the partitions are not runs of increasing serials
-    (they came out of a shuffle) or the runs overlap, :func:`blocked_scan`."""
+    First :func:`in_place_scan` (``first``: the rows of its first pass, which a pass of
+    :func:`scan_and_close` gives too); where the partitions are not runs of increasing
+    serials (they came out of a shuffle) or the runs overlap, :func:`blocked_scan`."""
     if SCAN_IN_PLACE:
-        got = in_place_scan(narrow, lateness, action, mark_size)
+        got = in_place_scan(narrow, lateness, action, mark_size, first)
         if got is not None:
             return got
     return Scan(blocked_scan(narrow, lateness, parts, action, block_rows), None, None)
@@ -709,8 +711,8 @@ def scan_and_close_fn(
     and the window ends (sorted and distinct, or the local folder of the Parquet files that hold
     them) each later record of the run's running maximum closes (as :func:`record_closes_fn`:
     the ends between the maximum before the record and its ``t``, lateness added). The ends
-    at or below the first row's ``t`` are the OPEN row's: the caller closes them at the
-    earliest run's first row that reaches them."""
+    the first row reaches (plus the lateness, at or below its ``t``) are the OPEN row's: the
+    caller closes them at the earliest run's first row that reaches them."""
 
     def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         e = _ends_at(ends) if isinstance(ends, str) else ends
@@ -805,7 +807,7 @@ def scan_and_close(
     lateness: int,
     action: Callable[..., Any],
     checkpoint: Callable[[Any], Any],
-) -> tuple[Fused | None, bool]:
+) -> tuple[Fused | None, list[Any] | None]:
     """The watermark scan and the closes of window ends ``ends`` (a one-column DataFrame,
     repeats allowed) in one pass over ``narrow`` (``o``, ``t``: the rows that are not dead)
     where its partitions hold runs of increasing serials (:func:`scan_and_close_fn`), for a
@@ -814,13 +816,14 @@ def scan_and_close(
     end is the first row of all reaching it, as :func:`record_closes` finds it. None: a row
     is late, a run may hold rows that an earlier run makes late (the caller then scans, and
     admits, in two passes), the runs interleave or are too many, or the ends too many to
-    ship. Returned with whether the pass over ``narrow`` ran."""
+    ship. Returned with the rows of the pass that are not closes (late rows, runs, their first
+    rows: what :func:`in_place_scan`'s first pass gives), or None where it did not run."""
     from pyspark.sql import functions as F
 
     source, folder = _ends_source(narrow, ends, action)
     try:
         if source is None:
-            return None, False
+            return None, None
         out = checkpoint(narrow.mapInArrow(scan_and_close_fn(source, lateness), IN_PLACE_DDL))
     finally:
         if folder is not None:
@@ -828,15 +831,15 @@ def scan_and_close(
     k = F.col("k")
     rows = action(lambda: out.filter(k != F.lit(CLOSE)).collect())
     if any(r["k"] in (GAVE_UP, LATE_ROW) for r in rows):
-        return None, True
+        return None, rows
     runs = sorted((r["o"], r["x"], r["hi"], r["lo"]) for r in rows if r["k"] == RUN)
     if any(a[1] >= b[0] for a, b in zip(runs, runs[1:])) or len(runs) > MAX_OPENS:
-        return None, True
+        return None, rows
     if _dirty([(f, hi, lo) for f, _, hi, lo in runs], lateness)[1]:
-        return None, True
+        return None, rows
     firsts = sorted((r["hi"] - lateness, r["o"]) for r in rows if r["k"] == OPEN)
     if len(firsts) != len(runs):
-        return None, True
+        return None, rows
     opens: list[tuple[int, int]] = []
     best = None
     for y, o in reversed(firsts):  # the smallest first serial of the runs reaching y or more
@@ -847,11 +850,15 @@ def scan_and_close(
     enum = (
         out.filter(k == F.lit(CLOSE)).groupBy(F.col("hi").alias("_we")).agg(F.min("o").alias("_c"))
     )
-    return Fused(enum, opens), True
+    return Fused(enum, opens), rows
 
 
 def in_place_scan(
-    narrow: Any, lateness: int, action: Callable[..., Any], mark_size: int | None = None
+    narrow: Any,
+    lateness: int,
+    action: Callable[..., Any],
+    mark_size: int | None = None,
+    first: list[Any] | None = None,
 ) -> Scan | None:
     """:func:`late_serials` with no shuffle, where each partition of ``narrow`` holds runs of
     increasing serials that do not overlap one another (rows read file by file, then filtered
@@ -865,7 +872,10 @@ def in_place_scan(
         rows = action(lambda: narrow.mapInArrow(fn, IN_PLACE_DDL).collect())
         return None if any(r["k"] == GAVE_UP for r in rows) else rows
 
-    rows = scan(None)
+    if first is not None and mark_size is None:  # the first pass ran already
+        rows = None if any(r["k"] == GAVE_UP for r in first) else first
+    else:
+        rows = scan(None)
     if rows is None:
         return None
     runs = sorted((r["o"], r["x"], r["hi"], r["lo"]) for r in rows if r["k"] == RUN)
@@ -1196,21 +1206,22 @@ def sessions(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
 
     rows = _window_rows(low, j, s, df)
     scanned = rows.seen  # the first pass over the rows files the step's counters
+    first = None
     if SCAN_IN_PLACE and FUSED_SESSIONS:
         # hope that no row is late: the sessions of every row that is not dead, then one pass
         # finds the late rows and the sessions' closes; where a row is late after all, the
         # sessions are found again without it, and closed by a second pass
         wins = session_wins(rows.x.filter(t.isNotNull()))
         ends = wins.select(F.col("_we").alias("v"))
-        fused, ran = scan_and_close(rows.seen, ends, lateness, low.action, low.checkpoint)
+        fused, first = scan_and_close(rows.seen, ends, lateness, low.action, low.checkpoint)
         if fused is not None:
             _, finish = _admit(low, j, s, rows, [])
             wins = wins.join(fused.enum, on="_we", how="left")
             close = fused.close(F.col("_c"), F.col("_we"))
             return finish(wins.withColumn("close", close).drop("_c"))
-        if ran:
+        if first is not None:  # the pass ran: the scan starts from what it found
             scanned = rows.narrow
-    scan = late_serials(scanned, lateness, low.partitions, low.action, BLOCK)
+    scan = late_serials(scanned, lateness, low.partitions, low.action, BLOCK, None, first)
     admitted, finish = _admit(low, j, s, rows, scan.late)
     wins = session_wins(admitted)
     ends = wins.select(F.col("_we").alias("v"))
