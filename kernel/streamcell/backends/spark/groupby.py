@@ -1013,6 +1013,7 @@ class WindowRows(NamedTuple):
 
 
 def _window_rows(low: Any, j: int, s: P.Aggregate, df: Any) -> WindowRows:
+    """The rows of window step ``s`` (``df``) as the scans and the windows read them."""
     from pyspark.sql import functions as F
 
     w = s.window
