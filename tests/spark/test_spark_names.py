@@ -116,3 +116,38 @@ def test_names_spark_reads_as_paths_pass_through_the_native_operators(make):
     got = run_plan(plan, SPARK, timeout=300)
     assert_same_outputs(outputs(got), outputs(run_plan(plan, REF)))
     assert "native" in got.spark_operators.values() or not got.spark_operators
+
+
+@pytest.mark.parametrize(
+    ("make", "how"),
+    [
+        (lambda s: s.key_by("k").tumbling(10, time="t"), "spark groupBy"),
+        (lambda s: s.key_by("k").session(3, time="t"), "spark groupBy"),
+        (lambda s: s.key_by("k").session(3, time="t", lateness=2), "spark groupBy"),
+    ],
+    ids=["tumbling", "sessions", "sessions-late"],
+)
+def test_window_aggregates_may_be_named_like_a_candle(make, how):
+    """Open / high / low / close: a window's aggregate named ``close`` used to meet the
+    engine's own column of each window's close in the join that places the windows (Spark's
+    ambiguous-reference error); the engine's column has a reserved name now."""
+    from tests.helpers import assert_same_outputs, outputs
+
+    n = 200
+    df = pl.DataFrame(
+        {
+            "k": ["a", "b", "c", "a", "b"] * (n // 5),
+            "t": [i - (7 if i % 17 == 3 else 0) for i in range(n)],  # some rows late
+            "v": [float(i % 13) for i in range(n)],
+        }
+    )
+    v = sc.col("v")
+    aggs = {"open": v.first(), "high": v.max(), "low": v.min(), "close": v.last()}
+    for stream, want in (
+        (make(sc.source(df)).agg(**aggs), how),
+        (make(sc.source(df)).agg(**aggs, avg=v.mean()), "native"),  # a float mean: C
+    ):
+        plan = sc.combine(stream.sink_table("out", mode="append"))
+        got = run_plan(plan, SPARK, timeout=300)
+        assert_same_outputs(outputs(got), outputs(run_plan(plan, REF)))
+        assert set(got.spark_operators.values()) == {want}

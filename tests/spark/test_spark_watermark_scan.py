@@ -159,7 +159,7 @@ def test_window_ends_close_at_the_first_admitted_row_reaching_them(
         if reach:
             want[e] = [min(reach)]
     rows = got.collect()
-    have = {r["_we"]: list(r["close"]) for r in rows}
+    have = {r["_we"]: list(r[groupby.WINDOW_CLOSE]) for r in rows}
     assert have == want
     assert len(rows) == len(have)  # one close per end, however often it was given
     assert 0 < len(want) < len(ends)  # some ends are reached, some not
@@ -232,7 +232,7 @@ def test_one_pass_finds_the_closes_where_no_row_is_late(monkeypatch, layout, end
     got = (
         spark.createDataFrame([(int(e),) for e in ends], "_we bigint")
         .join(fused.enum, on="_we", how="left")
-        .select("_we", fused.close(F.col("_c"), F.col("_we")).alias("close"))
+        .select("_we", fused.close(F.col(groupby.CLOSE_AT), F.col("_we")).alias("close"))
         .collect()
     )
     have = {r["_we"]: list(r["close"]) for r in got if r["close"] is not None}

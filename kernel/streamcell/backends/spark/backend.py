@@ -54,6 +54,7 @@ from ..evaluate import RowError, compile_row_expr
 from . import native_ops
 from .expr import NAME, Translator, can_fail, check_names, qcol, spark_type
 from .groupby import (
+    WINDOW_CLOSE,
     agg_columns,
     exact_aggs,
     first_order,
@@ -1042,14 +1043,14 @@ class Lowering:
             Window.unboundedPreceding, Window.currentRow
         )
         closes = (
-            u.withColumn("close", F.last("co", ignorenulls=True).over(ahead))
+            u.withColumn(WINDOW_CLOSE, F.last("co", ignorenulls=True).over(ahead))
             .filter(F.col("tag") == 0)
-            .select(F.col("v").alias("_we"), "close")
+            .select(F.col("v").alias("_we"), WINDOW_CLOSE)
         )
         wins = wins.join(closes, on="_we", how="left")
         end_key = F.array(F.lit(END).cast("bigint"), F.lit(j).cast("bigint"))
         order = F.concat(
-            F.coalesce(F.col("close"), end_key),
+            F.coalesce(F.col(WINDOW_CLOSE), end_key),
             F.array(F.col("_we"), F.col("_ws")),
             F.col("_wq"),
         )

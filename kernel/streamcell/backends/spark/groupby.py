@@ -85,6 +85,11 @@ def _running(i: int) -> str:
 ORDER = "__sc_order"
 """The column of the row's order key that a running sum's last row is found by."""
 
+WINDOW_CLOSE = "__sc_close"
+"""The column of a window's close: the order key of the row whose watermark closes it (null:
+none does; it closes at the end of the input). Joined to the windows, whose aggregates may be
+named anything but the engine's own names (an OHLC ``close``, say)."""
+
 
 def grouped(
     df: Any,
@@ -676,7 +681,7 @@ def record_closes(
     } or any(r["k"] == GAVE_UP for r in spans):
         return None
     return out.filter(F.col("k") == F.lit(0)).select(
-        F.col("e").alias("_we"), F.array(F.col("o")).alias("close")
+        F.col("e").alias("_we"), F.array(F.col("o")).alias(WINDOW_CLOSE)
     )
 
 
@@ -692,6 +697,9 @@ def _in_place_columns(*cols: np.ndarray) -> pa.RecordBatch:
 # the fused pass's further output rows: a close candidate (k=CLOSE: o the closing serial, hi
 # the end) and a run's first row (k=OPEN: o its serial, hi its t)
 CLOSE, OPEN = 4, 5
+
+CLOSE_AT = "__sc_close_at"
+"""The column of :class:`Fused`'s ends that holds their smallest enumerated close."""
 
 MAX_OPENS = 256
 """Runs the fused pass may find before its caller scans and closes in two passes instead (each
@@ -764,7 +772,7 @@ def scan_and_close_fn(
 
 class Fused(NamedTuple):
     """What :func:`scan_and_close` found where no row is late: per end, the smallest closing
-    serial among the runs' records (``enum``: ``_we``, ``_c``; ends no record closes are
+    serial among the runs' records (``enum``: ``_we``, ``__sc_close_at``; ends no record closes are
     absent), and the runs' first rows as (largest end they close, smallest first serial of
     the runs reaching at least that far), by end ascending."""
 
@@ -848,7 +856,9 @@ def scan_and_close(
             opens.append((y, best))
     opens.reverse()
     enum = (
-        out.filter(k == F.lit(CLOSE)).groupBy(F.col("hi").alias("_we")).agg(F.min("o").alias("_c"))
+        out.filter(k == F.lit(CLOSE))
+        .groupBy(F.col("hi").alias("_we"))
+        .agg(F.min("o").alias(CLOSE_AT))
     )
     return Fused(enum, opens), rows
 
@@ -915,6 +925,7 @@ def in_place_scan(
 __all__ = [
     "BLOCK",
     "FNS",
+    "WINDOW_CLOSE",
     "agg_columns",
     "exact_aggs",
     "session_fits",
@@ -926,6 +937,7 @@ __all__ = [
     "in_place_scan",
     "late_scan_fn",
     "late_serials",
+    "scan_and_close",
 ]
 
 
@@ -994,9 +1006,9 @@ def tumbling(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
         Window.unboundedPreceding, Window.currentRow
     )
     closes = (
-        u.withColumn("close", F.min("co").over(ahead))
+        u.withColumn(WINDOW_CLOSE, F.min("co").over(ahead))
         .filter(F.col("tag") == 0)
-        .select(F.col("v").alias("_we"), "close")
+        .select(F.col("v").alias("_we"), WINDOW_CLOSE)
     )
     return finish(wins.join(F.broadcast(closes), on="_we", how="left"))
 
@@ -1087,7 +1099,7 @@ def _admit(
     def finish(wins: Any) -> Any:
         end_key = F.array(F.lit(END).cast("bigint"), F.lit(j).cast("bigint"))
         order = F.concat(
-            F.coalesce(F.col("close"), end_key),
+            F.coalesce(F.col(WINDOW_CLOSE), end_key),
             F.array(F.col("_we"), F.col("_ws")),
             F.col("_wq"),
             F.array(F.lit(0).cast("bigint")),
@@ -1218,8 +1230,8 @@ def sessions(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
         if fused is not None:
             _, finish = _admit(low, j, s, rows, [])
             wins = wins.join(fused.enum, on="_we", how="left")
-            close = fused.close(F.col("_c"), F.col("_we"))
-            return finish(wins.withColumn("close", close).drop("_c"))
+            close = fused.close(F.col(CLOSE_AT), F.col("_we"))
+            return finish(wins.withColumn(WINDOW_CLOSE, close).drop(CLOSE_AT))
         if first is not None:  # the pass ran: the scan starts from what it found
             scanned = rows.narrow
     scan = late_serials(scanned, lateness, low.partitions, low.action, BLOCK, None, first)
@@ -1248,7 +1260,7 @@ def sessions(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
     here = u.withColumn("here", F.min("co").over(ahead)).filter(F.col("tag") == 0)
     here = here.join(F.broadcast(beyond), on="b", how="left")
     closes = here.select(
-        F.col("v").alias("_we"), F.least(F.col("here"), F.col("later")).alias("close")
+        F.col("v").alias("_we"), F.least(F.col("here"), F.col("later")).alias(WINDOW_CLOSE)
     )
     return finish(wins.join(F.broadcast(low.checkpoint(closes)), on="_we", how="left"))
 
