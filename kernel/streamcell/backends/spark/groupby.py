@@ -709,8 +709,8 @@ FUSED_SESSIONS = False
 """Whether :func:`sessions` first tries :func:`scan_and_close` (one pass over the rows for the
 late rows and the closes, on the hope that no row is late; False: always the two passes).
 Off by default: at 10M rows it took about 3 s off sessions in arrival order (17 -> 14 s), but
-where 0.1% of the rows were late it cost 10-14 s more (39 against 25 s), and nothing cheaper
-than a pass over the rows tells the two apart beforehand."""
+where 0.1% of the rows were late it cost 8-10 s more (32-36 against 24-26 s), and nothing
+cheaper than a pass over the rows tells the two apart beforehand."""
 
 
 def scan_and_close_fn(
