@@ -598,12 +598,9 @@ def record_closes_fn(
             run = int(top[-1])
             if not rec.any():
                 continue
-            lo, hi = _bounds(ys, before[rec], seg[rec])
-            n = hi - lo
-            if n.sum() == 0:
-                continue
-            idx = np.repeat(lo - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
-            yield _closes_batch(np.zeros(len(idx), np.int64), e[idx], np.repeat(so[rec], n))
+            at, shut = _closed(ys, e, before[rec], seg[rec], so[rec])
+            if len(at):
+                yield _closes_batch(np.zeros(len(at), np.int64), shut, at)
         if spans:
             a = np.array(spans, dtype=np.int64)
             yield _closes_batch(np.full(len(a), RUN), a[:, 0], a[:, 1])
@@ -611,16 +608,22 @@ def record_closes_fn(
     return fn
 
 
-def _bounds(ys: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For records of a running maximum (``lo``: the maximum before each, ``hi``: its value,
-    both increasing), the index range of the sorted ``ys`` in ``(lo, hi]``: searched within
-    the slice the batch spans, which stays in cache where the whole of ``ys`` would not."""
+def _closed(
+    ys: np.ndarray, e: np.ndarray, lo: np.ndarray, hi: np.ndarray, at: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The window ends that records of a running maximum close: record ``i`` (serial
+    ``at[i]``, value ``hi[i]``, the maximum before it ``lo[i]``; both increasing) closes each
+    end ``e[j]`` whose ``ys[j]`` (the end plus the lateness; sorted) is in ``(lo[i], hi[i]]``.
+    Returned as (closing serial, end) per closed end. The ends are searched within the slice
+    the batch spans, which stays in cache where the whole of ``ys`` would not."""
     a0 = int(np.searchsorted(ys, lo[0], side="right"))
     z0 = int(np.searchsorted(ys, hi[-1], side="right"))
     part = ys[a0:z0]
     a = np.searchsorted(part, lo, side="right") + a0
-    z = np.searchsorted(part, hi, side="right") + a0
-    return a, z
+    n = np.searchsorted(part, hi, side="right") + a0 - a
+    total = int(n.sum())
+    idx = np.repeat(a - (np.cumsum(n) - n), n) + np.arange(total)
+    return np.repeat(at, n), e[idx]
 
 
 CLOSES_DDL = "`k` tinyint, `e` bigint, `o` bigint"
@@ -758,13 +761,10 @@ def scan_and_close_fn(
             run, hi, lo = int(top[-1]), max(hi, int(top[-1])), min(lo, int(seg.min()))
             if not rec.any():
                 continue
-            a, z = _bounds(ys, before[rec], seg[rec])
-            n = z - a
-            if n.sum() == 0:
-                continue
-            idx = np.repeat(a - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
-            zero = np.zeros(len(idx), np.int64)
-            yield _in_place_columns(zero + CLOSE, np.repeat(so[rec], n), zero, e[idx], zero)
+            at, shut = _closed(ys, e, before[rec], seg[rec], so[rec])
+            if len(at):
+                zero = np.zeros(len(at), np.int64)
+                yield _in_place_columns(zero + CLOSE, at, zero, shut, zero)
         if first is not None:
             out.append((RUN, first, last, hi, lo))  # type: ignore[arg-type]
         if out:
