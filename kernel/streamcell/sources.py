@@ -572,8 +572,12 @@ _I64_MAX = 2**63 - 1
 
 def _plain(a: pa.Array) -> pa.Array:
     """A column as every engine reads it: dictionaries (Polars Categorical / Enum) decoded to
-    their strings, fixed-size lists (Polars Array) as lists. Other columns pass unchanged."""
+    their strings, fixed-size lists (Polars Array) as lists, timestamps with a time zone as
+    the naive UTC timestamps streamcell's datetimes are (the same instants). Other columns
+    pass unchanged."""
     t = a.type
+    if pa.types.is_timestamp(t) and t.tz is not None:
+        return a.cast(pa.timestamp(t.unit))
     if pa.types.is_dictionary(t):  # take() has no string_view kernel: decode by hand
         values = a.dictionary
         if pa.types.is_string_view(values.type):

@@ -52,6 +52,7 @@ from ...sources import BadRow, locate_serial, row_batches
 from ...types import BOOL, Schema, polars_schema
 from ..evaluate import RowError, compile_row_expr
 from . import native_ops
+from .direct import Lineage, source_lineage, through
 from .expr import NAME, Translator, can_fail, check_names, qcol, spark_type
 from .groupby import (
     WINDOW_CLOSE,
@@ -526,6 +527,9 @@ class Lowering:
         self.sink_rows: dict[str, int] = {}
         # each stateless step's Spark columns, translated once (``can_fail`` asks first)
         self._columns: dict[str, Translated] = {}
+        # steps whose rows are a local Parquet source's through filters and projections that
+        # cannot fail: their window steps' passes read the files themselves (:mod:`.direct`)
+        self.direct: dict[str, Lineage] = {}
 
     def in_schema(self, s: P.Step) -> Schema:
         return self.c.schemas[s.inputs[0].step_id]
@@ -544,7 +548,14 @@ class Lowering:
 
     def lower(self, j: int, s: P.Step, df: Any) -> Any:
         if isinstance(s, (P.Filter, P.Select, P.WithColumns)):
-            return self.stateless(j, s, df)
+            out = self.stateless(j, s, df)
+            lin = self.direct.get(s.inputs[0].step_id)
+            done = self.lowered[-1] if self.lowered else None
+            if lin is not None and done is not None and done.step is s:
+                lin = through(s, done.kind, lin)
+                if lin is not None:
+                    self.direct[s.step_id] = lin
+            return out
         if isinstance(s, P.Aggregate) and s.window is not None:
             return self.window(j, s, df)
         if isinstance(s, P.Aggregate) and self.final_table(s):
@@ -1068,6 +1079,7 @@ class BatchDriver:
         self.sources = [s for s in steps if isinstance(s, P.Source)]
         self.sinks = [s for s in steps if isinstance(s, P.Sink)]
         self.source = self.sources[0]
+        self.local_files: dict[int, list[tuple[str, int, list[int]]]] = {}
         self.sink = self.sinks[-1]
         self.counts: list[int] = []  # rows (good and bad) of each source: merged serials
         self.side: list[tuple[list[int], int, str, Any]] = []  # (o, kind, step, payload)
@@ -1151,6 +1163,10 @@ class BatchDriver:
                 df = frames[self.sources.index(s)]
                 low.count_of[s.step_id] = functools.partial(_rows_out, env, s.step_id)
                 low.flat.add(s.step_id)
+                files = self.local_files.get(self.sources.index(s))
+                if files is not None and len(self.sources) == 1:
+                    schema = self.c.schemas[s.step_id]
+                    low.direct[s.step_id] = source_lineage(files, schema, low.partitions)
             elif isinstance(s, P.Sink):
                 continue
             elif isinstance(s, P.Union):
@@ -1265,6 +1281,8 @@ class BatchDriver:
             on_spark = spark_source(spark, self.c, src, source_spec(src), self._unshuffled())
             self.scans = on_spark.scans if on_spark is not None and on_spark.by_file else 0
             if on_spark is not None:
+                if on_spark.local is not None:
+                    self.local_files[i] = on_spark.local
                 if on_spark.observation is not None:  # bad rows known after the job
                     self.text_sources.append((i, on_spark))
                 frames.append(on_spark.df)

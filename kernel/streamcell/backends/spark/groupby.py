@@ -30,6 +30,7 @@ import pyarrow as pa
 from ... import plan as P
 from ...expr import Col
 from ...types import Schema
+from .direct import DirectPairs, direct_pairs
 from .expr import qcol
 
 FNS = ("count", "min", "max", "sum", "count_distinct", "first", "last")
@@ -416,7 +417,8 @@ def late_serials(
         got = in_place_scan(narrow, lateness, action, mark_size, first)
         if got is not None:
             return got
-    return Scan(blocked_scan(narrow, lateness, parts, action, block_rows), None, None)
+    frame = narrow.frame if isinstance(narrow, DirectPairs) else narrow  # a shuffle: Spark's
+    return Scan(blocked_scan(frame, lateness, parts, action, block_rows), None, None)
 
 
 def blocked_scan(
@@ -1045,8 +1047,12 @@ def _window_rows(low: Any, j: int, s: P.Aggregate, df: Any) -> WindowRows:
     metrics = [F.sum(F.when(tn.isNull(), 1).otherwise(0)).alias("dead")]
     if into is None:
         metrics.append(F.count(F.lit(1)).alias("n"))
+    narrow = pair.filter(tn.isNotNull())
+    direct = direct_pairs(low, s, narrow, f"sc{low.uid}_{j}_pairs")
+    if direct is not None:  # the Python workers read the pairs from the files themselves
+        return WindowRows(x, direct, direct, direct.obs)
     seen, obs = low.observe(pair, j, *metrics)
-    return WindowRows(x, seen.filter(tn.isNotNull()), pair.filter(tn.isNotNull()), obs)
+    return WindowRows(x, seen.filter(tn.isNotNull()), narrow, obs)
 
 
 def _admitted(

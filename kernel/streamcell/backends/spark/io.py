@@ -70,6 +70,9 @@ class SparkSource:
     # the rows are in order as they are, with no sort and no shuffle (:func:`_parquet`)
     by_file: bool = False
     scans: int = 0  # by_file: the files, each its own scan (:func:`file_splits`)
+    # a Parquet source of local files: (path, first serial, row counts of its row groups) of
+    # each good file in order, which the Python workers may read themselves (:mod:`.direct`)
+    local: list[tuple[str, int, list[int]]] | None = None
 
 
 # Arrow types Spark's Parquet reader reads as the streamcell type (others: from the driver)
@@ -399,6 +402,7 @@ def _parquet(
     physical: dict[DataFile, tuple[Any, ...]] = {}
     bases: dict[str, int] = {}
     bad: list[tuple[int, BadRow]] = []
+    local: list[tuple[str, int, list[int]]] = []
     seq = 0
     last_good: int | None = None
     for f in reader.files:
@@ -419,6 +423,10 @@ def _parquet(
         physical[f] = _physical(meta)
         bases[f.name] = seq
         n = meta.metadata.num_rows
+        if f.fs is None:
+            md = meta.metadata
+            sizes = [md.row_group(i).num_rows for i in range(md.num_row_groups)]
+            local.append((os.path.abspath(f.path), seq, sizes))
         seq += n
         if n:
             last_good = seq - 1
@@ -441,7 +449,8 @@ def _parquet(
                 df = part if df is None else df.unionByName(part)
             if key is not None:
                 keep_bounded(_SOURCE_FRAMES, key, df, 32)
-        return SparkSource(df, seq, bad, last_good, by_file=ordered, scans=len(files))
+        direct = local if len(local) == len(files) else None
+        return SparkSource(df, seq, bad, last_good, by_file=ordered, scans=len(files), local=direct)
     base_of = F.create_map(*[x for k, v in bases.items() for x in (F.lit(k), F.lit(v))])
     name = _decoded_name()
     base = F.element_at(base_of, name)
@@ -453,7 +462,7 @@ def _parquet(
     for files in groups.values():
         part = spark.read.parquet(*[f.spark_uri for f in files]).select(*cols, order)
         df = part if df is None else df.unionByName(part)
-    return SparkSource(df, seq, bad, last_good)
+    return SparkSource(df, seq, bad, last_good, local=local if len(local) == len(good) else None)
 
 
 MIN_SPLITS = "spark.sql.files.minPartitionNum"
