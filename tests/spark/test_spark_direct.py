@@ -269,3 +269,35 @@ def test_filters_pyarrow_might_answer_otherwise_are_not_translated():
         ("col", "i"),
         ("lit", 3),
     )
+
+
+def test_units_are_whole_row_groups_and_pack_small_files():
+    """Units never split a row group, pack consecutive small files (a folder of many small
+    files is not a task per file), and cover every row group once, serials in order."""
+    from streamcell.backends.spark import direct
+    from streamcell.types import INT
+
+    files = [(f"/d/p{i}.parquet", i * 50, [20, 30]) for i in range(40)]
+    files.insert(3, ("/d/big.parquet", 2000, [400, 400, 100]))
+    lin = direct.source_lineage(files, [("t", INT)], 2)
+    pieces = [p for u in lin.units for p in u]
+    assert [(p[0], g) for p in pieces for g in p[2]] == [
+        (f, g) for f, _, sizes in files for g in range(len(sizes))
+    ]
+    sizes = {f: s for f, _, s in files}
+    firsts = {f: b for f, b, _ in files}
+    for path, first, groups in pieces:  # a piece's first serial: its first group's first row
+        assert first == firsts[path] + sum(sizes[path][: groups[0]])
+        assert list(groups) == list(range(groups[0], groups[-1] + 1))
+    total = sum(sum(s) for s in sizes.values())
+    rows = [sum(sum(sizes[p][g] for g in gs) for p, _, gs in u) for u in lin.units]
+    assert len(lin.units) < 10 and all(r >= total // 4 for r in rows[:-1])
+
+
+def test_a_folder_of_many_small_files_reads_its_pairs_in_few_tasks(tmp_path, reads):
+    src = _files(tmp_path / "in", sizes=(40,) * 30, bad=True)
+    s = sc.source(sc.parquet(str(src))).filter(col("e") != "cart").key_by("k")
+    for w in (s.tumbling(20, time="t", lateness=10), s.session(8, time="t", lateness=3)):
+        run = _same_bits(w.agg(n=sc.count(), sq=col("q").sum()).plan())
+        assert run.late().height > 0
+    assert len(reads) == 2 and reads.fell_back == []

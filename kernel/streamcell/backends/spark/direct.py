@@ -51,13 +51,17 @@ Pred = tuple[Any, ...]
 b) | ("and" | "or", a, b) | ("not", a) | ("null" | "valid", a) | ("in", a, values)."""
 
 
+Piece = tuple[str, int, tuple[int, ...]]
+"""Row groups of one file: (local path, serial of the first row, row group indexes)."""
+
+
 @dataclass(frozen=True)
 class Lineage:
-    """A step's rows as a Parquet source's rows through filters: the source's units (local
-    path, first serial, row group indexes), the step's columns that are a source column as
-    read (step name -> file column) with their streamcell types, and the filters."""
+    """A step's rows as a Parquet source's rows through filters: the source's units (pieces
+    of files in serial order, read by one task), the step's columns that are a source column
+    as read (step name -> file column) with their streamcell types, and the filters."""
 
-    units: tuple[tuple[str, int, tuple[int, ...]], ...]
+    units: tuple[tuple[Piece, ...], ...]
     columns: dict[str, str]
     types: dict[str, str]
     filters: tuple[Pred, ...] = ()
@@ -65,21 +69,26 @@ class Lineage:
 
 def source_lineage(files: list[tuple[str, int, list[int]]], schema: Schema, parts: int) -> Lineage:
     """The lineage of a Parquet source of local ``files`` (path, first serial, row counts of
-    its row groups), its units at least :data:`UNIT_ROWS` rows each, or the rows over twice
-    ``parts`` where that is fewer, never a row group split."""
+    its row groups): units of whole row groups, of consecutive files where they are small, at
+    least :data:`UNIT_ROWS` rows each or the rows over twice ``parts`` where that is fewer."""
     total = sum(sum(g) for _, _, g in files)
     want = max(1, min(UNIT_ROWS, -(-total // (2 * parts))))
-    units: list[tuple[str, int, tuple[int, ...]]] = []
+    units: list[tuple[Piece, ...]] = []
+    unit: list[Piece] = []
+    rows = 0
     for path, base, groups in files:
-        first, rows, idx = base, 0, []
+        first, idx = base, []
         for i, n in enumerate(groups):
             idx.append(i)
             rows += n
             if rows >= want:
-                units.append((path, first, tuple(idx)))
-                first, rows, idx = first + rows, 0, []
+                units.append((*unit, (path, first, tuple(idx))))
+                first += sum(groups[j] for j in idx)
+                unit, rows, idx = [], 0, []
         if idx:
-            units.append((path, first, tuple(idx)))
+            unit.append((path, first, tuple(idx)))
+    if unit:
+        units.append(tuple(unit))
     names = {n: n for n, _ in schema}
     return Lineage(tuple(units), names, {n: t.name for n, t in schema})
 
@@ -215,52 +224,62 @@ def _ticks(col: Any) -> np.ndarray:
 
 
 def pairs(
-    units: tuple[tuple[str, int, tuple[int, ...]], ...],
+    units: tuple[tuple[Piece, ...], ...],
     ids: list[int],
     time: str,
     filters: tuple[Pred, ...],
     counts: list[int],
     batch_rows: int | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """The (``o``, ``t``) batches of units ``ids``, in order: each file's rows of those row
+    """The (``o``, ``t``) batches of units ``ids``, in order: each piece's rows of its row
     groups that pass the filters and have a time; ``counts`` gets [rows that pass, of them
     with a null time]."""
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
     need: set[str] = {time}
     for p in filters:
         _columns(p, need)
     for i in ids:
-        path, first, groups = units[i]
-        f = pq.ParquetFile(path)
-        o0 = first
-        for b in f.iter_batches(
-            batch_size=batch_rows or BATCH_ROWS, row_groups=list(groups), columns=sorted(need)
-        ):
-            n = b.num_rows
-            o = np.arange(o0, o0 + n, dtype=np.int64)
-            o0 += n
-            keep = None
-            for p in filters:
-                m = _eval(p, b)
-                keep = m if keep is None else pc.and_kleene(keep, m)
-            tc = b.column(time)
-            valid = tc.is_valid()
-            if keep is not None:
-                sel = pc.fill_null(keep, False)
-                counts[0] += int(pc.sum(sel).as_py() or 0)
-                counts[1] += int(pc.sum(pc.and_(sel, pc.invert(valid))).as_py() or 0)
-                sel = pc.and_(sel, valid).to_numpy(zero_copy_only=False)
-            else:
-                counts[0] += n
-                counts[1] += tc.null_count
-                sel = valid.to_numpy(zero_copy_only=False)
-            t = _ticks(tc)
-            if not sel.all():
-                o, t = o[sel], t[sel]
-            if len(o):
-                yield pa.RecordBatch.from_arrays([pa.array(o), pa.array(t)], names=["o", "t"])
+        for piece in units[i]:
+            yield from _piece_pairs(piece, sorted(need), time, filters, counts, batch_rows)
+
+
+def _piece_pairs(
+    piece: Piece,
+    need: list[str],
+    time: str,
+    filters: tuple[Pred, ...],
+    counts: list[int],
+    batch_rows: int | None,
+) -> Iterator[pa.RecordBatch]:
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    path, o0, groups = piece
+    f = pq.ParquetFile(path)
+    size = batch_rows or BATCH_ROWS
+    for b in f.iter_batches(batch_size=size, row_groups=list(groups), columns=need):
+        n = b.num_rows
+        o = np.arange(o0, o0 + n, dtype=np.int64)
+        o0 += n
+        keep = None
+        for p in filters:
+            m = _eval(p, b)
+            keep = m if keep is None else pc.and_kleene(keep, m)
+        tc = b.column(time)
+        valid = tc.is_valid()
+        if keep is not None:
+            sel = pc.fill_null(keep, False)
+            counts[0] += int(pc.sum(sel).as_py() or 0)
+            counts[1] += int(pc.sum(pc.and_(sel, pc.invert(valid))).as_py() or 0)
+            sel = pc.and_(sel, valid).to_numpy(zero_copy_only=False)
+        else:
+            counts[0] += n
+            counts[1] += tc.null_count
+            sel = valid.to_numpy(zero_copy_only=False)
+        t = _ticks(tc)
+        if not sel.all():
+            o, t = o[sel], t[sel]
+        if len(o):
+            yield pa.RecordBatch.from_arrays([pa.array(o), pa.array(t)], names=["o", "t"])
 
 
 def _names(ddl: str) -> list[str]:
