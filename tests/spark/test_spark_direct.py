@@ -301,3 +301,16 @@ def test_a_folder_of_many_small_files_reads_its_pairs_in_few_tasks(tmp_path, rea
         run = _same_bits(w.agg(n=sc.count(), sq=col("q").sum()).plan())
         assert run.late().height > 0
     assert len(reads) == 2 and reads.fell_back == []
+
+
+def test_a_dotted_column_name_keeps_sparks_pass(tmp_path, reads):
+    """pyarrow would read ``a.t`` as field ``t`` of a struct ``a``: such a time column (or a
+    column a filter reads) keeps Spark's pass."""
+    root = tmp_path / "in"
+    root.mkdir()
+    for i in range(2):
+        frame = pl.DataFrame({"k": [1, 2, 1] * 50, "a.t": list(range(i * 150, i * 150 + 150))})
+        frame.write_parquet(root / f"p{i}.parquet")
+    stream = sc.source(sc.parquet(str(root))).key_by("k").tumbling(10, time="a.t")
+    _same_bits(stream.agg(n=sc.count()).plan())
+    assert reads == []

@@ -250,12 +250,26 @@ def _piece_pairs(
     counts: list[int],
     batch_rows: int | None,
 ) -> Iterator[pa.RecordBatch]:
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     path, o0, groups = piece
-    f = pq.ParquetFile(path)
     size = batch_rows or BATCH_ROWS
+    with pq.ParquetFile(path) as f:  # a unit of many small files: each closed after
+        yield from _batches(f, groups, o0, need, time, filters, counts, size)
+
+
+def _batches(
+    f: Any,
+    groups: tuple[int, ...],
+    o0: int,
+    need: list[str],
+    time: str,
+    filters: tuple[Pred, ...],
+    counts: list[int],
+    size: int,
+) -> Iterator[pa.RecordBatch]:
+    import pyarrow.compute as pc
+
     for b in f.iter_batches(batch_size=size, row_groups=list(groups), columns=need):
         n = b.num_rows
         o = np.arange(o0, o0 + n, dtype=np.int64)
@@ -344,5 +358,10 @@ def direct_pairs(low: Any, s: P.Aggregate, frame: Any, name: str) -> DirectPairs
     if lin is None or not lin.units or w.time not in lin.columns:
         return None
     if lin.types.get(w.time) not in ("int", "datetime"):
+        return None
+    need = {lin.columns[w.time]}
+    for p in lin.filters:
+        _columns(p, need)
+    if any("." in c for c in need):  # pyarrow reads a dotted name as a nested field's path
         return None
     return DirectPairs(low.spark, lin, w.time, frame, name)
