@@ -167,9 +167,9 @@ def test_a_paced_run_pushes_each_interval_as_one_batch_per_worker(monkeypatch, w
     assert op["rows_in"] / op["batches_in"] <= per < 2 * op["rows_in"] / op["batches_in"]
 
 
-def _worker_cores() -> list[str]:
-    """The cores each running sc-worker thread of this process may use (its
-    ``Cpus_allowed_list``)."""
+def _worker_cores() -> list[tuple[str, str]]:
+    """(thread id, the cores it may use: its ``Cpus_allowed_list``) of each running sc-worker
+    thread of this process."""
     out = []
     for t in os.listdir("/proc/self/task"):
         try:
@@ -177,7 +177,7 @@ def _worker_cores() -> list[str]:
                 if f.read().strip() != "sc-worker":
                     continue
             with open(f"/proc/self/task/{t}/status") as f:
-                out += [ln.split()[1] for ln in f if ln.startswith("Cpus_allowed_list")]
+                out += [(t, ln.split()[1]) for ln in f if ln.startswith("Cpus_allowed_list")]
         except OSError:  # the thread ended meanwhile
             pass
     return out
@@ -194,13 +194,19 @@ def test_a_paced_runs_workers_keep_to_separate_cores():
     df = pl.DataFrame({"x": [float(i) for i in range(400_000)]})
 
     def cores_while(rate):
+        # every affinity seen, and each worker thread's last one: a paced run spreads its
+        # workers once they have started (exec/program.c, sc_prog_spread), so a poll in the
+        # run's first microseconds may see a worker still on every core
         seen: set[str] = set()
+        last: dict[str, str] = {}
         plan = sc.source(df, rate=rate).filter(col("x") >= 0.0).plan(f"cores{bool(rate)}")
         done = threading.Event()
 
         def poll():
             while not done.is_set():
-                seen.update(_worker_cores())
+                for tid, spec in _worker_cores():
+                    seen.add(spec)
+                    last[tid] = spec
                 time.sleep(0.002)
 
         th = threading.Thread(target=poll)
@@ -217,7 +223,7 @@ def test_a_paced_runs_workers_keep_to_separate_cores():
         finally:
             done.set()
             th.join()
-        return seen
+        return seen, last
 
     def cpus(spec: str) -> set[int]:
         got: set[int] = set()
@@ -226,7 +232,8 @@ def test_a_paced_runs_workers_keep_to_separate_cores():
             got.update(range(int(lo), int(hi or lo) + 1))
         return got
 
-    paced = [cpus(s) for s in cores_while(400_000)]  # one second
+    _, last = cores_while(400_000)  # one second
+    paced = [cpus(s) for s in last.values()]
     assert len(paced) == 2 and not paced[0] & paced[1] and paced[0] | paced[1] == allowed
-    bulk = [cpus(s) for s in cores_while(None)]
+    bulk = [cpus(s) for s in cores_while(None)[0]]
     assert bulk and all(c == allowed for c in bulk)
