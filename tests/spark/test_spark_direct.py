@@ -101,15 +101,21 @@ def reads(monkeypatch):
     return made
 
 
-FILTERS = {
-    "string-eq": col("e") == "view",
-    "int-and-not-bool": (col("q") > 0) & ~col("b"),
-    "in-or-null": col("e").is_in(["view", "purchase"]) | col("q").is_null(),
-    "not-in": ~col("e").is_in(["cart"]),
-    "bool-column": col("b"),
-    "string-order": (col("e") < "purchase") | (col("q") != 1),
-    "not-null": col("e").is_not_null() & (col("b") == True),  # noqa: E712 - a comparison
-}
+def _filters(c) -> dict:
+    """The filters under test, built with ``c``: ``sc.col`` for the runs, ``pl.col`` for
+    Polars' own answer over the same files."""
+    return {
+        "string-eq": c("e") == "view",
+        "int-and-not-bool": (c("q") > 0) & ~c("b"),
+        "in-or-null": c("e").is_in(["view", "purchase"]) | c("q").is_null(),
+        "not-in": ~c("e").is_in(["cart"]),
+        "bool-column": c("b"),
+        "string-order": (c("e") < "purchase") | (c("q") != 1),
+        "not-null": c("e").is_not_null() & (c("b") == True),  # noqa: E712 - a comparison
+    }
+
+
+FILTERS = _filters(col)
 
 
 @pytest.mark.parametrize("window", ["tumbling", "sessions"])
@@ -226,23 +232,10 @@ def test_the_filters_pyarrow_evaluates_keep_polars_rows(monkeypatch, tmp_path, n
         schema=pa.schema([("o", pa.int64()), ("t", pa.int64())]),
     )
     frame = pl.concat([pl.read_parquet(p) for p in paths]).with_row_index("o")
-    kept = frame.filter(_polars(name))
+    kept = frame.filter(_filters(pl.col)[name])
     want = kept.filter(pl.col("t").is_not_null()).select(pl.col("o").cast(pl.Int64), "t")
     assert_frame_equal(pl.from_arrow(got), want)
     assert counts == [kept.height, kept.height - want.height]
-
-
-def _polars(name: str) -> pl.Expr:
-    c = pl.col
-    return {
-        "string-eq": c("e") == "view",
-        "int-and-not-bool": (c("q") > 0) & ~c("b"),
-        "in-or-null": c("e").is_in(["view", "purchase"]) | c("q").is_null(),
-        "not-in": ~c("e").is_in(["cart"]),
-        "bool-column": c("b"),
-        "string-order": (c("e") < "purchase") | (c("q") != 1),
-        "not-null": c("e").is_not_null() & (c("b") == True),  # noqa: E712
-    }[name]
 
 
 def test_filters_pyarrow_might_answer_otherwise_are_not_translated():

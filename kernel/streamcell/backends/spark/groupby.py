@@ -1044,13 +1044,13 @@ def _window_rows(low: Any, j: int, s: P.Aggregate, df: Any) -> WindowRows:
     # on the step's whole rows, so Spark reads only the columns they come from
     pair = x.select(F.col("_o")[0].alias("o"), F.col("_t").alias("t"))
     tn = F.col("t")
-    metrics = [F.sum(F.when(tn.isNull(), 1).otherwise(0)).alias("dead")]
-    if into is None:
-        metrics.append(F.count(F.lit(1)).alias("n"))
     narrow = pair.filter(tn.isNotNull())
     direct = direct_pairs(low, s, narrow, f"sc{low.uid}_{j}_pairs")
     if direct is not None:  # the Python workers read the pairs from the files themselves
         return WindowRows(x, direct, direct, direct.obs)
+    metrics = [F.sum(F.when(tn.isNull(), 1).otherwise(0)).alias("dead")]
+    if into is None:
+        metrics.append(F.count(F.lit(1)).alias("n"))
     seen, obs = low.observe(pair, j, *metrics)
     return WindowRows(x, seen.filter(tn.isNotNull()), narrow, obs)
 
