@@ -119,9 +119,14 @@ def _less(a: Any, b: Any) -> bool:
 
 
 class _AggSpec:
-    def __init__(self, aggs: tuple[tuple[str, Any], ...]):
+    def __init__(self, aggs: tuple[tuple[str, Any], ...], out: Schema):
         self.names = [n for n, _ in aggs]
         self.parts = [(a.fn, None if a.arg is None else compile_row_expr(a.arg)) for _, a in aggs]
+        # a float sum of no value is 0.0, as Polars' sum and the other engines' rows have it
+        types = dict(out)
+        self.zero = [
+            0.0 if a.fn == "sum" and types[n].name == "float" else None for n, a in aggs
+        ]
 
     def new(self) -> list[_Acc]:
         return [_Acc(fn, arg) for fn, arg in self.parts]
@@ -137,7 +142,11 @@ class _AggSpec:
             a.update(x, seq)
 
     def results(self, state: list[_Acc]) -> Row:
-        return {n: a.result() for n, a in zip(self.names, state)}
+        out = {}
+        for n, a, zero in zip(self.names, state, self.zero):
+            v = a.result()
+            out[n] = zero if zero is not None and a.v is None else v
+        return out
 
 
 # -------------------------------------------------------------------------- operators
@@ -236,7 +245,7 @@ class AggregateOp(Op):
     def __init__(self, step: P.Aggregate, c: Compiled, env: Env):
         super().__init__(step, c, env)
         self.keys = step.keys
-        self.spec = _AggSpec(step.aggs)
+        self.spec = _AggSpec(step.aggs, c.schemas[step.step_id])
         self.state: dict[tuple[Any, ...], list[_Acc]] = {}
 
     def push(self, row: Row, port: int) -> list[Row]:
@@ -341,7 +350,7 @@ class WindowOp(Op):
         assert w is not None
         self.w = w
         self.keys = step.keys
-        self.spec = _AggSpec(step.aggs)
+        self.spec = _AggSpec(step.aggs, c.schemas[step.step_id])
         self.et = _EventTime(self, w.time, c.schemas[step.inputs[0].step_id], w.lateness, [])
         self.size = P.parse_duration(w.size)
         self.every = P.parse_duration(w.every) if w.every is not None else self.size

@@ -838,6 +838,37 @@ class Lowering:
         self.how[s.step_id] = "spark window"
         return marked.filter(first).drop("__sc_first")
 
+    def relative_order(self, s: P.Step) -> bool:
+        """Whether only the order of ``s``'s output rows among themselves matters, not where
+        they fall among other rows: in a finite run, every step after ``s`` has one input
+        (no union or join sets them among another stream's rows), cannot fail (a dead letter
+        is filed by its order key among the source's), and keeps or folds rows in arrival
+        order (a filter or projection; ``top_k``, ``dedup``, or an unwindowed ``agg`` /
+        ``running`` of columns) on the way to its sinks. A window step then needs no pass
+        to find the row that closes each window (:func:`.groupby.tumbling`)."""
+        from . import groupby
+
+        if self.streaming or not groupby.RELATIVE_ORDER:
+            return False
+        consumers = self.c.plan.consumers()
+        todo = [s]
+        while todo:
+            for c in consumers[todo.pop().step_id]:
+                if isinstance(c, P.Sink):
+                    continue
+                if isinstance(c, (P.Filter, P.Select, P.WithColumns)):
+                    if self.can_fail(c):
+                        return False
+                elif isinstance(c, (P.Aggregate, P.Running)):
+                    if getattr(c, "window", None) is not None:
+                        return False
+                    if any(a.arg is not None and not isinstance(a.arg, Col) for _, a in c.aggs):
+                        return False
+                elif not isinstance(c, (P.TopK, P.Dedup)):
+                    return False
+                todo.append(c)
+        return True
+
     # ----------------------------------------------------------------- final tables
 
     def final_table(self, s: P.Aggregate) -> bool:

@@ -710,6 +710,12 @@ MAX_OPENS = 256
 """Runs the fused pass may find before its caller scans and closes in two passes instead (each
 run's first row becomes one branch of the close expression)."""
 
+RELATIVE_ORDER = True
+"""Whether a window step whose rows only need their order among themselves
+(``Lowering.relative_order``) orders them by (end, start, opening row) instead of finding the
+row that closes each window (the same order; False: always find the closing rows, which the
+tests compare it with)."""
+
 FUSED_SESSIONS = False
 """Whether :func:`sessions` first tries :func:`scan_and_close` (one pass over the rows for the
 late rows and the closes, on the hope that no row is late; False: always the two passes).
@@ -972,7 +978,11 @@ def tumbling(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
     - its order key is where the reference emits it: at the first admitted row whose time
       reaches the window's end plus the lateness (the watermark only grows), windows closing
       together by (end, start, the order key of the row that opened the window); windows
-      still open at the end of the input after every row, in the same order.
+      still open at the end of the input after every row, in the same order. That row's
+      serial grows with the end (the watermark only grows), so the windows' order among
+      themselves is that of (end, start, opening row): where only that order matters
+      (``Lowering.relative_order``), the order key is that triple, and no pass finds the
+      closing rows.
 
     ``df``'s order keys are one serial per row (``Lowering.flat``)."""
     from pyspark.sql import Window
@@ -983,7 +993,8 @@ def tumbling(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
     types = dict(low.in_schema(s))
     size = P.parse_duration(w.size)
     lateness = P.parse_duration(w.lateness)
-    admitted, finish, seen = _admitted(low, j, s, df, lateness, size)
+    relative = low.relative_order(s)
+    admitted, finish, seen = _admitted(low, j, s, df, lateness, None if relative else size)
     found = seen.scan.marks
     t = F.col("_t")
     start = t - F.pmod(t, F.lit(size))
@@ -993,6 +1004,8 @@ def tumbling(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
         .agg(*agg_columns(s.aggs, types), first_order(True, grouped=True).alias("_wq"))
         .withColumn("_we", F.col("_ws") + F.lit(size))
     )
+    if relative:  # the windows in order of their ends: as they close (see above)
+        return finish(wins)
     # the largest window end each admitted row's watermark reaches, and its first such row
     if found is not None:  # the watermark scan found them on its way
         marks = low.spark.createDataFrame(
@@ -1107,12 +1120,11 @@ def _admit(
 
     def finish(wins: Any) -> Any:
         end_key = F.array(F.lit(END).cast("bigint"), F.lit(j).cast("bigint"))
-        order = F.concat(
-            F.coalesce(F.col(WINDOW_CLOSE), end_key),
-            F.array(F.col("_we"), F.col("_ws")),
-            F.col("_wq"),
-            F.array(F.lit(0).cast("bigint")),
-        )
+        tail = [F.array(F.col("_we"), F.col("_ws")), F.col("_wq"), F.array(F.lit(0).cast("bigint"))]
+        if WINDOW_CLOSE in wins.columns:
+            order = F.concat(F.coalesce(F.col(WINDOW_CLOSE), end_key), *tail)
+        else:  # only the windows' order among themselves matters (Lowering.relative_order)
+            order = F.concat(*tail)
         bound = {"window_start": F.col("_ws"), "window_end": F.col("_we")}
         cols = []
         for n, ty in out_schema:
@@ -1205,7 +1217,7 @@ def sessions(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
     t, order = F.col("_t"), F.col(ORDER)
     keys = [qcol(k) for k in s.keys]
 
-    def session_wins(admitted: Any) -> Any:
+    def session_wins(admitted: Any, keep: bool = True) -> Any:
         # both window functions sort by the same column, the serial as a long, so Spark sorts
         # once (with ``_o[0]`` in each spec it aliases each apart and sorts twice), and the
         # order key arrays stay out of the shuffle unless an aggregate needs them
@@ -1224,11 +1236,15 @@ def sessions(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
             )
             .drop("_sid")
         )
-        return low.checkpoint(wins)  # one row per session: the ends come from it
+        return low.checkpoint(wins) if keep else wins  # kept: the ends come from it
 
     rows = _window_rows(low, j, s, df)
     scanned = rows.seen  # the first pass over the rows files the step's counters
     first = None
+    if low.relative_order(s):  # in order of their ends, as they close (see tumbling)
+        scan = late_serials(scanned, lateness, low.partitions, low.action, BLOCK)
+        admitted, finish = _admit(low, j, s, rows, scan.late)
+        return finish(session_wins(admitted, keep=False))
     if SCAN_IN_PLACE and FUSED_SESSIONS:
         # hope that no row is late: the sessions of every row that is not dead, then one pass
         # finds the late rows and the sessions' closes; where a row is late after all, the
