@@ -54,6 +54,7 @@ from ..evaluate import RowError, compile_row_expr
 from . import native_ops
 from .direct import Lineage, source_lineage, through
 from .expr import NAME, Translator, can_fail, check_names, qcol, spark_type
+from .fold import direct_fold
 from .groupby import (
     WINDOW_CLOSE,
     agg_columns,
@@ -530,6 +531,10 @@ class Lowering:
         # steps whose rows are a local Parquet source's through filters and projections that
         # cannot fail: their window steps' passes read the files themselves (:mod:`.direct`)
         self.direct: dict[str, Lineage] = {}
+        # rows out of filters a worker's fold counted (their own metric never runs: .fold)
+        self.counted: dict[str, Callable[[], int]] = {}
+        # steps whose output is one partition already in order of its order keys
+        self.in_order: set[str] = set()
 
     def in_schema(self, s: P.Step) -> Schema:
         return self.c.schemas[s.inputs[0].step_id]
@@ -702,7 +707,10 @@ class Lowering:
         if isinstance(s, P.Filter):
             df, obs = self.observe(df.filter(keep), j, F.count(F.lit(1)).alias("out"))
             self.lowered.append(Lowered(s, "filter", obs, into=into))
-            self.count_of[s.step_id] = lambda: int(obs.get["out"] or 0)
+            sid = s.step_id
+            self.count_of[sid] = lambda: (
+                self.counted[sid]() if sid in self.counted else int(obs.get["out"] or 0)
+            )
             return _drop(df, shared)
         self.lowered.append(Lowered(s, "pass", None, into=into))
         self.count_of[s.step_id] = into
@@ -905,6 +913,9 @@ class Lowering:
         shuffle delivers them."""
         from pyspark.sql import functions as F
 
+        folded = direct_fold(self, j, s)
+        if folded is not None:  # read and folded in arrival order by one worker
+            return folded
         into = self.count_of.get(s.inputs[0].step_id)
         if into is None:
             df, obs = self.observe(df, j, F.count(F.lit(1)).alias("n"))
@@ -1384,8 +1395,8 @@ class BatchDriver:
             return count()
 
         def ordered(d: Any) -> Any:
-            if self.by_file:  # in order as read: files, then splits, then rows (io._parquet)
-                return d
+            if self.by_file or into in low.in_order:  # in order as read (io._parquet), or
+                return d  # one partition in order (a worker's fold)
             if into not in low.flat:
                 # rows that come out of a shuffle's reduce side (an aggregate, a keyed
                 # operator): materialized once, or the range sort's sampling pass computes

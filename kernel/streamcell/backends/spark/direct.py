@@ -67,6 +67,8 @@ class Lineage:
     columns: dict[str, str]
     types: dict[str, str]
     filters: tuple[Pred, ...] = ()
+    steps: tuple[str, ...] = ()  # the filter steps, one per filter
+    rows: int = 0  # the source's rows (by the files' footers)
 
 
 def source_lineage(files: list[tuple[str, int, list[int]]], schema: Schema, parts: int) -> Lineage:
@@ -92,7 +94,7 @@ def source_lineage(files: list[tuple[str, int, list[int]]], schema: Schema, part
     if unit:
         units.append(tuple(unit))
     names = {n: n for n, _ in schema}
-    return Lineage(tuple(units), names, {n: t.name for n, t in schema})
+    return Lineage(tuple(units), names, {n: t.name for n, t in schema}, rows=total)
 
 
 _CMP = {"==": "equal", "!=": "not_equal", "<": "less", "<=": "less_equal", ">": "greater"}
@@ -162,7 +164,9 @@ def through(s: P.Step, kind: str, lin: Lineage) -> Lineage | None:
     it as a step that cannot fail (``kind``: "filter" or "pass"); None: not one we read."""
     if isinstance(s, P.Filter) and kind == "filter":
         p = predicate(s.predicate, lin)
-        return None if p is None else replace(lin, filters=(*lin.filters, p))
+        if p is None:
+            return None
+        return replace(lin, filters=(*lin.filters, p), steps=(*lin.steps, s.step_id))
     if isinstance(s, P.WithColumns) and kind == "pass":
         cols = {n: c for n, c in lin.columns.items() if n not in dict(s.exprs)}
         types = dict(lin.types)

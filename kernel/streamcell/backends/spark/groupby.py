@@ -31,6 +31,7 @@ from ... import plan as P
 from ...expr import Col
 from ...types import Schema
 from .direct import DirectPairs, direct_pairs
+from .fold import direct_windows
 from .expr import qcol
 
 FNS = ("count", "min", "max", "sum", "count_distinct", "first", "last")
@@ -995,6 +996,11 @@ def tumbling(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
     lateness = P.parse_duration(w.lateness)
     relative = low.relative_order(s)
     admitted, finish, seen = _admitted(low, j, s, df, lateness, None if relative else size)
+    folded = direct_windows(low, j, s, seen.scan.late, relative)
+    if folded is not None:  # read and folded in arrival order by one worker (.fold)
+        out = finish(folded)
+        low.how[s.step_id] = "python fold"
+        return out
     found = seen.scan.marks
     t = F.col("_t")
     start = t - F.pmod(t, F.lit(size))

@@ -1,0 +1,577 @@
+"""The final table of a keyed ``agg`` folded in arrival order by one Python worker that reads
+the Parquet files itself.
+
+The reference folds each key's rows in arrival order, and a float sum depends on that order:
+``(1e16 + 1.0) + 1.0`` is not ``1e16 + (1.0 + 1.0)``. Spark's ``sum`` adds partial sums in
+whatever order its shuffle delivers them, so :func:`.groupby.grouped` sorts every group's rows
+by order key first (a shuffle of the grouped columns and a sort: 7-8 s of CPU at 10M rows,
+where a hand-written ``groupBy`` with a map-side combine takes about 1 s). Folding the rows in
+order is cheap: it is the reading that costs. Where the table's rows are one local Parquet
+source's rows through filters and projections that cannot fail (the lineage of
+:mod:`.direct`), one task reads the key and the aggregated columns with pyarrow, file after
+file in serial order, and folds them batch by batch with numpy's unbuffered ``ufunc.at``,
+which applies its updates one after another in the order of the rows:
+
+- keys become group numbers by a hash lookup of the batch's keys in the keys seen so far
+  (``pyarrow.compute.index_in``); new keys, null included, are appended in order of first
+  appearance, so group numbers follow first appearance, which is the table's order;
+- ``count()``, ``count(x)``: row counts, and counts of non-null values;
+- an int or bool ``sum``: int64 additions, which wrap around at 64 bits as the reference's do
+  (0 where no value is set);
+- a float ``sum``: ``np.add.at`` from -0.0 (``-0.0 + x`` is ``x`` for every ``x``, so the
+  fold starts from the first value, as the reference's does; 0.0 where no value is set);
+- ``min`` / ``max`` of ints; of floats, ``np.fmin.at`` (NaN only where every value is NaN) and
+  ``np.maximum.at`` (NaN where any value is), and where the result is a zero, the first zero
+  of the group with its sign (the reference keeps the first of equal values).
+
+The task's one-row-per-group output, with the group's first serial as its order key, is what
+:meth:`.backend.Lowering.group_by` would give. It reads every row in one task: a sequential
+fold is what the reference defines, and its cost is the read (10M rows here: about 0.3 s of
+one core for a key and a float column). Inputs over :data:`FOLD_ROWS` rows, keys that are not
+one int, string or bool column, and other aggregates keep Spark's ``groupBy``."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
+
+import numpy as np
+import pyarrow as pa
+
+from ... import plan as P
+from ...expr import Col
+from .direct import BATCH_ROWS, Lineage, Piece, Pred, _columns, _eval, _ticks
+
+FOLD = True
+"""Whether a final table whose rows a worker can read folds there (read on the driver; False:
+always Spark's ``groupBy``, which the tests compare it with)."""
+
+FOLD_ROWS = 200_000_000
+"""Input rows one task folds at most (by the files' footers); beyond, Spark's ``groupBy``
+spreads the work over the cluster."""
+
+STATS = 9
+"""The ``_k`` of the output row that carries the task's counts in its order key: rows that
+reached the table, then the rows out of each filter of the lineage."""
+
+_FNS = {"count": ("int", "float", "bool", "str"), "sum": ("int", "float", "bool")}
+_FNS["min"] = _FNS["max"] = ("int", "float")
+
+Agg = tuple[str, str | None, str]
+"""One aggregate as the fold computes it: (function, file column or None, streamcell type)."""
+
+
+def fold_aggs(s: P.Aggregate, lin: Lineage) -> list[Agg] | None:
+    """``s``'s aggregates over file columns, or None where the fold does not compute them all
+    as the reference does (or a column is one pyarrow would read as a nested field)."""
+    out: list[Agg] = []
+    for _, a in s.aggs:
+        if a.arg is None:
+            if a.fn != "count":
+                return None
+            out.append(("count", None, "int"))
+            continue
+        if not isinstance(a.arg, Col) or a.arg.name not in lin.columns:
+            return None
+        t = lin.types[a.arg.name]
+        if t not in _FNS.get(a.fn, ()):
+            return None
+        out.append((a.fn, lin.columns[a.arg.name], t))
+    return out
+
+
+def fold_fits(s: P.Aggregate, lin: Lineage | None) -> bool:
+    """Whether :func:`fold_table` computes ``s``'s final table over rows of lineage ``lin``."""
+    if not FOLD or lin is None or not lin.units or len(s.keys) != 1:
+        return False
+    key = s.keys[0]
+    if key not in lin.columns or lin.types[key] not in ("int", "str", "bool"):
+        return False
+    aggs = fold_aggs(s, lin)
+    if aggs is None:
+        return False
+    need = {lin.columns[key], *[c for _, c, _ in aggs if c is not None]}
+    for p in lin.filters:
+        _columns(p, need)
+    if any("." in c for c in need):  # pyarrow reads a dotted name as a nested field's path
+        return False
+    return lin.rows <= FOLD_ROWS
+
+
+def numbered(keys: pa.Array, seen: pa.Array | None) -> tuple[np.ndarray, pa.Array]:
+    """Each of ``keys``' number in ``seen`` (the keys seen so far, in order of first
+    appearance), and ``seen`` with the new keys (null included) appended in order of first
+    appearance: a hash lookup per batch."""
+    import pyarrow.compute as pc
+
+    got = None if seen is None else pc.index_in(keys, value_set=seen)
+    missing = pa.array(np.ones(len(keys), bool)) if got is None else pc.is_null(got)
+    if got is None or pc.any(missing).as_py():
+        new = pc.unique(keys.filter(missing))
+        seen = new if seen is None else pa.concat_arrays([seen, new])
+        got = pc.index_in(keys, value_set=seen)
+    assert seen is not None
+    return np.asarray(got.to_numpy(zero_copy_only=False), dtype=np.int64), seen
+
+
+class _Groups:
+    """The groups seen so far and each aggregate's state, grown as keys appear."""
+
+    def __init__(self, aggs: list[Agg]):
+        self.aggs = aggs
+        self.keys: pa.Array | None = None  # in order of first appearance, null included
+        self.n = 0
+        self.first = np.empty(0, np.int64)  # each group's first serial
+        self.acc: list[np.ndarray] = []  # per aggregate: counts, sums, minima / maxima
+        self.seen: list[np.ndarray | None] = []  # per aggregate: values set (None: not kept)
+        self.zero: list[np.ndarray | None] = []  # float min / max: first zero's sign (-1: none)
+        for fn, _, t in aggs:
+            self.acc.append(np.empty(0, self._dtype(fn, t)))
+            self.seen.append(None if fn == "count" else np.empty(0, np.int64))
+            self.zero.append(
+                np.empty(0, np.int8) if fn in ("min", "max") and t == "float" else None
+            )
+
+    @staticmethod
+    def _dtype(fn: str, t: str) -> Any:
+        return np.float64 if t == "float" and fn != "count" else np.int64
+
+    @staticmethod
+    def _start(fn: str, t: str) -> Any:
+        """A new group's state: -0.0 for a float sum (so the fold starts at the first value),
+        the identity of min / max (NaN for fmin; -inf for maximum)."""
+        if fn == "sum":
+            return -0.0 if t == "float" else 0
+        if fn == "min":
+            return np.nan if t == "float" else np.iinfo(np.int64).max
+        if fn == "max":
+            return -np.inf if t == "float" else np.iinfo(np.int64).min
+        return 0
+
+    def _grow(self, n: int) -> None:
+        if n <= self.n:
+            return
+        extra = n - self.n
+        self.first = np.concatenate([self.first, np.full(extra, np.iinfo(np.int64).max)])
+        for i, (fn, _, t) in enumerate(self.aggs):
+            self.acc[i] = np.concatenate(
+                [self.acc[i], np.full(extra, self._start(fn, t), self.acc[i].dtype)]
+            )
+            s = self.seen[i]
+            if s is not None:
+                self.seen[i] = np.concatenate([s, np.zeros(extra, np.int64)])
+            z = self.zero[i]
+            if z is not None:
+                self.zero[i] = np.concatenate([z, np.full(extra, -1, np.int8)])
+        self.n = n
+
+    def ids(self, keys: pa.Array) -> np.ndarray:
+        """Each row's group number; new keys (null included) become new groups, in order of
+        first appearance."""
+        got, self.keys = numbered(keys, self.keys)
+        self._grow(len(self.keys))
+        return got
+
+    def fold(self, ids: np.ndarray, o: np.ndarray, cols: dict[str, pa.Array]) -> None:
+        """Fold one batch: its rows' group numbers, serials and aggregated columns, in order."""
+        np.minimum.at(self.first, ids, o)
+        for i, (fn, col, t) in enumerate(self.aggs):
+            acc = self.acc[i]
+            if col is None:
+                acc += np.bincount(ids, minlength=self.n)
+                continue
+            a = cols[col]
+            valid = a.is_valid().to_numpy(zero_copy_only=False)
+            g = ids[valid]
+            if fn == "count":
+                acc += np.bincount(g, minlength=self.n)
+                continue
+            seen = self.seen[i]
+            assert seen is not None
+            seen += np.bincount(g, minlength=self.n)
+            if t == "float":
+                v = np.asarray(a.cast(pa.float64()).fill_null(0.0).to_numpy(), np.float64)[valid]
+            else:
+                v = np.asarray(a.cast(pa.int64()).fill_null(0).to_numpy(), np.int64)[valid]
+            with np.errstate(invalid="ignore"):  # NaN is a value here
+                if fn == "sum":
+                    np.add.at(acc, g, v)
+                elif fn == "min":
+                    (np.fmin if t == "float" else np.minimum).at(acc, g, v)
+                else:
+                    np.maximum.at(acc, g, v)
+            z = self.zero[i]
+            if z is not None:  # the first zero of each group that had none, with its sign
+                at = np.flatnonzero(v == 0.0)
+                if len(at):
+                    zg, first = np.unique(g[at], return_index=True)
+                    fresh = z[zg] < 0
+                    z[zg[fresh]] = np.signbit(v[at[first[fresh]]]).astype(np.int8)
+
+    def results(self) -> list[pa.Array]:
+        """Each aggregate's value per group, as the reference has it."""
+        out = []
+        for i, (fn, _, t) in enumerate(self.aggs):
+            acc, seen, z = self.acc[i], self.seen[i], self.zero[i]
+            if fn == "count":
+                out.append(pa.array(acc, pa.int64()))
+            elif fn == "sum":
+                assert seen is not None
+                v = np.where(seen > 0, acc, 0.0 if t == "float" else 0)
+                out.append(pa.array(v, pa.float64() if t == "float" else pa.int64()))
+            else:
+                assert seen is not None
+                v = acc.copy()
+                if z is not None:
+                    zeros = (v == 0.0) & (z >= 0)
+                    v[zeros] = np.where(z[zeros] == 1, -0.0, 0.0)
+                typ = pa.float64() if t == "float" else pa.int64()
+                out.append(pa.array(v, typ, mask=seen == 0))
+        return out
+
+
+def fold_table(
+    units: tuple[tuple[Piece, ...], ...],
+    key: str,
+    aggs: list[Agg],
+    filters: tuple[Pred, ...],
+    counts: list[int],
+    batch_rows: int | None = None,
+) -> tuple[pa.Array, list[pa.Array], np.ndarray]:
+    """The final table of the rows of ``units`` that pass ``filters``, folded by ``key`` in
+    arrival order: the keys, each aggregate's values and each group's first serial, in order
+    of first appearance. ``counts`` gets the rows that reached the table, then the rows out
+    of each filter."""
+    need = {key, *[c for _, c, _ in aggs if c is not None]}
+    groups = _Groups(aggs)
+    for o, b in filtered(units, need, filters, counts, batch_rows):
+        groups.fold(groups.ids(b.column(key)), o, {c: b.column(c) for c in need})
+    keys = groups.keys if groups.keys is not None else pa.array([], pa.null())
+    return keys, groups.results(), groups.first
+
+
+def filtered(
+    units: tuple[tuple[Piece, ...], ...],
+    need: set[str],
+    filters: tuple[Pred, ...],
+    counts: list[int],
+    batch_rows: int | None = None,
+) -> Iterator[tuple[np.ndarray, pa.RecordBatch]]:
+    """The (serials, columns ``need``) batches of the rows of ``units`` that pass
+    ``filters``, in order, read ahead (:func:`ahead`). ``counts`` gets the rows that pass,
+    then the rows out of each filter."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    need = set(need)
+    for p in filters:
+        _columns(p, need)
+    size = batch_rows or BATCH_ROWS
+    counts[:] = [0] * (1 + len(filters))
+
+    def read() -> Iterator[tuple[int, pa.RecordBatch]]:
+        for unit in units:
+            for path, o0, rgs in unit:
+                with pq.ParquetFile(path) as f:
+                    for b in f.iter_batches(size, list(rgs), sorted(need)):
+                        yield o0, b
+                        o0 += b.num_rows
+
+    for o0, b in ahead(read()):
+        o = np.arange(o0, o0 + b.num_rows, dtype=np.int64)
+        keep = None
+        for i, p in enumerate(filters):
+            m = _eval(p, b)
+            keep = m if keep is None else pc.and_kleene(keep, m)
+            counts[1 + i] += int(pc.sum(pc.fill_null(keep, False)).as_py() or 0)
+        if keep is not None:
+            sel = pc.fill_null(keep, False)
+            b = b.filter(sel)
+            o = o[sel.to_numpy(zero_copy_only=False)]
+        counts[0] += b.num_rows
+        if b.num_rows:
+            yield o, b
+
+
+class Windows(NamedTuple):
+    """Tumbling windows folded by :func:`fold_windows`, one entry per window, in the order
+    the reference emits them: the key values (None: no key), the start, the first serial,
+    the serial of the row that closes the window (-1: none does), each aggregate's values."""
+
+    keys: pa.Array | None
+    start: np.ndarray
+    first: np.ndarray
+    close: np.ndarray
+    values: list[pa.Array]
+
+
+def fold_windows(
+    units: tuple[tuple[Piece, ...], ...],
+    key: str | None,
+    time: str,
+    aggs: list[Agg],
+    filters: tuple[Pred, ...],
+    late: np.ndarray,
+    size: int,
+    lateness: int,
+    relative: bool,
+    counts: list[int],
+    batch_rows: int | None = None,
+) -> Windows:
+    """The tumbling windows of ``size`` ticks over the rows of ``units`` that pass
+    ``filters``, have a time and are not ``late`` (their serials, sorted: the watermark
+    scan's), by ``key``, folded in arrival order. A window starts at ``t - t mod size``; it
+    closes at the first admitted row whose time minus ``lateness`` reaches its end (the
+    smallest serial among the rows whose ``floor((t - lateness) / size) * size`` is at or
+    beyond it); windows closing together by (end, start, first serial), windows no row
+    closes after all others in the same order. ``relative``: only the windows' order among
+    themselves is wanted, which is that of (end, start, first serial), and no close is
+    looked for."""
+    need = {time, *([key] if key else []), *[c for _, c, _ in aggs if c is not None]}
+    groups = _Groups(aggs)
+    marks = _Groups([])  # per floor((t - lateness) / size) * size: its first admitted serial
+    keys: pa.Array | None = None
+    starts: pa.Array | None = None
+    for o, b in filtered(units, need, filters, counts, batch_rows):
+        tc = b.column(time)
+        alive = tc.is_valid().to_numpy(zero_copy_only=False)
+        if len(late):
+            at = np.searchsorted(late, o).clip(max=len(late) - 1)
+            alive &= late[at] != o
+        if not alive.all():
+            b, o = b.filter(pa.array(alive)), o[alive]
+        if not len(o):
+            continue
+        t = _ticks(b.column(time))
+        ws = t - np.mod(t, size)
+        kid = np.zeros(len(o), np.int64)
+        if key is not None:
+            kid, keys = numbered(b.column(key), keys)
+        sid, starts = numbered(pa.array(ws), starts)
+        if len(keys or ()) >= 1 << 31 or len(starts) >= 1 << 32:
+            raise OverflowError("too many keys or windows for one task's fold")
+        ids = groups.ids(pa.array((kid << 32) | sid))
+        groups.fold(ids, o, {c: b.column(c) for c in need})
+        if not relative:
+            reach = t - lateness
+            marks.fold(marks.ids(pa.array(reach - np.mod(reach, size))), o, {})
+    if groups.keys is None or starts is None:
+        empty = np.empty(0, np.int64)
+        vals = [
+            pa.array([], pa.float64() if t == "float" and fn != "count" else pa.int64())
+            for fn, _, t in aggs
+        ]
+        return Windows(None if key is None else pa.array([]), empty, empty, empty, vals)
+    codes = groups.keys.to_numpy(zero_copy_only=False).astype(np.int64)
+    start = starts.to_numpy(zero_copy_only=False).astype(np.int64)[codes & 0xFFFFFFFF]
+    first = groups.first
+    close = np.full(len(codes), -1, np.int64)
+    if not relative and marks.keys is not None:
+        v = marks.keys.to_numpy(zero_copy_only=False).astype(np.int64)
+        by = np.argsort(v, kind="stable")
+        v, co = v[by], marks.first[by]
+        suffix = np.minimum.accumulate(co[::-1])[::-1]  # smallest serial at or beyond
+        at = np.searchsorted(v, start + size, side="left")
+        hit = at < len(v)
+        close[hit] = suffix[at[hit]]
+    shut = np.where(close < 0, np.iinfo(np.int64).max, close)
+    order = np.lexsort((first, start, shut))  # the last key sorts first
+    values = [x.take(pa.array(order)) for x in groups.results()]
+    kv = None if key is None else keys.take(pa.array(codes[order] >> 32))  # type: ignore[union-attr]
+    return Windows(kv, start[order], first[order], close[order], values)
+
+
+def ahead(batches: Iterator[Any], depth: int = 2) -> Iterator[Any]:
+    """``batches``, read by a thread of their own up to ``depth`` ahead of the caller: the
+    Parquet decoding (which releases the GIL) overlaps the fold. An error of the reader is
+    raised here; a caller that stops early stops the reader."""
+    import queue
+    import threading
+
+    q: queue.Queue[Any] = queue.Queue(depth)
+    done = object()
+    stop = threading.Event()
+
+    def put(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False  # the caller stopped
+
+    def produce() -> None:
+        try:
+            for b in batches:
+                if not put((b, None)):
+                    return
+            put((done, None))
+        except BaseException as e:  # handed to the caller
+            put((done, e))
+
+    t = threading.Thread(target=produce, name="streamcell-fold-read", daemon=True)
+    t.start()
+    try:
+        while True:
+            b, err = q.get()
+            if b is done:
+                if err is not None:
+                    raise err
+                return
+            yield b
+    finally:
+        stop.set()
+        t.join()
+
+
+def direct_fold(low: Any, j: int, s: P.Aggregate) -> Any | None:
+    """The final table of ``s`` folded by one task (:func:`fold_table`), as the DataFrame
+    :meth:`.backend.Lowering.group_by` returns (its columns and ``_o``), one partition in
+    order; None where it does not fit (:func:`fold_fits`)."""
+    from .backend import ORDER_DDL, Lowered, ddl, order_array
+    from .direct import DIRECT_READS
+
+    lin = low.direct.get(s.inputs[0].step_id)
+    if not DIRECT_READS or not fold_fits(s, lin):
+        return None
+    assert lin is not None
+    aggs = fold_aggs(s, lin)
+    assert aggs is not None
+    out_schema = low.c.schemas[s.step_id]
+    key = lin.columns[s.keys[0]]
+    names = [n for n, _ in out_schema]
+    kinds = {n: t.name for n, t in out_schema}
+    units, filters = lin.units, lin.filters
+
+    def table(counts: list[int]) -> list[pa.Array]:
+        keys, values, first = fold_table(units, key, aggs, filters, counts)
+        by = dict(zip([n for n, _ in s.aggs], values))
+        cols = [keys.cast(_ARROW[kinds[n]]) if n == s.keys[0] else by[n] for n in names]
+        return [*cols, order_array(pa.array(first, pa.int64()))]
+
+    df, rows_in = _one_task(low, j, lin, table, ddl(out_schema, ORDER_DDL))
+    low.lowered.append(Lowered(s, "final", None, into=rows_in))
+    low.how[s.step_id] = "python fold"
+    low.final.add(s.step_id)
+    low.in_order.add(s.step_id)
+    low.unique_on[s.step_id] = tuple(s.keys)
+    return df
+
+
+_ARROW = {"int": pa.int64(), "str": pa.string(), "bool": pa.bool_()}
+
+
+def _one_task(
+    low: Any, j: int, lin: Lineage, columns: Callable[[list[int]], list[pa.Array]], ddl: str
+) -> tuple[Any, Callable[[], int]]:
+    """The rows ``columns`` makes (given a list it fills with the rows that reached the step
+    and the rows out of each filter of ``lin``) as one task's one partition, checkpointed
+    (the task runs once), and the rows into the step. The filters of the lineage never run
+    in Spark: their rows out are the task's counts."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    names = [n.replace("``", "`") for n in re.findall(r"`((?:[^`]|``)+)`", ddl)]
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for _ in batches:  # the one row of the one partition
+            pass
+        counts: list[int] = []
+        cols = columns(counts)
+        n = len(cols[0])
+        yield pa.RecordBatch.from_arrays(
+            [*cols, pa.array(np.zeros(n, np.int8))], names=[*names, "_k"]
+        )
+        stats = [pa.nulls(1, c.type) for c in cols[:-1]]
+        o = pa.array([counts], pa.list_(pa.int64()))
+        yield pa.RecordBatch.from_arrays(
+            [*stats, o, pa.array([STATS], pa.int8())], names=[*names, "_k"]
+        )
+
+    df = low.spark.range(0, 1, 1, 1).mapInArrow(run, ddl + ", `_k` tinyint")
+    obs = Observation(f"sc{low.uid}_{j}_fold")
+    stat = F.col("_k") == F.lit(STATS)
+    df = df.observe(obs, F.max(F.when(stat, F.col(names[-1]))).alias("counts"))
+    df = low.checkpoint(df)
+    got = list(obs.get["counts"] or [])
+    outs = dict(zip(lin.steps, got[1:]))
+    for lw in low.lowered:  # the filters never ran in Spark: their rows out are the fold's
+        if lw.step.step_id in outs and lw.kind == "filter":
+            lw.observation, lw.out = None, (lambda n=outs[lw.step.step_id]: n)
+    low.counted.update({sid: (lambda n=n: n) for sid, n in outs.items()})
+    rows_in = got[0] if got else 0
+    return df.filter(~stat).drop("_k"), lambda: rows_in
+
+
+def windows_fit(s: P.Aggregate, lin: Lineage | None) -> bool:
+    """Whether :func:`fold_windows` computes tumbling-window step ``s`` over rows of lineage
+    ``lin``: no key or one int, string or bool key, a time column as read, the aggregates of
+    :func:`fold_aggs`."""
+    w = s.window
+    if not FOLD or lin is None or not lin.units or w is None or len(s.keys) > 1:
+        return False
+    if any(k not in lin.columns or lin.types[k] not in ("int", "str", "bool") for k in s.keys):
+        return False
+    if w.time not in lin.columns or lin.types[w.time] not in ("int", "datetime"):
+        return False
+    aggs = fold_aggs(s, lin)
+    if aggs is None:
+        return False
+    need = {lin.columns[w.time], *[lin.columns[k] for k in s.keys]}
+    need |= {c for _, c, _ in aggs if c is not None}
+    for p in lin.filters:
+        _columns(p, need)
+    return not any("." in c for c in need) and lin.rows <= FOLD_ROWS
+
+
+def direct_windows(low: Any, j: int, s: P.Aggregate, late: list[int], relative: bool) -> Any | None:
+    """Tumbling-window step ``s``'s windows folded by one task (:func:`fold_windows`), as
+    :func:`.groupby.tumbling` hands them to its ``finish`` (keys, aggregates, ``_ws``,
+    ``_we``, ``_wq`` and, unless ``relative``, the close), one partition in the reference's
+    order; None where it does not fit (:func:`windows_fit`). ``late``: the watermark scan's
+    late serials."""
+    from .backend import ddl
+    from .direct import DIRECT_READS
+    from .groupby import WINDOW_CLOSE
+
+    lin = low.direct.get(s.inputs[0].step_id)
+    w = s.window
+    if not DIRECT_READS or not windows_fit(s, lin) or w is None:
+        return None
+    assert lin is not None
+    aggs = fold_aggs(s, lin)
+    assert aggs is not None
+    size, lateness = P.parse_duration(w.size), P.parse_duration(w.lateness)
+    out_schema = dict(low.c.schemas[s.step_id])
+    key = lin.columns[s.keys[0]] if s.keys else None
+    time, units, filters = lin.columns[w.time], lin.units, lin.filters
+    gone = np.array(sorted(late), np.int64)
+    cols = [(k, out_schema[k]) for k in s.keys] + [(n, out_schema[n]) for n, _ in s.aggs]
+    extra = "`_ws` bigint, `_we` bigint, `_wq` array<bigint>"
+    if not relative:
+        extra += f", `{WINDOW_CLOSE}` array<bigint>"
+
+    def windows(counts: list[int]) -> list[pa.Array]:
+        from .backend import order_array
+
+        got = fold_windows(units, key, time, aggs, filters, gone, size, lateness, relative, counts)
+        out = [] if got.keys is None else [got.keys.cast(_ARROW[cols[0][1].name])]
+        out += [*got.values, pa.array(got.start), pa.array(got.start + size)]
+        out.append(order_array(pa.array(got.first, pa.int64())))
+        if not relative:
+            shut = order_array(pa.array(got.close, pa.int64()))
+            out.append(pc_where_null(shut, got.close < 0))
+        return out
+
+    df, _ = _one_task(low, j, lin, windows, ddl(cols, extra))
+    low.in_order.add(s.step_id)
+    return df
+
+
+def pc_where_null(a: pa.Array, null: np.ndarray) -> pa.Array:
+    """``a`` with nulls where ``null`` is set."""
+    import pyarrow.compute as pc
+
+    return pc.if_else(pa.array(null), pa.scalar(None, a.type), a)
