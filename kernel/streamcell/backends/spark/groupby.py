@@ -31,8 +31,8 @@ from ... import plan as P
 from ...expr import Col
 from ...types import Schema
 from .direct import DirectPairs, direct_pairs
-from .fold import direct_windows
 from .expr import qcol
+from .fold import direct_windows
 
 FNS = ("count", "min", "max", "sum", "count_distinct", "first", "last")
 """The aggregate functions :func:`agg_columns` computes exactly."""
