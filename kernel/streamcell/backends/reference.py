@@ -124,9 +124,7 @@ class _AggSpec:
         self.parts = [(a.fn, None if a.arg is None else compile_row_expr(a.arg)) for _, a in aggs]
         # a float sum of no value is 0.0, as Polars' sum and the other engines' rows have it
         types = dict(out)
-        self.zero = [
-            0.0 if a.fn == "sum" and types[n].name == "float" else None for n, a in aggs
-        ]
+        self.zero = [0.0 if a.fn == "sum" and types[n].name == "float" else None for n, a in aggs]
 
     def new(self) -> list[_Acc]:
         return [_Acc(fn, arg) for fn, arg in self.parts]

@@ -565,7 +565,7 @@ def direct_windows(low: Any, j: int, s: P.Aggregate, late: list[int], relative: 
             out.append(pc_where_null(shut, got.close < 0))
         return out
 
-    df, _ = _one_task(low, j, lin, windows, ddl(cols, extra))
+    df, _ = _one_task(low, j, lin, windows, ddl(tuple(cols), extra))
     low.in_order.add(s.step_id)
     return df
 
