@@ -99,20 +99,40 @@ def fold_fits(s: P.Aggregate, lin: Lineage | None) -> bool:
     return lin.rows <= FOLD_ROWS
 
 
-def numbered(keys: pa.Array, seen: pa.Array | None) -> tuple[np.ndarray, pa.Array]:
-    """Each of ``keys``' number in ``seen`` (the keys seen so far, in order of first
-    appearance), and ``seen`` with the new keys (null included) appended in order of first
-    appearance: a hash lookup per batch."""
-    import pyarrow.compute as pc
+class Numbering:
+    """Numbers keys in order of first appearance, batch by batch: each batch's distinct keys
+    (a dictionary encoding, null included as a key) are looked up in a dict of the keys seen
+    so far, so the work per batch is one pass over its rows and a lookup per distinct key."""
 
-    got = None if seen is None else pc.index_in(keys, value_set=seen)
-    missing = pa.array(np.ones(len(keys), bool)) if got is None else pc.is_null(got)
-    if got is None or pc.any(missing).as_py():
-        new = pc.unique(keys.filter(missing))
-        seen = new if seen is None else pa.concat_arrays([seen, new])
-        got = pc.index_in(keys, value_set=seen)
-    assert seen is not None
-    return np.asarray(got.to_numpy(zero_copy_only=False), dtype=np.int64), seen
+    def __init__(self) -> None:
+        self.index: dict[Any, int] = {}
+        self.chunks: list[pa.Array] = []
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def ids(self, keys: pa.Array) -> np.ndarray:
+        import pyarrow.compute as pc
+
+        d = pc.dictionary_encode(keys, null_encoding="encode")
+        if isinstance(d, pa.ChunkedArray):
+            d = d.combine_chunks()
+        index = self.index
+        distinct = d.dictionary.to_pylist()
+        got = np.fromiter((index.get(x, -1) for x in distinct), np.int64, len(distinct))
+        new = got < 0
+        if new.any():
+            n = len(index)
+            got[new] = np.arange(n, n + int(new.sum()), dtype=np.int64)
+            for x, i in zip([x for x, f in zip(distinct, new) if f], got[new].tolist()):
+                index[x] = i
+            self.chunks.append(d.dictionary.filter(pa.array(new)))
+        at = d.indices.to_numpy(zero_copy_only=False)
+        return got[at]
+
+    def keys(self) -> pa.Array | None:
+        """The keys in the order of their numbers."""
+        return pa.concat_arrays(self.chunks) if self.chunks else None
 
 
 class _Groups:
@@ -120,7 +140,7 @@ class _Groups:
 
     def __init__(self, aggs: list[Agg]):
         self.aggs = aggs
-        self.keys: pa.Array | None = None  # in order of first appearance, null included
+        self.numbers = Numbering()
         self.n = 0
         self.first = np.empty(0, np.int64)  # each group's first serial
         self.acc: list[np.ndarray] = []  # per aggregate: counts, sums, minima / maxima
@@ -169,9 +189,14 @@ class _Groups:
     def ids(self, keys: pa.Array) -> np.ndarray:
         """Each row's group number; new keys (null included) become new groups, in order of
         first appearance."""
-        got, self.keys = numbered(keys, self.keys)
-        self._grow(len(self.keys))
+        got = self.numbers.ids(keys)
+        self._grow(len(self.numbers))
         return got
+
+    @property
+    def keys(self) -> pa.Array | None:
+        """The groups' keys, in order of first appearance."""
+        return self.numbers.keys()
 
     def fold(self, ids: np.ndarray, o: np.ndarray, cols: dict[str, pa.Array]) -> None:
         """Fold one batch: its rows' group numbers, serials and aggregated columns, in order."""
@@ -331,8 +356,8 @@ def fold_windows(
     need = {time, *([key] if key else []), *[c for _, c, _ in aggs if c is not None]}
     groups = _Groups(aggs)
     marks = _Groups([])  # per floor((t - lateness) / size) * size: its first admitted serial
-    keys: pa.Array | None = None
-    starts: pa.Array | None = None
+    keys = Numbering()
+    base: int | None = None
     for o, b in filtered(units, need, filters, counts, batch_rows):
         tc = b.column(time)
         alive = tc.is_valid().to_numpy(zero_copy_only=False)
@@ -347,16 +372,18 @@ def fold_windows(
         ws = t - np.mod(t, size)
         kid = np.zeros(len(o), np.int64)
         if key is not None:
-            kid, keys = numbered(b.column(key), keys)
-        sid, starts = numbered(pa.array(ws), starts)
-        if len(keys or ()) >= 1 << 31 or len(starts) >= 1 << 32:
+            kid = keys.ids(b.column(key))
+        if base is None:
+            base = int(ws[0])
+        sid = (ws - base) // size + (1 << 31)  # the window's number, from the first one's
+        if len(keys) >= 1 << 31 or sid.min() < 0 or sid.max() >= 1 << 32:
             raise OverflowError("too many keys or windows for one task's fold")
         ids = groups.ids(pa.array((kid << 32) | sid))
         groups.fold(ids, o, {c: b.column(c) for c in need})
         if not relative:
             reach = t - lateness
             marks.fold(marks.ids(pa.array(reach - np.mod(reach, size))), o, {})
-    if groups.keys is None or starts is None:
+    if groups.keys is None or base is None:
         empty = np.empty(0, np.int64)
         vals = [
             pa.array([], pa.float64() if t == "float" and fn != "count" else pa.int64())
@@ -364,7 +391,7 @@ def fold_windows(
         ]
         return Windows(None if key is None else pa.array([]), empty, empty, empty, vals)
     codes = groups.keys.to_numpy(zero_copy_only=False).astype(np.int64)
-    start = starts.to_numpy(zero_copy_only=False).astype(np.int64)[codes & 0xFFFFFFFF]
+    start = base + ((codes & 0xFFFFFFFF) - (1 << 31)) * size
     first = groups.first
     close = np.full(len(codes), -1, np.int64)
     if not relative and marks.keys is not None:
@@ -378,7 +405,8 @@ def fold_windows(
     shut = np.where(close < 0, np.iinfo(np.int64).max, close)
     order = np.lexsort((first, start, shut))  # the last key sorts first
     values = [x.take(pa.array(order)) for x in groups.results()]
-    kv = None if key is None else keys.take(pa.array(codes[order] >> 32))  # type: ignore[union-attr]
+    named = keys.keys()
+    kv = None if named is None else named.take(pa.array(codes[order] >> 32))
     return Windows(kv, start[order], first[order], close[order], values)
 
 
