@@ -554,6 +554,8 @@ class Lowering:
     def lower(self, j: int, s: P.Step, df: Any) -> Any:
         if isinstance(s, (P.Filter, P.Select, P.WithColumns)):
             out = self.stateless(j, s, df)
+            if s.inputs[0].step_id in self.in_order:  # rows keep their partition and order
+                self.in_order.add(s.step_id)
             lin = self.direct.get(s.inputs[0].step_id)
             done = self.lowered[-1] if self.lowered else None
             if lin is not None and done is not None and done.step is s:
@@ -754,7 +756,10 @@ class Lowering:
         keys = s.keys if not isinstance(s, P.Dedup) or s.keys else tuple(n for n, _ in schema)  # type: ignore[attr-defined]
         if isinstance(s, P.Transfer):
             keys = ()
-        part = self._partition(df, keys, schema)
+        if not keys and s.inputs[0].step_id in self.in_order:
+            part = df  # already the one partition in order that a global step takes
+        else:
+            part = self._partition(df, keys, schema)
         why = native_refusal(s, self.schemas(s))
         if why is None:
             fn = native_keyed_fn(s, j, self.schemas(s), out_schema)
@@ -1395,8 +1400,8 @@ class BatchDriver:
             return count()
 
         def ordered(d: Any) -> Any:
-            if self.by_file or into in low.in_order:  # in order as read (io._parquet), or
-                return d  # one partition in order (a worker's fold)
+            if self.by_file or (into in low.in_order and d is df):  # in order as read
+                return d  # (io._parquet), or one partition in order (a worker's fold)
             if into not in low.flat:
                 # rows that come out of a shuffle's reduce side (an aggregate, a keyed
                 # operator): materialized once, or the range sort's sampling pass computes
