@@ -192,11 +192,13 @@ def test_float_sums_are_left_folds_in_arrival_order(tmp_path):
         rows.append((str(tmp_path / f"p{i}.parquet"), start, _groups(len(part), 300)))
     lin = source_lineage(rows, [("k", INT), ("f", FLOAT)], 2)
     counts: list[int] = []
-    keys, values, first = fold_table(lin.units, "k", [("sum", "f", "float")], (), counts, 256)
+    keys, values, first = fold_table(
+        lin.units, [("col", "k")], [("sum", "f", "float")], (), counts, 256
+    )
     left = functools.reduce(operator.add, vals)
     assert values[0].to_pylist() == [left] and left == 500.0
     assert math.fsum(vals) == 3499.0 != left  # the exact sum: the order matters here
-    assert keys.to_pylist() == [7] and first.tolist() == [0] and counts == [len(vals)]
+    assert keys[0].to_pylist() == [7] and first.tolist() == [0] and counts == [len(vals)]
 
 
 def _groups(n: int, size: int) -> list[int]:
@@ -205,14 +207,14 @@ def _groups(n: int, size: int) -> list[int]:
 
 @pytest.mark.parametrize(
     "why",
-    ["two-keys", "count-distinct", "string-min", "expression", "too-many-rows", "dotted"],
+    ["float-key", "count-distinct", "string-min", "expression", "too-many-rows", "dotted"],
 )
 def test_what_the_fold_does_not_compute_keeps_sparks_group_by(monkeypatch, tmp_path, files, why):
     from streamcell.backends.spark import fold as F
 
     src = sc.source(sc.parquet(files))
-    if why == "two-keys":
-        stream = src.key_by("k", "s").agg(n=sc.count())
+    if why == "float-key":
+        stream = src.key_by("k", "f").agg(n=sc.count())
     elif why == "count-distinct":
         stream = src.key_by("k").agg(d=sc.count_distinct("s"))
     elif why == "string-min":
@@ -330,7 +332,7 @@ def test_windows_the_fold_does_not_compute_keep_sparks_group_by(timed):
     src = sc.source(sc.parquet(timed))
     for stream in (
         src.key_by("k").tumbling(10, time="t").agg(a=sc.col("s").first()),
-        src.key_by("k", "s").tumbling(10, time="t").agg(n=sc.count()),
+        src.key_by("k").tumbling(10, time="t").agg(d=sc.count_distinct("s")),
     ):
         run = _same(stream.plan())
         assert "python fold" not in run.spark_operators.values()
@@ -360,3 +362,25 @@ def test_folded_windows_fall_among_other_rows_where_their_closing_rows_are(
     assert run.spark_operators["aggregate#2"] == ("python fold" if fold else "spark groupBy")
     log = run.table("log")
     assert log.height > 1000 and log["n"].n_unique() > 10
+
+
+@pytest.mark.parametrize("fold", [True, False], ids=["fold", "group-by"])
+def test_keys_of_several_columns_and_datetime_parts_fold(monkeypatch, timed, fold):
+    """A key of three columns, one of them the month of a timestamp computed by a projection
+    (as TPCx-BB Q15 groups sales per category and month), and a window step keyed by an hour
+    and a string; with nulls among the keys."""
+    from streamcell.backends.spark import fold as F
+
+    monkeypatch.setattr(F, "FOLD", fold)
+    src = (
+        sc.source(sc.parquet(timed))
+        .with_columns(month=sc.col("ts").dt.month(), hour=sc.col("ts").dt.hour())
+        .filter(sc.col("e") != "buy")
+    )
+    for stream in (
+        src.key_by("s", "month", "k").agg(n=sc.count(), sf=sc.col("f").sum()),
+        src.key_by("hour", "s").tumbling(50, time="t", lateness=60).agg(mx=sc.col("v").max()),
+    ):
+        run = _same(stream.plan())
+        assert set(run.spark_operators.values()) == {"python fold" if fold else "spark groupBy"}
+    assert run.table()["hour"].n_unique() > 1

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -69,6 +69,8 @@ class Lineage:
     filters: tuple[Pred, ...] = ()
     steps: tuple[str, ...] = ()  # the filter steps, one per filter
     rows: int = 0  # the source's rows (by the files' footers)
+    # the step's columns that are a part of a datetime column as read: name -> (part, column)
+    derived: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 def source_lineage(files: list[tuple[str, int, list[int]]], schema: Schema, parts: int) -> Lineage:
@@ -159,6 +161,32 @@ def _operand(e: IR, lin: Lineage) -> Pred:
     return ("col", lin.columns[e.name]) if isinstance(e, Col) else ("lit", e.value)  # type: ignore[union-attr]
 
 
+PARTS = {"dt.year": "year", "dt.month": "month", "dt.day": "day", "dt.hour": "hour"}
+"""The parts of a datetime a lineage carries as a column (pyarrow's function of each), as the
+reference takes them: from the naive UTC datetime, a null where the time is."""
+
+
+def part_of(fn: str, a: Any) -> Any:
+    """Datetime part ``fn`` (:data:`PARTS`) of a timestamp column as read, as int64: of its
+    UTC wall time (a column with a time zone is read as UTC, as :mod:`.sources` reads it)."""
+    import pyarrow.compute as pc
+
+    if getattr(a.type, "tz", None) is not None:
+        a = a.cast(pa.timestamp(a.type.unit))
+    return getattr(pc, PARTS[fn])(a).cast(pa.int64())
+
+
+def _derived(e: IR, lin: Lineage) -> tuple[str, str] | None:
+    """``e`` as a part of a datetime column as read, or as a copy of such a part."""
+    if isinstance(e, Col):
+        return lin.derived.get(e.name)
+    if isinstance(e, Call) and e.fn in PARTS and len(e.args) == 1:
+        x = e.args[0]
+        if isinstance(x, Col) and x.name in lin.columns and lin.types.get(x.name) == "datetime":
+            return (e.fn, lin.columns[x.name])
+    return None
+
+
 def through(s: P.Step, kind: str, lin: Lineage) -> Lineage | None:
     """The lineage of stateless step ``s`` over rows of lineage ``lin``, where Spark lowered
     it as a step that cannot fail (``kind``: "filter" or "pass"); None: not one we read."""
@@ -169,15 +197,20 @@ def through(s: P.Step, kind: str, lin: Lineage) -> Lineage | None:
         return replace(lin, filters=(*lin.filters, p), steps=(*lin.steps, s.step_id))
     if isinstance(s, P.WithColumns) and kind == "pass":
         cols = {n: c for n, c in lin.columns.items() if n not in dict(s.exprs)}
+        derived = {n: d for n, d in lin.derived.items() if n not in dict(s.exprs)}
         types = dict(lin.types)
         for n, e in s.exprs:
             if isinstance(e, Col) and e.name in lin.columns:
                 cols[n], types[n] = lin.columns[e.name], lin.types[e.name]
-        return replace(lin, columns=cols, types=types)
+            elif (d := _derived(e, lin)) is not None:
+                derived[n] = d
+        return replace(lin, columns=cols, types=types, derived=derived)
     if isinstance(s, P.Select) and kind == "pass":
         pairs = [(n, e.name) for n, e in s.exprs if isinstance(e, Col) and e.name in lin.columns]
         cols = {n: lin.columns[x] for n, x in pairs}
-        return replace(lin, columns=cols, types={n: lin.types[x] for n, x in pairs})
+        derived = {n: d for n, e in s.exprs if (d := _derived(e, lin)) is not None}
+        types = {n: lin.types[x] for n, x in pairs}
+        return replace(lin, columns=cols, types=types, derived=derived)
     return None
 
 

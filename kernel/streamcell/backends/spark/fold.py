@@ -41,7 +41,7 @@ import pyarrow as pa
 
 from ... import plan as P
 from ...expr import Col
-from .direct import BATCH_ROWS, Lineage, Piece, Pred, _columns, _eval, _ticks
+from .direct import BATCH_ROWS, Lineage, Piece, Pred, _columns, _eval, _ticks, part_of
 
 FOLD = True
 """Whether a final table whose rows a worker can read folds there (read on the driver; False:
@@ -60,6 +60,67 @@ _FNS["min"] = _FNS["max"] = ("int", "float")
 
 Agg = tuple[str, str | None, str]
 """One aggregate as the fold computes it: (function, file column or None, streamcell type)."""
+
+Spec = tuple[str, str]
+"""A key as the fold reads it: ("col", file column), or a datetime part of one
+(:data:`.direct.PARTS`: ("dt.month", file column) ...)."""
+
+
+def key_spec(lin: Lineage, name: str) -> Spec | None:
+    """How the fold reads key ``name`` of lineage ``lin`` (an int, string or bool column as
+    read, or a datetime part), or None."""
+    if name in lin.derived:
+        return lin.derived[name]
+    if name in lin.columns and lin.types[name] in ("int", "str", "bool"):
+        return ("col", lin.columns[name])
+    return None
+
+
+def _column(b: pa.RecordBatch, spec: Spec) -> pa.Array:
+    fn, col = spec
+    a = b.column(col)
+    if fn == "col":
+        return a
+    return part_of(fn, a)
+
+
+class Keys:
+    """Numbers rows by one or more key columns, in order of first appearance of each
+    combination: each column by a :class:`Numbering`, then the pairs (combination so far,
+    next column's number) by another."""
+
+    def __init__(self, n: int):
+        self.each = [Numbering() for _ in range(n)]
+        self.pairs = [Numbering() for _ in range(n - 1)]
+
+    def __len__(self) -> int:
+        return len(self.pairs[-1]) if self.pairs else len(self.each[0])
+
+    def ids(self, cols: list[pa.Array]) -> np.ndarray:
+        code = self.each[0].ids(cols[0])
+        for i in range(1, len(self.each)):
+            k = self.each[i].ids(cols[i])
+            if len(self.each[i]) >= 1 << 31 or len(self.pairs[i - 1]) >= 1 << 31:
+                raise OverflowError("too many keys for one task's fold")
+            code = self.pairs[i - 1].ids(pa.array((code << 32) | k))
+        return code
+
+    def values(self, ids: np.ndarray) -> list[pa.Array]:
+        """Each key column's values of the combinations numbered ``ids``."""
+        out: list[pa.Array] = [pa.array([])] * len(self.each)
+        for i in range(len(self.each) - 1, 0, -1):
+            pairs = self.pairs[i - 1].keys()
+            assert pairs is not None
+            codes = pairs.to_numpy(zero_copy_only=False).astype(np.int64)[ids]
+            out[i] = _taken(self.each[i], codes & 0xFFFFFFFF)
+            ids = codes >> 32
+        out[0] = _taken(self.each[0], ids)
+        return out
+
+
+def _taken(n: Numbering, ids: np.ndarray) -> pa.Array:
+    keys = n.keys()
+    return pa.array([]) if keys is None else keys.take(pa.array(ids))
 
 
 def fold_aggs(s: P.Aggregate, lin: Lineage) -> list[Agg] | None:
@@ -83,15 +144,13 @@ def fold_aggs(s: P.Aggregate, lin: Lineage) -> list[Agg] | None:
 
 def fold_fits(s: P.Aggregate, lin: Lineage | None) -> bool:
     """Whether :func:`fold_table` computes ``s``'s final table over rows of lineage ``lin``."""
-    if not FOLD or lin is None or not lin.units or len(s.keys) != 1:
+    if not FOLD or lin is None or not lin.units or not s.keys:
         return False
-    key = s.keys[0]
-    if key not in lin.columns or lin.types[key] not in ("int", "str", "bool"):
-        return False
+    specs = [key_spec(lin, k) for k in s.keys]
     aggs = fold_aggs(s, lin)
-    if aggs is None:
+    if aggs is None or any(x is None for x in specs):
         return False
-    need = {lin.columns[key], *[c for _, c, _ in aggs if c is not None]}
+    need = {x[1] for x in specs if x is not None} | {c for _, c, _ in aggs if c is not None}
     for p in lin.filters:
         _columns(p, need)
     if any("." in c for c in need):  # pyarrow reads a dotted name as a nested field's path
@@ -258,22 +317,34 @@ class _Groups:
 
 def fold_table(
     units: tuple[tuple[Piece, ...], ...],
-    key: str,
+    keys: list[Spec],
     aggs: list[Agg],
     filters: tuple[Pred, ...],
     counts: list[int],
     batch_rows: int | None = None,
-) -> tuple[pa.Array, list[pa.Array], np.ndarray]:
-    """The final table of the rows of ``units`` that pass ``filters``, folded by ``key`` in
-    arrival order: the keys, each aggregate's values and each group's first serial, in order
-    of first appearance. ``counts`` gets the rows that reached the table, then the rows out
-    of each filter."""
-    need = {key, *[c for _, c, _ in aggs if c is not None]}
+) -> tuple[list[pa.Array], list[pa.Array], np.ndarray]:
+    """The final table of the rows of ``units`` that pass ``filters``, folded by ``keys`` in
+    arrival order: each key column's values, each aggregate's values and each group's first
+    serial, in order of first appearance. ``counts`` gets the rows that reached the table,
+    then the rows out of each filter."""
+    need = {c for _, c in keys} | {c for _, c, _ in aggs if c is not None}
     groups = _Groups(aggs)
+    combos = Keys(len(keys)) if len(keys) > 1 else None
     for o, b in filtered(units, need, filters, counts, batch_rows):
-        groups.fold(groups.ids(b.column(key)), o, {c: b.column(c) for c in need})
-    keys = groups.keys if groups.keys is not None else pa.array([], pa.null())
-    return keys, groups.results(), groups.first
+        cols = [_column(b, k) for k in keys]
+        if combos is None:
+            ids = groups.ids(cols[0])
+        else:
+            ids = groups.ids(pa.array(combos.ids(cols)))
+        groups.fold(ids, o, {c: b.column(c) for c in need})
+    got = groups.keys
+    if got is None:
+        values = [pa.array([]) for _ in keys]
+    elif combos is None:
+        values = [got]
+    else:
+        values = combos.values(got.to_numpy(zero_copy_only=False).astype(np.int64))
+    return values, groups.results(), groups.first
 
 
 def filtered(
@@ -321,10 +392,10 @@ def filtered(
 
 class Windows(NamedTuple):
     """Tumbling windows folded by :func:`fold_windows`, one entry per window, in the order
-    the reference emits them: the key values (None: no key), the start, the first serial,
+    the reference emits them: each key column's values, the start, the first serial,
     the serial of the row that closes the window (-1: none does), each aggregate's values."""
 
-    keys: pa.Array | None
+    keys: list[pa.Array]
     start: np.ndarray
     first: np.ndarray
     close: np.ndarray
@@ -333,7 +404,7 @@ class Windows(NamedTuple):
 
 def fold_windows(
     units: tuple[tuple[Piece, ...], ...],
-    key: str | None,
+    keys: list[Spec],
     time: str,
     aggs: list[Agg],
     filters: tuple[Pred, ...],
@@ -346,17 +417,17 @@ def fold_windows(
 ) -> Windows:
     """The tumbling windows of ``size`` ticks over the rows of ``units`` that pass
     ``filters``, have a time and are not ``late`` (their serials, sorted: the watermark
-    scan's), by ``key``, folded in arrival order. A window starts at ``t - t mod size``; it
+    scan's), by ``keys``, folded in arrival order. A window starts at ``t - t mod size``; it
     closes at the first admitted row whose time minus ``lateness`` reaches its end (the
     smallest serial among the rows whose ``floor((t - lateness) / size) * size`` is at or
     beyond it); windows closing together by (end, start, first serial), windows no row
     closes after all others in the same order. ``relative``: only the windows' order among
     themselves is wanted, which is that of (end, start, first serial), and no close is
     looked for."""
-    need = {time, *([key] if key else []), *[c for _, c, _ in aggs if c is not None]}
+    need = {time} | {c for _, c in keys} | {c for _, c, _ in aggs if c is not None}
     groups = _Groups(aggs)
     marks = _Groups([])  # per floor((t - lateness) / size) * size: its first admitted serial
-    keys = Numbering()
+    combos = Keys(len(keys)) if keys else None
     base: int | None = None
     for o, b in filtered(units, need, filters, counts, batch_rows):
         tc = b.column(time)
@@ -371,12 +442,12 @@ def fold_windows(
         t = _ticks(b.column(time))
         ws = t - np.mod(t, size)
         kid = np.zeros(len(o), np.int64)
-        if key is not None:
-            kid = keys.ids(b.column(key))
+        if combos is not None:
+            kid = combos.ids([_column(b, k) for k in keys])
         if base is None:
             base = int(ws[0])
         sid = (ws - base) // size + (1 << 31)  # the window's number, from the first one's
-        if len(keys) >= 1 << 31 or sid.min() < 0 or sid.max() >= 1 << 32:
+        if len(combos or ()) >= 1 << 31 or sid.min() < 0 or sid.max() >= 1 << 32:
             raise OverflowError("too many keys or windows for one task's fold")
         ids = groups.ids(pa.array((kid << 32) | sid))
         groups.fold(ids, o, {c: b.column(c) for c in need})
@@ -389,7 +460,7 @@ def fold_windows(
             pa.array([], pa.float64() if t == "float" and fn != "count" else pa.int64())
             for fn, _, t in aggs
         ]
-        return Windows(None if key is None else pa.array([]), empty, empty, empty, vals)
+        return Windows([pa.array([]) for _ in keys], empty, empty, empty, vals)
     codes = groups.keys.to_numpy(zero_copy_only=False).astype(np.int64)
     start = base + ((codes & 0xFFFFFFFF) - (1 << 31)) * size
     first = groups.first
@@ -405,8 +476,7 @@ def fold_windows(
     shut = np.where(close < 0, np.iinfo(np.int64).max, close)
     order = np.lexsort((first, start, shut))  # the last key sorts first
     values = [x.take(pa.array(order)) for x in groups.results()]
-    named = keys.keys()
-    kv = None if named is None else named.take(pa.array(codes[order] >> 32))
+    kv = [] if combos is None else combos.values(codes[order] >> 32)
     return Windows(kv, start[order], first[order], close[order], values)
 
 
@@ -468,15 +538,16 @@ def direct_fold(low: Any, j: int, s: P.Aggregate) -> Any | None:
     aggs = fold_aggs(s, lin)
     assert aggs is not None
     out_schema = low.c.schemas[s.step_id]
-    key = lin.columns[s.keys[0]]
+    specs = [x for k in s.keys if (x := key_spec(lin, k)) is not None]  # all: fits
     names = [n for n, _ in out_schema]
     kinds = {n: t.name for n, t in out_schema}
     units, filters = lin.units, lin.filters
 
     def table(counts: list[int]) -> list[pa.Array]:
-        keys, values, first = fold_table(units, key, aggs, filters, counts)
+        keys, values, first = fold_table(units, specs, aggs, filters, counts)
         by = dict(zip([n for n, _ in s.aggs], values))
-        cols = [keys.cast(_ARROW[kinds[n]]) if n == s.keys[0] else by[n] for n in names]
+        by.update({k: v.cast(_ARROW[kinds[k]]) for k, v in zip(s.keys, keys)})
+        cols = [by[n] for n in names]
         return [*cols, order_array(pa.array(first, pa.int64()))]
 
     df, rows_in = _one_task(low, j, lin, table, ddl(out_schema, ORDER_DDL))
@@ -538,16 +609,17 @@ def windows_fit(s: P.Aggregate, lin: Lineage | None) -> bool:
     ``lin``: no key or one int, string or bool key, a time column as read, the aggregates of
     :func:`fold_aggs`."""
     w = s.window
-    if not FOLD or lin is None or not lin.units or w is None or len(s.keys) > 1:
+    if not FOLD or lin is None or not lin.units or w is None:
         return False
-    if any(k not in lin.columns or lin.types[k] not in ("int", "str", "bool") for k in s.keys):
+    specs = [key_spec(lin, k) for k in s.keys]
+    if any(x is None for x in specs):
         return False
     if w.time not in lin.columns or lin.types[w.time] not in ("int", "datetime"):
         return False
     aggs = fold_aggs(s, lin)
     if aggs is None:
         return False
-    need = {lin.columns[w.time], *[lin.columns[k] for k in s.keys]}
+    need = {lin.columns[w.time]} | {x[1] for x in specs if x is not None}
     need |= {c for _, c, _ in aggs if c is not None}
     for p in lin.filters:
         _columns(p, need)
@@ -573,7 +645,7 @@ def direct_windows(low: Any, j: int, s: P.Aggregate, late: list[int], relative: 
     assert aggs is not None
     size, lateness = P.parse_duration(w.size), P.parse_duration(w.lateness)
     out_schema = dict(low.c.schemas[s.step_id])
-    key = lin.columns[s.keys[0]] if s.keys else None
+    specs = [x for k in s.keys if (x := key_spec(lin, k)) is not None]  # all: fits
     time, units, filters = lin.columns[w.time], lin.units, lin.filters
     gone = np.array(sorted(late), np.int64)
     cols = [(k, out_schema[k]) for k in s.keys] + [(n, out_schema[n]) for n, _ in s.aggs]
@@ -584,8 +656,10 @@ def direct_windows(low: Any, j: int, s: P.Aggregate, late: list[int], relative: 
     def windows(counts: list[int]) -> list[pa.Array]:
         from .backend import order_array
 
-        got = fold_windows(units, key, time, aggs, filters, gone, size, lateness, relative, counts)
-        out = [] if got.keys is None else [got.keys.cast(_ARROW[cols[0][1].name])]
+        got = fold_windows(
+            units, specs, time, aggs, filters, gone, size, lateness, relative, counts
+        )
+        out = [k.cast(_ARROW[t.name]) for k, (_, t) in zip(got.keys, cols)]
         out += [*got.values, pa.array(got.start), pa.array(got.start + size)]
         out.append(order_array(pa.array(got.first, pa.int64())))
         if not relative:
