@@ -384,3 +384,43 @@ def test_keys_of_several_columns_and_datetime_parts_fold(monkeypatch, timed, fol
         run = _same(stream.plan())
         assert set(run.spark_operators.values()) == {"python fold" if fold else "spark groupBy"}
     assert run.table()["hour"].n_unique() > 1
+
+
+# ------------------------------------------------------------------ session windows
+
+
+@pytest.mark.parametrize("fold", [True, False], ids=["fold", "group-by"])
+@pytest.mark.parametrize(
+    ("keys", "gap", "lateness", "floats"),
+    [
+        (("k",), 7, 0, "sum+max"),
+        ((), 3, 0, "sum+max"),
+        (("s", "k"), 9, 60, ""),
+        (("k",), 9, 60, "max"),
+    ],
+)
+def test_sessions_fold_in_arrival_order_as_the_reference(
+    monkeypatch, timed, keys, gap, lateness, floats, fold
+):
+    """Sessions ordered among themselves only (a sink after them): the worker sorts each
+    key's admitted rows by time and serial, cuts them where a row is a gap or more after the
+    one before, and folds each session in that order, which is arrival order without a
+    lateness. With a lateness, an aggregate that depends on the order (a float min or max, as
+    its first of equal zeros does) keeps Spark's path."""
+    from streamcell.backends.spark import fold as F
+
+    monkeypatch.setattr(F, "FOLD", fold)
+    src = sc.source(sc.parquet(timed)).filter(sc.col("e") != "buy")
+    keyed = src.key_by(*keys) if keys else src
+    aggs = {"n": sc.count(), "sv": sc.col("v").sum(), "mv": sc.col("v").min()}
+    if "sum" in floats:
+        aggs["sf"] = sc.col("f").sum()
+    if "max" in floats:
+        aggs["mx"] = sc.col("f").max()
+    stream = keyed.session(gap, time="t", lateness=lateness).agg(**aggs)
+    for plan in (stream.plan(), sc.combine(stream.sink_table("log", mode="append"))):
+        run = _same(plan)
+        folded = fold and not (floats and lateness)
+        assert run.spark_operators == {"aggregate#3": "python fold" if folded else "spark groupBy"}
+        assert (run.late().height > 0) == (lateness < 40)
+        assert run.table().height > 20

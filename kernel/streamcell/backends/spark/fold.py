@@ -47,6 +47,10 @@ FOLD = True
 """Whether a final table whose rows a worker can read folds there (read on the driver; False:
 always Spark's ``groupBy``, which the tests compare it with)."""
 
+SESSION_ROWS = 50_000_000
+"""Input rows one task folds into sessions at most: it holds each admitted row's key number,
+time and serial (and the aggregated columns) to sort them by key and time."""
+
 FOLD_ROWS = 200_000_000
 """Input rows one task folds at most (by the files' footers); beyond, Spark's ``groupBy``
 spreads the work over the cluster."""
@@ -228,7 +232,7 @@ class _Groups:
             return -np.inf if t == "float" else np.iinfo(np.int64).min
         return 0
 
-    def _grow(self, n: int) -> None:
+    def grow(self, n: int) -> None:
         if n <= self.n:
             return
         extra = n - self.n
@@ -249,7 +253,7 @@ class _Groups:
         """Each row's group number; new keys (null included) become new groups, in order of
         first appearance."""
         got = self.numbers.ids(keys)
-        self._grow(len(self.numbers))
+        self.grow(len(self.numbers))
         return got
 
     @property
@@ -393,13 +397,15 @@ def filtered(
 class Windows(NamedTuple):
     """Tumbling windows folded by :func:`fold_windows`, one entry per window, in the order
     the reference emits them: each key column's values, the start, the first serial,
-    the serial of the row that closes the window (-1: none does), each aggregate's values."""
+    the serial of the row that closes the window (-1: none does), each aggregate's values,
+    the end."""
 
     keys: list[pa.Array]
     start: np.ndarray
     first: np.ndarray
     close: np.ndarray
     values: list[pa.Array]
+    end: np.ndarray
 
 
 def fold_windows(
@@ -456,11 +462,8 @@ def fold_windows(
             marks.fold(marks.ids(pa.array(reach - np.mod(reach, size))), o, {})
     if groups.keys is None or base is None:
         empty = np.empty(0, np.int64)
-        vals = [
-            pa.array([], pa.float64() if t == "float" and fn != "count" else pa.int64())
-            for fn, _, t in aggs
-        ]
-        return Windows([pa.array([]) for _ in keys], empty, empty, empty, vals)
+        vals = [pa.array([], _AGG_ARROW(fn, t)) for fn, _, t in aggs]
+        return Windows([pa.array([]) for _ in keys], empty, empty, empty, vals, empty)
     codes = groups.keys.to_numpy(zero_copy_only=False).astype(np.int64)
     start = base + ((codes & 0xFFFFFFFF) - (1 << 31)) * size
     first = groups.first
@@ -477,7 +480,89 @@ def fold_windows(
     order = np.lexsort((first, start, shut))  # the last key sorts first
     values = [x.take(pa.array(order)) for x in groups.results()]
     kv = [] if combos is None else combos.values(codes[order] >> 32)
-    return Windows(kv, start[order], first[order], close[order], values)
+    return Windows(kv, start[order], first[order], close[order], values, start[order] + size)
+
+
+def fold_sessions(
+    units: tuple[tuple[Piece, ...], ...],
+    keys: list[Spec],
+    time: str,
+    aggs: list[Agg],
+    filters: tuple[Pred, ...],
+    late: np.ndarray,
+    gap: int,
+    counts: list[int],
+    batch_rows: int | None = None,
+) -> Windows:
+    """The session windows of ``gap`` ticks over the rows of ``units`` that pass ``filters``,
+    have a time and are not ``late``, by ``keys``, in order of (end, start, first serial):
+    the windows' order among themselves (the caller wants no more). A key's sessions are the
+    runs of its rows sorted by (time, serial), split where a row is at least ``gap`` after
+    the one before, as :func:`.groupby.sessions` finds them; a session is
+    ``[first time, last time + gap)``. The aggregates fold each session's rows in that order,
+    which is arrival order where no admitted row is behind another (no lateness); with a
+    lateness the caller passes no aggregate whose value depends on the order (a float sum,
+    a float min / max, whose first of equal zeros would)."""
+    need = {time} | {c for _, c in keys} | {c for _, c, _ in aggs if c is not None}
+    combos = Keys(len(keys)) if keys else None
+    kids: list[np.ndarray] = []
+    ts: list[np.ndarray] = []
+    os: list[np.ndarray] = []
+    cols: dict[str, list[pa.Array]] = {c: [] for _, c, _ in aggs if c is not None}
+    for o, b in filtered(units, need, filters, counts, batch_rows):
+        alive = b.column(time).is_valid().to_numpy(zero_copy_only=False)
+        if len(late):
+            at = np.searchsorted(late, o).clip(max=len(late) - 1)
+            alive &= late[at] != o
+        if not alive.all():
+            b, o = b.filter(pa.array(alive)), o[alive]
+        if not len(o):
+            continue
+        os.append(o)
+        ts.append(_ticks(b.column(time)))
+        if combos is not None:
+            kids.append(combos.ids([_column(b, k) for k in keys]))
+        for c in cols:
+            cols[c].append(b.column(c))
+    if not os:
+        empty = np.empty(0, np.int64)
+        vals = [pa.array([], _AGG_ARROW(fn, t)) for fn, _, t in aggs]
+        return Windows([pa.array([]) for _ in keys], empty, empty, empty, vals, empty)
+    o = np.concatenate(os)
+    t = np.concatenate(ts)
+    kid = np.concatenate(kids) if kids else np.zeros(len(o), np.int64)
+    by = np.lexsort((o, t, kid))  # by key, time, serial
+    o, t, kid = o[by], t[by], kid[by]
+    cut = np.ones(len(o), bool)
+    cut[1:] = (kid[1:] != kid[:-1]) | (t[1:] - t[:-1] >= gap)
+    sid = np.cumsum(cut) - 1
+    heads = np.flatnonzero(cut)
+    n = len(heads)
+    groups = _Groups(aggs)
+    groups.grow(n)
+    taken = pa.array(by)
+    groups.fold(
+        sid,
+        o,
+        {
+            c: pa.concat_arrays(
+                [x.combine_chunks() if isinstance(x, pa.ChunkedArray) else x for x in parts]
+            ).take(taken)
+            for c, parts in cols.items()
+        },
+    )
+    start = t[heads]
+    ends = np.append(heads[1:], len(o)) - 1
+    end = t[ends] + gap
+    first = groups.first
+    order = np.lexsort((first, start, end))
+    values = [x.take(pa.array(order)) for x in groups.results()]
+    kv = [] if combos is None else combos.values(kid[heads][order])
+    return Windows(kv, start[order], first[order], np.full(n, -1, np.int64), values, end[order])
+
+
+def _AGG_ARROW(fn: str, t: str) -> pa.DataType:  # noqa: N802 - a table, as a function
+    return pa.float64() if t == "float" and fn != "count" else pa.int64()
 
 
 def ahead(batches: Iterator[Any], depth: int = 2) -> Iterator[Any]:
@@ -611,6 +696,15 @@ def windows_fit(s: P.Aggregate, lin: Lineage | None) -> bool:
     w = s.window
     if not FOLD or lin is None or not lin.units or w is None:
         return False
+    if w.kind == "session":
+        # admitted rows behind others: a fold in time order is one in arrival order only
+        # for aggregates that do not depend on it
+        if P.parse_duration(w.lateness) > 0 and any(
+            fn in ("sum", "min", "max") and t == "float" for fn, _, t in fold_aggs(s, lin) or []
+        ):
+            return False
+    elif w.kind != "tumbling" or (w.every is not None and w.every != w.size):
+        return False
     specs = [key_spec(lin, k) for k in s.keys]
     if any(x is None for x in specs):
         return False
@@ -623,7 +717,8 @@ def windows_fit(s: P.Aggregate, lin: Lineage | None) -> bool:
     need |= {c for _, c, _ in aggs if c is not None}
     for p in lin.filters:
         _columns(p, need)
-    return not any("." in c for c in need) and lin.rows <= FOLD_ROWS
+    cap = SESSION_ROWS if w.kind == "session" else FOLD_ROWS
+    return not any("." in c for c in need) and lin.rows <= cap
 
 
 def direct_windows(low: Any, j: int, s: P.Aggregate, late: list[int], relative: bool) -> Any | None:
@@ -656,11 +751,14 @@ def direct_windows(low: Any, j: int, s: P.Aggregate, late: list[int], relative: 
     def windows(counts: list[int]) -> list[pa.Array]:
         from .backend import order_array
 
-        got = fold_windows(
-            units, specs, time, aggs, filters, gone, size, lateness, relative, counts
-        )
+        if w.kind == "session":
+            got = fold_sessions(units, specs, time, aggs, filters, gone, size, counts)
+        else:
+            got = fold_windows(
+                units, specs, time, aggs, filters, gone, size, lateness, relative, counts
+            )
         out = [k.cast(_ARROW[t.name]) for k, (_, t) in zip(got.keys, cols)]
-        out += [*got.values, pa.array(got.start), pa.array(got.start + size)]
+        out += [*got.values, pa.array(got.start), pa.array(got.end)]
         out.append(order_array(pa.array(got.first, pa.int64())))
         if not relative:
             shut = order_array(pa.array(got.close, pa.int64()))

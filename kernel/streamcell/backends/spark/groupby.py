@@ -1250,6 +1250,11 @@ def sessions(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
     if low.relative_order(s):  # in order of their ends, as they close (see tumbling)
         scan = late_serials(scanned, lateness, low.partitions, low.action, BLOCK)
         admitted, finish = _admit(low, j, s, rows, scan.late)
+        folded = direct_windows(low, j, s, scan.late, True)
+        if folded is not None:  # read and folded by one worker (.fold)
+            out = finish(folded)
+            low.how[s.step_id] = "python fold"
+            return out
         return finish(session_wins(admitted, keep=False))
     if SCAN_IN_PLACE and FUSED_SESSIONS:
         # hope that no row is late: the sessions of every row that is not dead, then one pass
