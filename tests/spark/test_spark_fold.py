@@ -424,3 +424,27 @@ def test_sessions_fold_in_arrival_order_as_the_reference(
         assert run.spark_operators == {"aggregate#3": "python fold" if folded else "spark groupBy"}
         assert (run.late().height > 0) == (lateness < 40)
         assert run.table().height > 20
+
+
+@pytest.mark.parametrize("lateness", [0, 3, 50])
+def test_the_folds_watermark_finds_the_late_rows_batch_by_batch(lateness):
+    """The fold's own watermark over batches of random sizes gives the late rows of a
+    row-by-row scan in arrival order (the reference's rule)."""
+    from streamcell.backends.spark.fold import Watermark
+
+    rng = np.random.default_rng(lateness)
+    t = (np.arange(3000) + rng.integers(-60, 60, 3000)).astype(np.int64)
+    o = np.arange(3000, dtype=np.int64) * 7
+    want, top = [], None
+    for ti, oi in zip(t.tolist(), o.tolist()):
+        if top is not None and ti < top - lateness:
+            want.append(oi)
+        top = ti if top is None else max(top, ti)
+    wm = Watermark(lateness)
+    kept, at = [], 0
+    for n in rng.integers(1, 400, 40):
+        kept.append(wm.admit(t[at : at + n], o[at : at + n]))
+        at += n
+    kept.append(wm.admit(t[at:], o[at:]))
+    assert wm.serials().tolist() == want and len(want) > 10
+    assert (~np.concatenate(kept)).sum() == len(want)

@@ -394,6 +394,74 @@ def filtered(
             yield o, b
 
 
+class Watermark:
+    """Late rows as the reference finds them, batch by batch in arrival order: a row with a
+    time is late when it is earlier than the largest earlier time minus the lateness (a late
+    row is below that largest time, so it never raises it)."""
+
+    def __init__(self, lateness: int):
+        self.lateness = lateness
+        self.top: int | None = None  # the largest time so far
+        self.late: list[np.ndarray] = []  # the serials of the late rows
+
+    def admit(self, t: np.ndarray, o: np.ndarray) -> np.ndarray:
+        """Which of a batch's rows (times ``t``, serials ``o``) are not late."""
+        if not len(t):
+            return np.ones(0, bool)
+        run = np.maximum.accumulate(t)
+        before = np.empty_like(t)
+        before[1:] = run[:-1]
+        if self.top is None:
+            late = np.zeros(len(t), bool)
+            late[1:] = t[1:] < before[1:] - self.lateness
+            self.top = int(run[-1])
+        else:
+            before[0] = self.top
+            np.maximum(before, self.top, out=before)
+            late = t < before - self.lateness
+            self.top = max(self.top, int(run[-1]))
+        if late.any():
+            self.late.append(o[late])
+        return ~late
+
+    def serials(self) -> np.ndarray:
+        return np.concatenate(self.late) if self.late else np.empty(0, np.int64)
+
+
+def _admitted(
+    b: pa.RecordBatch,
+    o: np.ndarray,
+    time: str,
+    late: np.ndarray | None,
+    wm: Watermark | None,
+    counts: list[int],
+) -> tuple[pa.RecordBatch, np.ndarray, np.ndarray]:
+    """A batch's rows with a time that are not late (by the scan's ``late`` serials, or by the
+    fold's own watermark ``wm``), their serials and ticks; ``counts[-1]`` gets the dead."""
+    valid = b.column(time).is_valid().to_numpy(zero_copy_only=False)
+    counts[-1] += int(len(valid) - valid.sum())
+    if not valid.all():
+        b, o = b.filter(pa.array(valid)), o[valid]
+    t = _ticks(b.column(time))
+    alive = None
+    if wm is not None:
+        alive = wm.admit(t, o)
+    elif late is not None and len(late):
+        at = np.searchsorted(late, o).clip(max=len(late) - 1)
+        alive = late[at] != o
+    if alive is not None and not alive.all():
+        b, o, t = b.filter(pa.array(alive)), o[alive], t[alive]
+    return b, o, t
+
+
+def _report(counts: list[int], dead: int, wm: Watermark | None) -> None:
+    """After the filters' counts: the rows with a null time, then (where the fold found them
+    itself) the serials of the late rows."""
+    counts.append(dead)
+    if wm is not None:
+        counts.extend(wm.serials().tolist())
+
+
 class Windows(NamedTuple):
     """Tumbling windows folded by :func:`fold_windows`, one entry per window, in the order
     the reference emits them: each key column's values, the start, the first serial,
@@ -414,7 +482,7 @@ def fold_windows(
     time: str,
     aggs: list[Agg],
     filters: tuple[Pred, ...],
-    late: np.ndarray,
+    late: np.ndarray | None,
     size: int,
     lateness: int,
     relative: bool,
@@ -435,17 +503,12 @@ def fold_windows(
     marks = _Groups([])  # per floor((t - lateness) / size) * size: its first admitted serial
     combos = Keys(len(keys)) if keys else None
     base: int | None = None
+    wm = Watermark(lateness) if late is None else None
+    dead = [0]
     for o, b in filtered(units, need, filters, counts, batch_rows):
-        tc = b.column(time)
-        alive = tc.is_valid().to_numpy(zero_copy_only=False)
-        if len(late):
-            at = np.searchsorted(late, o).clip(max=len(late) - 1)
-            alive &= late[at] != o
-        if not alive.all():
-            b, o = b.filter(pa.array(alive)), o[alive]
+        b, o, t = _admitted(b, o, time, late, wm, dead)
         if not len(o):
             continue
-        t = _ticks(b.column(time))
         ws = t - np.mod(t, size)
         kid = np.zeros(len(o), np.int64)
         if combos is not None:
@@ -460,6 +523,7 @@ def fold_windows(
         if not relative:
             reach = t - lateness
             marks.fold(marks.ids(pa.array(reach - np.mod(reach, size))), o, {})
+    _report(counts, dead[0], wm)
     if groups.keys is None or base is None:
         empty = np.empty(0, np.int64)
         vals = [pa.array([], _AGG_ARROW(fn, t)) for fn, _, t in aggs]
@@ -489,8 +553,9 @@ def fold_sessions(
     time: str,
     aggs: list[Agg],
     filters: tuple[Pred, ...],
-    late: np.ndarray,
+    late: np.ndarray | None,
     gap: int,
+    lateness: int,
     counts: list[int],
     batch_rows: int | None = None,
 ) -> Windows:
@@ -509,21 +574,19 @@ def fold_sessions(
     ts: list[np.ndarray] = []
     os: list[np.ndarray] = []
     cols: dict[str, list[pa.Array]] = {c: [] for _, c, _ in aggs if c is not None}
+    wm = Watermark(lateness) if late is None else None
+    dead = [0]
     for o, b in filtered(units, need, filters, counts, batch_rows):
-        alive = b.column(time).is_valid().to_numpy(zero_copy_only=False)
-        if len(late):
-            at = np.searchsorted(late, o).clip(max=len(late) - 1)
-            alive &= late[at] != o
-        if not alive.all():
-            b, o = b.filter(pa.array(alive)), o[alive]
+        b, o, t = _admitted(b, o, time, late, wm, dead)
         if not len(o):
             continue
         os.append(o)
-        ts.append(_ticks(b.column(time)))
+        ts.append(t)
         if combos is not None:
             kids.append(combos.ids([_column(b, k) for k in keys]))
         for c in cols:
             cols[c].append(b.column(c))
+    _report(counts, dead[0], wm)
     if not os:
         empty = np.empty(0, np.int64)
         vals = [pa.array([], _AGG_ARROW(fn, t)) for fn, _, t in aggs]
@@ -635,7 +698,7 @@ def direct_fold(low: Any, j: int, s: P.Aggregate) -> Any | None:
         cols = [by[n] for n in names]
         return [*cols, order_array(pa.array(first, pa.int64()))]
 
-    df, rows_in = _one_task(low, j, lin, table, ddl(out_schema, ORDER_DDL))
+    df, rows_in, _ = _one_task(low, j, lin, table, ddl(out_schema, ORDER_DDL))
     low.lowered.append(Lowered(s, "final", None, into=rows_in))
     low.how[s.step_id] = "python fold"
     low.final.add(s.step_id)
@@ -649,11 +712,12 @@ _ARROW = {"int": pa.int64(), "str": pa.string(), "bool": pa.bool_()}
 
 def _one_task(
     low: Any, j: int, lin: Lineage, columns: Callable[[list[int]], list[pa.Array]], ddl: str
-) -> tuple[Any, Callable[[], int]]:
-    """The rows ``columns`` makes (given a list it fills with the rows that reached the step
-    and the rows out of each filter of ``lin``) as one task's one partition, checkpointed
-    (the task runs once), and the rows into the step. The filters of the lineage never run
-    in Spark: their rows out are the task's counts."""
+) -> tuple[Any, Callable[[], int], list[int]]:
+    """The rows ``columns`` makes (given a list it fills with the rows that reached the step,
+    the rows out of each filter of ``lin``, then anything else it reports) as one task's one
+    partition, checkpointed (the task runs once); the rows into the step; what it reported
+    after the filters' counts. The filters of the lineage never run in Spark: their rows out
+    are the task's counts."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
@@ -686,7 +750,7 @@ def _one_task(
             lw.observation, lw.out = None, (lambda n=outs[lw.step.step_id]: n)
     low.counted.update({sid: (lambda n=n: n) for sid, n in outs.items()})
     rows_in = got[0] if got else 0
-    return df.filter(~stat).drop("_k"), lambda: rows_in
+    return df.filter(~stat).drop("_k"), lambda: rows_in, got[1 + len(lin.steps) :]
 
 
 def windows_fit(s: P.Aggregate, lin: Lineage | None) -> bool:
@@ -721,12 +785,33 @@ def windows_fit(s: P.Aggregate, lin: Lineage | None) -> bool:
     return not any("." in c for c in need) and lin.rows <= cap
 
 
-def direct_windows(low: Any, j: int, s: P.Aggregate, late: list[int], relative: bool) -> Any | None:
-    """Tumbling-window step ``s``'s windows folded by one task (:func:`fold_windows`), as
-    :func:`.groupby.tumbling` hands them to its ``finish`` (keys, aggregates, ``_ws``,
+class Counted:
+    """A step's counts as an ``Observation`` hands them (``get``), where a task counted them."""
+
+    def __init__(self, got: dict[str, int]):
+        self.get = got
+
+
+class Folded(NamedTuple):
+    """A window step's windows folded by one task (:func:`direct_windows`), one partition in
+    the reference's order, and what the task counted: the rows into the step, those with a
+    null time, and (where it found them itself) the late rows' serials."""
+
+    df: Any
+    rows_in: Callable[[], int]
+    dead: int
+    late: list[int]
+
+
+def direct_windows(
+    low: Any, j: int, s: P.Aggregate, late: list[int] | None, relative: bool
+) -> Folded | None:
+    """Window step ``s``'s windows folded by one task (:func:`fold_windows`,
+    :func:`fold_sessions`: only where ``relative``), as :func:`.groupby.tumbling` and
+    :func:`.groupby.sessions` hand them to their ``finish`` (keys, aggregates, ``_ws``,
     ``_we``, ``_wq`` and, unless ``relative``, the close), one partition in the reference's
     order; None where it does not fit (:func:`windows_fit`). ``late``: the watermark scan's
-    late serials."""
+    late serials; None: the task finds them itself, on its way."""
     from .backend import ddl
     from .direct import DIRECT_READS
     from .groupby import WINDOW_CLOSE
@@ -742,7 +827,7 @@ def direct_windows(low: Any, j: int, s: P.Aggregate, late: list[int], relative: 
     out_schema = dict(low.c.schemas[s.step_id])
     specs = [x for k in s.keys if (x := key_spec(lin, k)) is not None]  # all: fits
     time, units, filters = lin.columns[w.time], lin.units, lin.filters
-    gone = np.array(sorted(late), np.int64)
+    gone = None if late is None else np.array(sorted(late), np.int64)
     cols = [(k, out_schema[k]) for k in s.keys] + [(n, out_schema[n]) for n, _ in s.aggs]
     extra = "`_ws` bigint, `_we` bigint, `_wq` array<bigint>"
     if not relative:
@@ -752,7 +837,7 @@ def direct_windows(low: Any, j: int, s: P.Aggregate, late: list[int], relative: 
         from .backend import order_array
 
         if w.kind == "session":
-            got = fold_sessions(units, specs, time, aggs, filters, gone, size, counts)
+            got = fold_sessions(units, specs, time, aggs, filters, gone, size, lateness, counts)
         else:
             got = fold_windows(
                 units, specs, time, aggs, filters, gone, size, lateness, relative, counts
@@ -765,9 +850,9 @@ def direct_windows(low: Any, j: int, s: P.Aggregate, late: list[int], relative: 
             out.append(pc_where_null(shut, got.close < 0))
         return out
 
-    df, _ = _one_task(low, j, lin, windows, ddl(tuple(cols), extra))
+    df, rows_in, told = _one_task(low, j, lin, windows, ddl(tuple(cols), extra))
     low.in_order.add(s.step_id)
-    return df
+    return Folded(df, rows_in, int(told[0]) if told else 0, [int(x) for x in told[1:]])
 
 
 def pc_where_null(a: pa.Array, null: np.ndarray) -> pa.Array:

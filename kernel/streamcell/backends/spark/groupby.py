@@ -995,12 +995,10 @@ def tumbling(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
     size = P.parse_duration(w.size)
     lateness = P.parse_duration(w.lateness)
     relative = low.relative_order(s)
-    admitted, finish, seen = _admitted(low, j, s, df, lateness, None if relative else size)
-    folded = direct_windows(low, j, s, seen.scan.late, relative)
+    folded = _folded(low, j, s, df, relative)
     if folded is not None:  # read and folded in arrival order by one worker (.fold)
-        out = finish(folded)
-        low.how[s.step_id] = "python fold"
-        return out
+        return folded
+    admitted, finish, seen = _admitted(low, j, s, df, lateness, None if relative else size)
     found = seen.scan.marks
     t = F.col("_t")
     start = t - F.pmod(t, F.lit(size))
@@ -1035,6 +1033,25 @@ def tumbling(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
         .select(F.col("v").alias("_we"), WINDOW_CLOSE)
     )
     return finish(wins.join(F.broadcast(closes), on="_we", how="left"))
+
+
+def _folded(
+    low: Any, j: int, s: P.Aggregate, df: Any, relative: bool, rows: Any = None
+) -> Any | None:
+    """Window step ``s``'s output where one worker folds its windows (:mod:`.fold`): the task
+    also finds the dead and late rows, in arrival order, so no scan runs; their rows come
+    through Spark (only they) for the side outputs. None where the fold does not fit."""
+    from .fold import Counted
+
+    got = direct_windows(low, j, s, None, relative)
+    if got is None:
+        return None
+    rows = rows if rows is not None else _window_rows(low, j, s, df)
+    counted = Counted({"n": got.rows_in(), "dead": got.dead})
+    _, finish = _admit(low, j, s, rows._replace(obs=counted), got.late)
+    out = finish(got.df)
+    low.how[s.step_id] = "python fold"
+    return out
 
 
 class WindowRows(NamedTuple):
@@ -1248,13 +1265,11 @@ def sessions(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
     scanned = rows.seen  # the first pass over the rows files the step's counters
     first = None
     if low.relative_order(s):  # in order of their ends, as they close (see tumbling)
+        folded = _folded(low, j, s, df, True, rows)
+        if folded is not None:  # read and folded by one worker (.fold)
+            return folded
         scan = late_serials(scanned, lateness, low.partitions, low.action, BLOCK)
         admitted, finish = _admit(low, j, s, rows, scan.late)
-        folded = direct_windows(low, j, s, scan.late, True)
-        if folded is not None:  # read and folded by one worker (.fold)
-            out = finish(folded)
-            low.how[s.step_id] = "python fold"
-            return out
         return finish(session_wins(admitted, keep=False))
     if SCAN_IN_PLACE and FUSED_SESSIONS:
         # hope that no row is late: the sessions of every row that is not dead, then one pass
