@@ -16,7 +16,8 @@ order), so each partition holds one run of increasing serials, as
 :func:`.groupby.in_place_scan` expects of a scan of the files where they are. A filter is evaluated with pyarrow's compute functions where they give exactly the
 reference's answer (:func:`predicate`: comparisons of ints, strings and bools, Kleene
 ``and`` / ``or``, ``not``, ``is_null``, ``is_in``); any other step or expression keeps the
-Spark pass."""
+Spark pass. The lineage also serves :mod:`.fold`, which reads the step's other columns (and
+the year / month / day / hour of a datetime column a projection computes) the same way."""
 
 from __future__ import annotations
 

@@ -1,20 +1,21 @@
-"""The final table of a keyed ``agg`` folded in arrival order by one Python worker that reads
-the Parquet files itself.
+"""Final tables of keyed ``agg`` steps, tumbling windows and session windows folded in
+arrival order by one Python worker that reads the Parquet files itself.
 
 The reference folds each key's rows in arrival order, and a float sum depends on that order:
 ``(1e16 + 1.0) + 1.0`` is not ``1e16 + (1.0 + 1.0)``. Spark's ``sum`` adds partial sums in
 whatever order its shuffle delivers them, so :func:`.groupby.grouped` sorts every group's rows
 by order key first (a shuffle of the grouped columns and a sort: 7-8 s of CPU at 10M rows,
 where a hand-written ``groupBy`` with a map-side combine takes about 1 s). Folding the rows in
-order is cheap: it is the reading that costs. Where the table's rows are one local Parquet
+order is cheap: it is the reading that costs. Where the step's rows are one local Parquet
 source's rows through filters and projections that cannot fail (the lineage of
-:mod:`.direct`), one task reads the key and the aggregated columns with pyarrow, file after
-file in serial order, and folds them batch by batch with numpy's unbuffered ``ufunc.at``,
-which applies its updates one after another in the order of the rows:
+:mod:`.direct`), one task reads the keys, the time and the aggregated columns with pyarrow,
+file after file in serial order (a reader thread decodes ahead, :func:`ahead`), and folds
+them batch by batch with numpy's unbuffered ``ufunc.at``, which applies its updates one after
+another in the order of the rows:
 
-- keys become group numbers by a hash lookup of the batch's keys in the keys seen so far
-  (``pyarrow.compute.index_in``); new keys, null included, are appended in order of first
-  appearance, so group numbers follow first appearance, which is the table's order;
+- keys become group numbers batch by batch (:class:`Numbering`: a dictionary encoding of the
+  batch, then a dict lookup of each distinct key; several key columns by :class:`Keys`); new
+  keys, null included, are numbered in order of first appearance, the table's order;
 - ``count()``, ``count(x)``: row counts, and counts of non-null values;
 - an int or bool ``sum``: int64 additions, which wrap around at 64 bits as the reference's do
   (0 where no value is set);
@@ -24,11 +25,16 @@ which applies its updates one after another in the order of the rows:
   ``np.maximum.at`` (NaN where any value is), and where the result is a zero, the first zero
   of the group with its sign (the reference keeps the first of equal values).
 
-The task's one-row-per-group output, with the group's first serial as its order key, is what
-:meth:`.backend.Lowering.group_by` would give. It reads every row in one task: a sequential
-fold is what the reference defines, and its cost is the read (10M rows here: about 0.3 s of
-one core for a key and a float column). Inputs over :data:`FOLD_ROWS` rows, keys that are not
-one int, string or bool column, and other aggregates keep Spark's ``groupBy``."""
+Windows: the task keeps the watermark itself (:class:`Watermark`), groups a tumbling window's
+rows by (keys, start) (:func:`fold_windows`, which also finds each window's closing row where
+that is wanted) and a session's by sorting the admitted rows by key, time and serial
+(:func:`fold_sessions`). The output is one partition in the reference's order, with each
+group's first serial as its order key, what :meth:`.backend.Lowering.group_by` and
+:func:`.groupby.tumbling` / :func:`.groupby.sessions` would give. It reads every row in one
+task: a sequential fold is what the reference defines, and its cost is the read (10M rows
+here: about 0.3 s of one core for a key and a float column). Inputs over :data:`FOLD_ROWS`
+rows (:data:`SESSION_ROWS` for sessions), float keys, other aggregates and remote files keep
+Spark's path."""
 
 from __future__ import annotations
 
@@ -526,7 +532,7 @@ def fold_windows(
     _report(counts, dead[0], wm)
     if groups.keys is None or base is None:
         empty = np.empty(0, np.int64)
-        vals = [pa.array([], _AGG_ARROW(fn, t)) for fn, _, t in aggs]
+        vals = [pa.array([], _agg_type(fn, t)) for fn, _, t in aggs]
         return Windows([pa.array([]) for _ in keys], empty, empty, empty, vals, empty)
     codes = groups.keys.to_numpy(zero_copy_only=False).astype(np.int64)
     start = base + ((codes & 0xFFFFFFFF) - (1 << 31)) * size
@@ -589,7 +595,7 @@ def fold_sessions(
     _report(counts, dead[0], wm)
     if not os:
         empty = np.empty(0, np.int64)
-        vals = [pa.array([], _AGG_ARROW(fn, t)) for fn, _, t in aggs]
+        vals = [pa.array([], _agg_type(fn, t)) for fn, _, t in aggs]
         return Windows([pa.array([]) for _ in keys], empty, empty, empty, vals, empty)
     o = np.concatenate(os)
     t = np.concatenate(ts)
@@ -624,7 +630,7 @@ def fold_sessions(
     return Windows(kv, start[order], first[order], np.full(n, -1, np.int64), values, end[order])
 
 
-def _AGG_ARROW(fn: str, t: str) -> pa.DataType:  # noqa: N802 - a table, as a function
+def _agg_type(fn: str, t: str) -> pa.DataType:
     return pa.float64() if t == "float" and fn != "count" else pa.int64()
 
 

@@ -985,6 +985,10 @@ def tumbling(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
       (``Lowering.relative_order``), the order key is that triple, and no pass finds the
       closing rows.
 
+    Where one worker can read and fold the step's rows from the files (:mod:`.fold`), it
+    does all of the above in arrival order, and only the dead and late rows pass through
+    Spark, for the side outputs.
+
     ``df``'s order keys are one serial per row (``Lowering.flat``)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -1228,7 +1232,9 @@ def sessions(low: Any, j: int, s: P.Aggregate, df: Any) -> Any:
     Where the rows come in runs of increasing serials (:func:`in_place_scan`), the sessions
     are first those of every row that is not dead, and :func:`scan_and_close` finds in one
     pass that no row is late and where each session closes; a late row after all sends the
-    step to the scan, the sessions without the late rows, and :func:`record_closes`."""
+    step to the scan, the sessions without the late rows, and :func:`record_closes`. Sessions
+    whose order among themselves is all that matters are folded by one worker where it can
+    read their rows from the files (:mod:`.fold`)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
