@@ -79,6 +79,17 @@ def float_bits(df: pl.DataFrame) -> list[tuple[object, ...]]:
     return [tuple(b(x) for x in r) for r in df.iter_rows()]
 
 
+def same_to_the_bit(plan: sc.Plan, options: RunOptions, timeout: float = 300) -> sc.Run:
+    """Run on ``options``' engine and on the reference: outputs equal, and the tables' floats
+    to the last bit (``assert_frame_equal`` takes -0.0 for 0.0); the engine's run."""
+    got = run_plan(plan, options, timeout=timeout)
+    a, b = outputs(got), outputs(run_plan(plan, RunOptions(engine="reference")))
+    for x, y in zip(a["tables"].values(), b["tables"].values()):
+        assert float_bits(x) == float_bits(y)
+    assert_same_outputs(a, b)
+    return got
+
+
 def check_against_reference(plan: sc.Plan, options: RunOptions) -> dict[str, Any]:
     """Run on ``options``' engine and on the reference; require identical outputs.
 

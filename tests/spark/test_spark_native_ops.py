@@ -14,7 +14,7 @@ from polars.testing import assert_frame_equal
 
 import streamcell as sc
 from streamcell.options import RunOptions
-from tests.helpers import assert_same_outputs, float_bits, outputs, run_plan
+from tests.helpers import assert_same_outputs, float_bits, outputs, run_plan, same_to_the_bit
 
 pytest.importorskip("pyspark")
 pytestmark = pytest.mark.spark
@@ -312,14 +312,7 @@ def test_order_keys_of_multi_row_outputs_are_extended_by_their_index():
 
 
 def _same_bits(plan: sc.Plan) -> sc.Run:
-    """Run on Spark and on the reference: outputs equal, tables to the last bit."""
-    got = run_plan(plan, SPARK, timeout=300)
-    want = run_plan(plan, RunOptions(engine="reference"))
-    a, b = outputs(got), outputs(want)
-    for x, y in zip(a["tables"].values(), b["tables"].values()):
-        assert float_bits(x) == float_bits(y)
-    assert_same_outputs(a, b)
-    return got
+    return same_to_the_bit(plan, SPARK)
 
 
 @pytest.mark.parametrize("block", [1 << 16, 7], ids=["one-block", "blocks-of-7"])

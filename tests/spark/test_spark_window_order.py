@@ -15,7 +15,7 @@ import pytest
 
 import streamcell as sc
 from streamcell.options import RunOptions
-from tests.helpers import assert_same_outputs, float_bits, outputs, run_plan
+from tests.helpers import same_to_the_bit
 
 pytest.importorskip("pyspark")
 pytestmark = pytest.mark.spark
@@ -92,12 +92,7 @@ def _decisions(monkeypatch) -> dict[str, bool]:
 
 
 def _same(plan: sc.Plan) -> sc.Run:
-    got = run_plan(plan, SPARK, timeout=300)
-    a, b = outputs(got), outputs(run_plan(plan, RunOptions(engine="reference")))
-    for x, y in zip(a["tables"].values(), b["tables"].values()):
-        assert float_bits(x) == float_bits(y)
-    assert_same_outputs(a, b)
-    return got
+    return same_to_the_bit(plan, SPARK)
 
 
 def _plans(stream: sc.Stream) -> list[sc.Plan]:

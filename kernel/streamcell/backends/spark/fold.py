@@ -435,37 +435,32 @@ class Watermark:
 
 
 def _admitted(
-    b: pa.RecordBatch,
-    o: np.ndarray,
-    time: str,
-    late: np.ndarray | None,
-    wm: Watermark | None,
-    counts: list[int],
+    b: pa.RecordBatch, o: np.ndarray, time: str, wm: Watermark, dead: list[int]
 ) -> tuple[pa.RecordBatch, np.ndarray, np.ndarray]:
-    """A batch's rows with a time that are not late (by the scan's ``late`` serials, or by the
-    fold's own watermark ``wm``), their serials and ticks; ``counts[-1]`` gets the dead."""
+    """A batch's rows with a time that the watermark ``wm`` admits, their serials and ticks;
+    ``dead[0]`` gets the rows with a null time."""
     valid = b.column(time).is_valid().to_numpy(zero_copy_only=False)
-    counts[-1] += int(len(valid) - valid.sum())
+    dead[0] += int(len(valid) - valid.sum())
     if not valid.all():
         b, o = b.filter(pa.array(valid)), o[valid]
     t = _ticks(b.column(time))
-    alive = None
-    if wm is not None:
-        alive = wm.admit(t, o)
-    elif late is not None and len(late):
-        at = np.searchsorted(late, o).clip(max=len(late) - 1)
-        alive = late[at] != o
-    if alive is not None and not alive.all():
+    alive = wm.admit(t, o)
+    if not alive.all():
         b, o, t = b.filter(pa.array(alive)), o[alive], t[alive]
     return b, o, t
 
 
-def _report(counts: list[int], dead: int, wm: Watermark | None) -> None:
-    """After the filters' counts: the rows with a null time, then (where the fold found them
-    itself) the serials of the late rows."""
+def _report(counts: list[int], dead: int, wm: Watermark) -> None:
+    """After the filters' counts: the rows with a null time, then the late rows' serials."""
     counts.append(dead)
-    if wm is not None:
-        counts.extend(wm.serials().tolist())
+    counts.extend(wm.serials().tolist())
+
+
+def _no_windows(keys: list[Spec], aggs: list[Agg]) -> Windows:
+    """The windows of a step no admitted row reached."""
+    empty = np.empty(0, np.int64)
+    vals = [pa.array([], _agg_type(fn, t)) for fn, _, t in aggs]
+    return Windows([pa.array([]) for _ in keys], empty, empty, empty, vals, empty)
 
 
 class Windows(NamedTuple):
@@ -488,7 +483,6 @@ def fold_windows(
     time: str,
     aggs: list[Agg],
     filters: tuple[Pred, ...],
-    late: np.ndarray | None,
     size: int,
     lateness: int,
     relative: bool,
@@ -496,8 +490,8 @@ def fold_windows(
     batch_rows: int | None = None,
 ) -> Windows:
     """The tumbling windows of ``size`` ticks over the rows of ``units`` that pass
-    ``filters``, have a time and are not ``late`` (their serials, sorted: the watermark
-    scan's), by ``keys``, folded in arrival order. A window starts at ``t - t mod size``; it
+    ``filters``, have a time and are not late (the task's own :class:`Watermark`), by
+    ``keys``, folded in arrival order. A window starts at ``t - t mod size``; it
     closes at the first admitted row whose time minus ``lateness`` reaches its end (the
     smallest serial among the rows whose ``floor((t - lateness) / size) * size`` is at or
     beyond it); windows closing together by (end, start, first serial), windows no row
@@ -509,10 +503,10 @@ def fold_windows(
     marks = _Groups([])  # per floor((t - lateness) / size) * size: its first admitted serial
     combos = Keys(len(keys)) if keys else None
     base: int | None = None
-    wm = Watermark(lateness) if late is None else None
+    wm = Watermark(lateness)
     dead = [0]
     for o, b in filtered(units, need, filters, counts, batch_rows):
-        b, o, t = _admitted(b, o, time, late, wm, dead)
+        b, o, t = _admitted(b, o, time, wm, dead)
         if not len(o):
             continue
         ws = t - np.mod(t, size)
@@ -531,9 +525,7 @@ def fold_windows(
             marks.fold(marks.ids(pa.array(reach - np.mod(reach, size))), o, {})
     _report(counts, dead[0], wm)
     if groups.keys is None or base is None:
-        empty = np.empty(0, np.int64)
-        vals = [pa.array([], _agg_type(fn, t)) for fn, _, t in aggs]
-        return Windows([pa.array([]) for _ in keys], empty, empty, empty, vals, empty)
+        return _no_windows(keys, aggs)
     codes = groups.keys.to_numpy(zero_copy_only=False).astype(np.int64)
     start = base + ((codes & 0xFFFFFFFF) - (1 << 31)) * size
     first = groups.first
@@ -559,14 +551,14 @@ def fold_sessions(
     time: str,
     aggs: list[Agg],
     filters: tuple[Pred, ...],
-    late: np.ndarray | None,
     gap: int,
     lateness: int,
     counts: list[int],
     batch_rows: int | None = None,
 ) -> Windows:
     """The session windows of ``gap`` ticks over the rows of ``units`` that pass ``filters``,
-    have a time and are not ``late``, by ``keys``, in order of (end, start, first serial):
+    have a time and are not late (:class:`Watermark`), by ``keys``, in order of (end, start,
+    first serial):
     the windows' order among themselves (the caller wants no more). A key's sessions are the
     runs of its rows sorted by (time, serial), split where a row is at least ``gap`` after
     the one before, as :func:`.groupby.sessions` finds them; a session is
@@ -580,10 +572,10 @@ def fold_sessions(
     ts: list[np.ndarray] = []
     os: list[np.ndarray] = []
     cols: dict[str, list[pa.Array]] = {c: [] for _, c, _ in aggs if c is not None}
-    wm = Watermark(lateness) if late is None else None
+    wm = Watermark(lateness)
     dead = [0]
     for o, b in filtered(units, need, filters, counts, batch_rows):
-        b, o, t = _admitted(b, o, time, late, wm, dead)
+        b, o, t = _admitted(b, o, time, wm, dead)
         if not len(o):
             continue
         os.append(o)
@@ -594,9 +586,7 @@ def fold_sessions(
             cols[c].append(b.column(c))
     _report(counts, dead[0], wm)
     if not os:
-        empty = np.empty(0, np.int64)
-        vals = [pa.array([], _agg_type(fn, t)) for fn, _, t in aggs]
-        return Windows([pa.array([]) for _ in keys], empty, empty, empty, vals, empty)
+        return _no_windows(keys, aggs)
     o = np.concatenate(os)
     t = np.concatenate(ts)
     kid = np.concatenate(kids) if kids else np.zeros(len(o), np.int64)
@@ -801,7 +791,7 @@ class Counted:
 class Folded(NamedTuple):
     """A window step's windows folded by one task (:func:`direct_windows`), one partition in
     the reference's order, and what the task counted: the rows into the step, those with a
-    null time, and (where it found them itself) the late rows' serials."""
+    null time, and the late rows' serials."""
 
     df: Any
     rows_in: Callable[[], int]
@@ -809,15 +799,13 @@ class Folded(NamedTuple):
     late: list[int]
 
 
-def direct_windows(
-    low: Any, j: int, s: P.Aggregate, late: list[int] | None, relative: bool
-) -> Folded | None:
+def direct_windows(low: Any, j: int, s: P.Aggregate, relative: bool) -> Folded | None:
     """Window step ``s``'s windows folded by one task (:func:`fold_windows`,
     :func:`fold_sessions`: only where ``relative``), as :func:`.groupby.tumbling` and
     :func:`.groupby.sessions` hand them to their ``finish`` (keys, aggregates, ``_ws``,
     ``_we``, ``_wq`` and, unless ``relative``, the close), one partition in the reference's
-    order; None where it does not fit (:func:`windows_fit`). ``late``: the watermark scan's
-    late serials; None: the task finds them itself, on its way."""
+    order; None where it does not fit (:func:`windows_fit`). The task finds the dead and late
+    rows itself, on its way (:class:`Watermark`)."""
     from .backend import ddl
     from .direct import DIRECT_READS
     from .groupby import WINDOW_CLOSE
@@ -833,7 +821,6 @@ def direct_windows(
     out_schema = dict(low.c.schemas[s.step_id])
     specs = [x for k in s.keys if (x := key_spec(lin, k)) is not None]  # all: fits
     time, units, filters = lin.columns[w.time], lin.units, lin.filters
-    gone = None if late is None else np.array(sorted(late), np.int64)
     cols = [(k, out_schema[k]) for k in s.keys] + [(n, out_schema[n]) for n, _ in s.aggs]
     extra = "`_ws` bigint, `_we` bigint, `_wq` array<bigint>"
     if not relative:
@@ -843,11 +830,9 @@ def direct_windows(
         from .backend import order_array
 
         if w.kind == "session":
-            got = fold_sessions(units, specs, time, aggs, filters, gone, size, lateness, counts)
+            got = fold_sessions(units, specs, time, aggs, filters, size, lateness, counts)
         else:
-            got = fold_windows(
-                units, specs, time, aggs, filters, gone, size, lateness, relative, counts
-            )
+            got = fold_windows(units, specs, time, aggs, filters, size, lateness, relative, counts)
         out = [k.cast(_ARROW[t.name]) for k, (_, t) in zip(got.keys, cols)]
         out += [*got.values, pa.array(got.start), pa.array(got.end)]
         out.append(order_array(pa.array(got.first, pa.int64())))

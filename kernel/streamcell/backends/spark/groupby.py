@@ -1047,7 +1047,7 @@ def _folded(
     through Spark (only they) for the side outputs. None where the fold does not fit."""
     from .fold import Counted
 
-    got = direct_windows(low, j, s, None, relative)
+    got = direct_windows(low, j, s, relative)
     if got is None:
         return None
     rows = rows if rows is not None else _window_rows(low, j, s, df)
