@@ -67,6 +67,7 @@ reached the table, then the rows out of each filter of the lineage."""
 
 _FNS = {"count": ("int", "float", "bool", "str"), "sum": ("int", "float", "bool")}
 _FNS["min"] = _FNS["max"] = ("int", "float")
+_FNS["count_distinct"] = ("int", "str", "bool")  # a float's NaN and zeros keep Spark's path
 
 Agg = tuple[str, str | None, str]
 """One aggregate as the fold computes it: (function, file column or None, streamcell type)."""
@@ -215,9 +216,10 @@ class _Groups:
         self.acc: list[np.ndarray] = []  # per aggregate: counts, sums, minima / maxima
         self.seen: list[np.ndarray | None] = []  # per aggregate: values set (None: not kept)
         self.zero: list[np.ndarray | None] = []  # float min / max: first zero's sign (-1: none)
+        self.distinct = [_Distinct() if fn == "count_distinct" else None for fn, _, _ in aggs]
         for fn, _, t in aggs:
             self.acc.append(np.empty(0, self._dtype(fn, t)))
-            self.seen.append(None if fn == "count" else np.empty(0, np.int64))
+            self.seen.append(None if fn in ("count", "count_distinct") else np.empty(0, np.int64))
             self.zero.append(
                 np.empty(0, np.int8) if fn in ("min", "max") and t == "float" else None
             )
@@ -276,6 +278,10 @@ class _Groups:
                 acc += np.bincount(ids, minlength=self.n)
                 continue
             a = cols[col]
+            d = self.distinct[i]
+            if d is not None:
+                d.add(ids, a)
+                continue
             valid = a.is_valid().to_numpy(zero_copy_only=False)
             g = ids[valid]
             if fn == "count":
@@ -308,8 +314,11 @@ class _Groups:
         out = []
         for i, (fn, _, t) in enumerate(self.aggs):
             acc, seen, z = self.acc[i], self.seen[i], self.zero[i]
+            d = self.distinct[i]
             if fn == "count":
                 out.append(pa.array(acc, pa.int64()))
+            elif d is not None:
+                out.append(pa.array(d.counts(self.n), pa.int64()))
             elif fn == "sum":
                 assert seen is not None
                 v = np.where(seen > 0, acc, 0.0 if t == "float" else 0)
@@ -323,6 +332,54 @@ class _Groups:
                 typ = pa.float64() if t == "float" else pa.int64()
                 out.append(pa.array(v, typ, mask=seen == 0))
         return out
+
+
+def sorted_unique(x: np.ndarray) -> np.ndarray:
+    """The distinct values of ``x``, sorted: a sort and a mask (``np.unique`` of numpy 2.4 took
+    8.6 s for 7M int64 here, the sort 0.45 s)."""
+    s = np.sort(x)
+    keep = np.ones(len(s), bool)
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
+
+
+class _Distinct:
+    """A ``count_distinct``'s state: the distinct (group, value) pairs seen, each value
+    numbered in order of first appearance (:class:`Numbering`: null is a value, as the
+    reference counts it), a pair as one int64. Each batch's distinct pairs are kept; they
+    are merged (sorted, duplicates dropped) once they outgrow twice what the last merge
+    left, so the work is the sort of each pair a few times and the memory about twice the
+    distinct pairs, which is the reference's state (a set per group)."""
+
+    MERGE_AT = 1 << 22  # pairs held before the first merge
+
+    def __init__(self) -> None:
+        self.values = Numbering()
+        self.parts: list[np.ndarray] = []
+        self.size = 0  # pairs held
+        self.merged = 0  # pairs the last merge left
+
+    def add(self, ids: np.ndarray, values: pa.Array) -> None:
+        v = self.values.ids(values)
+        if len(self.values) > 1 << 32 or (len(ids) and int(ids.max()) >= 1 << 31):
+            raise OverflowError("too many groups or values for one task's count_distinct")
+        pairs = sorted_unique((ids.astype(np.int64) << 32) | v)
+        self.parts.append(pairs)
+        self.size += len(pairs)
+        if self.size > max(self.MERGE_AT, 2 * self.merged):
+            self._merge()
+
+    def _merge(self) -> None:
+        if len(self.parts) > 1:
+            self.parts = [sorted_unique(np.concatenate(self.parts))]
+        self.size = self.merged = len(self.parts[0]) if self.parts else 0
+
+    def counts(self, n: int) -> np.ndarray:
+        """Each of the ``n`` groups' distinct values."""
+        self._merge()
+        if not self.parts:
+            return np.zeros(n, np.int64)
+        return np.bincount(self.parts[0] >> 32, minlength=n).astype(np.int64)
 
 
 def fold_table(

@@ -32,7 +32,7 @@ from ...expr import Col
 from ...types import Schema
 from .direct import DirectPairs, direct_pairs
 from .expr import qcol
-from .fold import direct_windows
+from .fold import direct_windows, sorted_unique
 
 FNS = ("count", "min", "max", "sum", "count_distinct", "first", "last")
 """The aggregate functions :func:`agg_columns` computes exactly."""
@@ -643,7 +643,7 @@ def _ends_at(path: str) -> np.ndarray:
     import pyarrow.parquet as pq
 
     col = pq.read_table(path).column(0)
-    return np.unique(col.to_numpy().astype(np.int64))
+    return sorted_unique(col.to_numpy().astype(np.int64))
 
 
 MAX_SHIPPED_ENDS = 200_000
@@ -818,7 +818,7 @@ def _ends_source(
     got = action(lambda: ends.distinct().limit(MAX_SHIPPED_ENDS + 1).toArrow())
     if got.num_rows > MAX_SHIPPED_ENDS:
         return None, None
-    return np.unique(got.column(0).to_numpy(zero_copy_only=False).astype(np.int64)), None
+    return sorted_unique(got.column(0).to_numpy(zero_copy_only=False).astype(np.int64)), None
 
 
 def scan_and_close(
