@@ -444,6 +444,70 @@ def test_sessions_fold_in_arrival_order_as_the_reference(
         assert run.table().height > 20
 
 
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "spark"])
+@pytest.mark.parametrize(
+    "shape",
+    ["tumbling-global", "tumbling-filters-keyed", "sessions-filter", "datetime-window"],
+)
+def test_a_top_k_after_folded_windows_runs_in_the_folds_task(monkeypatch, timed, shape, fuse):
+    """Windows ordered among themselves, then filters and a ``top_k``: the fold's task runs
+    them on the windows it made (the native ``top_k``), and only the ``top_k``'s rows come
+    through Spark. The changelog (ties of ``n`` among many windows, ranks re-emitted),
+    the counters of every step (the windows, each filter's rows out, null ``by`` values the
+    ``top_k`` filters) and the dead and late rows equal the reference's."""
+    from streamcell.backends.spark import fold as F
+
+    monkeypatch.setattr(F, "FUSE", fuse)
+    src = sc.source(sc.parquet(timed)).filter(sc.col("e") != "buy")
+    if shape == "tumbling-global":
+        s = (
+            src.key_by("k")
+            .tumbling(20, time="t", lateness=5)
+            .agg(n=sc.count(), mv=sc.col("v").max())
+        )
+        s = s.top_k(7, by="mv")
+        tail = ["top_k#4"]
+    elif shape == "tumbling-filters-keyed":
+        s = src.key_by("k", "s").tumbling(15, time="t").agg(n=sc.count(), sv=sc.col("v").sum())
+        s = s.filter(sc.col("n") > 1).filter((sc.col("s") != "u2") | sc.col("k").is_null())
+        s = s.key_by("s").top_k(2, by="sv", descending=False)
+        tail = ["filter#4", "filter#5", "top_k#6"]
+    elif shape == "sessions-filter":
+        s = src.key_by("s").session(9, time="t").agg(n=sc.count(), d=sc.count_distinct("k"))
+        s = s.filter(sc.col("n") >= 2).top_k(5, by="d")
+        tail = ["filter#4", "top_k#5"]
+    else:
+        s = src.key_by("k").tumbling("40s", time="ts", lateness="10s").agg(n=sc.count())
+        s = s.filter(sc.col("k") != 3).top_k(4, by="n")
+        tail = ["filter#4", "top_k#5"]
+    for plan in (s.plan(), sc.combine(s.sink_table("t", mode="append"))):
+        run = _same(plan)
+        top = tail[-1]
+        assert run.spark_operators["aggregate#3"] == "python fold"
+        assert run.spark_operators[top] == ("native, in the python fold" if fuse else "native")
+        counts = {r["step"]: r for r in run.counts().to_dicts()}
+        assert counts[top]["rows_in"] > 10 and counts[top]["rows_out"] > 20  # ranks re-emitted
+        if len(tail) > 1:
+            assert counts[tail[0]]["filtered"] > 0
+    if shape == "tumbling-global":
+        assert run.late().height > 0 and run.dead_letters().height > 0
+
+
+def test_what_the_fold_cannot_run_after_the_windows_stays_on_spark(timed):
+    """A filter over a float (NaN), a window step with two consumers, a ``top_k`` after a
+    projection: the windows are folded, the steps after them run on Spark."""
+    src = sc.source(sc.parquet(timed))
+    w = src.key_by("k").tumbling(20, time="t").agg(n=sc.count(), sf=sc.col("f").sum())
+    by_float = w.filter(sc.col("sf") > 0).top_k(3, by="n")
+    projected = w.with_columns(m=sc.col("n") * 2).top_k(3, by="m")
+    both = sc.combine(w.top_k(3, by="n").sink_table("a"), w.sink_table("b", mode="append"))
+    for plan in (by_float.plan(), projected.plan(), both):
+        run = _same(plan)
+        assert run.spark_operators["aggregate#2"] == "python fold"
+        tops = [v for k, v in run.spark_operators.items() if k.startswith("top_k")]
+        assert tops == ["native"]
+
+
 @pytest.mark.parametrize("lateness", [0, 3, 50])
 def test_the_folds_watermark_finds_the_late_rows_batch_by_batch(lateness):
     """The fold's own watermark over batches of random sizes gives the late rows of a
@@ -486,3 +550,23 @@ def test_count_distinct_merges_its_pairs_as_they_grow(monkeypatch):
             sets.setdefault(g, set()).add(v)
     assert d.merged > 0  # merged along the way
     assert d.counts(32).tolist() == [len(sets.get(g, ())) for g in range(32)]
+
+
+@pytest.mark.parametrize("kind", ["int", "str"])
+def test_numbering_numbers_keys_in_order_of_first_appearance(kind):
+    """Across batches, null among the keys: integers through the sorted array of the keys
+    seen, other keys through a dict; both number each key at its first appearance."""
+    from streamcell.backends.spark.fold import Numbering
+
+    rng = np.random.default_rng(5)
+    num = Numbering()
+    seen: dict = {}
+    for _ in range(30):
+        raw = rng.integers(-(2**40), 2**40, 50).tolist() + rng.integers(0, 40, 150).tolist()
+        rng.shuffle(raw)
+        keys = [None if x % 37 == 0 else (x if kind == "int" else f"k{x}") for x in raw]
+        got = num.ids(pa.array(keys, pa.int64() if kind == "int" else pa.string()))
+        want = [seen.setdefault(k, len(seen)) for k in keys]
+        assert got.tolist() == want
+    assert len(num) == len(seen)
+    assert num.keys().to_pylist() == list(seen)

@@ -535,6 +535,10 @@ class Lowering:
         self.counted: dict[str, Callable[[], int]] = {}
         # steps whose output is one partition already in order of its order keys
         self.in_order: set[str] = set()
+        # steps a fold's task ran (fold.fused_tail): the filters, which pass the frame on,
+        # and the top_k's raw output (side rows included), by step
+        self.fused_away: set[str] = set()
+        self.fused: dict[str, Any] = {}
 
     def in_schema(self, s: P.Step) -> Schema:
         return self.c.schemas[s.inputs[0].step_id]
@@ -552,6 +556,8 @@ class Lowering:
         return df.observe(obs, *metrics), obs
 
     def lower(self, j: int, s: P.Step, df: Any) -> Any:
+        if s.step_id in self.fused_away:
+            return df
         if isinstance(s, (P.Filter, P.Select, P.WithColumns)):
             out = self.stateless(j, s, df)
             if s.inputs[0].step_id in self.in_order:  # rows keep their partition and order
@@ -751,6 +757,10 @@ class Lowering:
     def keyed(self, j: int, s: P.Step, df: Any) -> Any:
         from pyspark.sql import functions as F
 
+        if s.step_id in self.fused:  # run by the task that folded the windows before it
+            self.how[s.step_id] = f"{NATIVE}, in the python fold"
+            out = self._side_observe(j, s, self.fused.pop(s.step_id))
+            return out.filter(F.col("_k") == F.lit(LIVE)).drop("_k", "_b")
         schema = self.in_schema(s)
         out_schema = self.c.schemas[s.step_id]
         keys = s.keys if not isinstance(s, P.Dedup) or s.keys else tuple(n for n, _ in schema)  # type: ignore[attr-defined]

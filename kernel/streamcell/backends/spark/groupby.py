@@ -1045,6 +1045,7 @@ def _folded(
     """Window step ``s``'s output where one worker folds its windows (:mod:`.fold`): the task
     also finds the dead and late rows, in arrival order, so no scan runs; their rows come
     through Spark (only they) for the side outputs. None where the fold does not fit."""
+    from .backend import Lowered
     from .fold import Counted
 
     got = direct_windows(low, j, s, relative)
@@ -1053,7 +1054,18 @@ def _folded(
     rows = rows if rows is not None else _window_rows(low, j, s, df)
     counted = Counted({"n": got.rows_in(), "dead": got.dead})
     _, finish = _admit(low, j, s, rows._replace(obs=counted), got.late)
-    out = finish(got.df)
+    if got.tail is None:
+        out = finish(got.df)
+    else:  # the task ran the filters and the top_k after the windows too
+        finish(None, made=got.made[0])
+        into = low.count_of[s.step_id]
+        for (f, _), n in zip(got.tail.filters, got.made[1:]):
+            out_n = lambda n=n: n  # noqa: E731
+            low.lowered.append(Lowered(f, "filter", None, into=into, out=out_n))
+            low.count_of[f.step_id] = into = out_n
+            low.fused_away.add(f.step_id)
+        low.fused[got.tail.top_k.step_id] = got.df
+        out = got.df  # passed on by the filters to the top_k, which takes its own output
     low.how[s.step_id] = "python fold"
     return out
 
@@ -1111,7 +1123,7 @@ def _admitted(
 
 def _admit(
     low: Any, j: int, s: P.Aggregate, rows: WindowRows, late: list[int]
-) -> tuple[Any, Callable[[Any], Any]]:
+) -> tuple[Any, Callable[..., Any]]:
     """:func:`_admitted` once the observed pass over ``rows`` ran and the late rows' serials
     are known."""
     from pyspark.sql import Observation
@@ -1145,7 +1157,22 @@ def _admit(
             side.append((list(d.pop("_o")), LATE, s.step_id, d))
         admitted = admitted.filter(~gone)
 
-    def finish(wins: Any) -> Any:
+    def apply(made: int | Callable[[], int], cnt: Any, filed: list[Any]) -> None:
+        n = into() if into is not None else int(obs.get["n"] or 0)
+        cnt.rows_in += n
+        cnt.dead += n_dead
+        cnt.late += len(late)
+        cnt.rows_out += made if isinstance(made, int) else made()
+        filed.extend(side)
+
+    def finish(wins: Any, made: int | None = None) -> Any:
+        """The window step's rows from the windows ``wins``; or where the fold's task took
+        them on to the steps after (``made``: how many there were), only its counters."""
+        if made is not None:
+            low.lowered.append(Lowered(s, "applied", None, apply=functools.partial(apply, made)))
+            low.count_of[s.step_id] = lambda: made
+            low.how[s.step_id] = "spark groupBy"
+            return None
         end_key = F.array(F.lit(END).cast("bigint"), F.lit(j).cast("bigint"))
         tail = [F.array(F.col("_we"), F.col("_ws")), F.col("_wq"), F.array(F.lit(0).cast("bigint"))]
         if WINDOW_CLOSE in wins.columns:
@@ -1162,19 +1189,11 @@ def _admit(
             else:
                 cols.append(qcol(n))
         out = wins.select(*cols, order.alias("_o"))
-        made = Observation(f"sc{low.uid}_{j}_windows")
-        out = out.observe(made, F.count(F.lit(1)).alias("n"))
-
-        def apply(cnt: Any, filed: list[Any]) -> None:
-            n = into() if into is not None else int(obs.get["n"] or 0)
-            cnt.rows_in += n
-            cnt.dead += n_dead
-            cnt.late += len(late)
-            cnt.rows_out += int(made.get["n"] or 0)
-            filed.extend(side)
-
-        low.lowered.append(Lowered(s, "applied", None, apply=apply))
-        low.count_of[s.step_id] = lambda: int(made.get["n"] or 0)
+        windows = Observation(f"sc{low.uid}_{j}_windows")
+        out = out.observe(windows, F.count(F.lit(1)).alias("n"))
+        made_n = lambda: int(windows.get["n"] or 0)  # noqa: E731 - read after the job
+        low.lowered.append(Lowered(s, "applied", None, apply=functools.partial(apply, made_n)))
+        low.count_of[s.step_id] = made_n
         low.unique_on[s.step_id] = (*s.keys, "window_start", "window_end")
         low.how[s.step_id] = "spark groupBy"
         return out
