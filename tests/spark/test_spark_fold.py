@@ -214,7 +214,15 @@ def _groups(n: int, size: int) -> list[int]:
 
 @pytest.mark.parametrize(
     "why",
-    ["float-key", "float-count-distinct", "string-min", "expression", "too-many-rows", "dotted"],
+    [
+        "float-key",
+        "float-count-distinct",
+        "string-min",
+        "expression",
+        "too-many-rows",
+        "too-many-distinct-rows",
+        "dotted",
+    ],
 )
 def test_what_the_fold_does_not_compute_keeps_sparks_group_by(monkeypatch, tmp_path, files, why):
     from streamcell.backends.spark import fold as F
@@ -231,6 +239,9 @@ def test_what_the_fold_does_not_compute_keeps_sparks_group_by(monkeypatch, tmp_p
     elif why == "too-many-rows":
         monkeypatch.setattr(F, "FOLD_ROWS", 5000)
         stream = src.key_by("k").agg(sf=sc.col("f").sum())
+    elif why == "too-many-distinct-rows":  # a count_distinct keeps up to a pair per row
+        monkeypatch.setattr(F, "DISTINCT_ROWS", 5000)
+        stream = src.key_by("k").agg(sf=sc.col("f").sum(), d=sc.count_distinct("s"))
     else:
         d = tmp_path / "dotted"
         d.mkdir()
@@ -570,3 +581,18 @@ def test_numbering_numbers_keys_in_order_of_first_appearance(kind):
         assert got.tolist() == want
     assert len(num) == len(seen)
     assert num.keys().to_pylist() == list(seen)
+
+
+def test_numbering_merges_its_runs_of_integer_keys():
+    """Batches of mostly new integer keys: the runs merge as they grow (about log2 of the
+    keys remain) and every key keeps its number."""
+    from streamcell.backends.spark.fold import Numbering
+
+    rng = np.random.default_rng(9)
+    num = Numbering()
+    seen: dict = {}
+    for i in range(64):
+        keys = (rng.permutation(5000)[:300] + i * 4000).tolist()  # some overlap the last batch
+        got = num.ids(pa.array(keys, pa.int64()))
+        assert got.tolist() == [seen.setdefault(k, len(seen)) for k in keys]
+    assert len(num.runs) <= 8 and sum(len(c) for c, _ in num.runs) == len(seen)

@@ -14,8 +14,9 @@ them batch by batch with numpy's unbuffered ``ufunc.at``, which applies its upda
 another in the order of the rows:
 
 - keys become group numbers batch by batch (:class:`Numbering`: a dictionary encoding of the
-  batch, then a dict lookup of each distinct key; several key columns by :class:`Keys`); new
-  keys, null included, are numbered in order of first appearance, the table's order;
+  batch, then a lookup of each distinct key, in sorted runs of the integer keys seen or a
+  dict of others; several key columns by :class:`Keys`); new keys, null included, are
+  numbered in order of first appearance, the table's order;
 - ``count()``, ``count(x)``: row counts, and counts of non-null values;
 - an int or bool ``sum``: int64 additions, which wrap around at 64 bits as the reference's do
   (0 where no value is set);
@@ -23,7 +24,9 @@ another in the order of the rows:
   fold starts from the first value, as the reference's does; 0.0 where no value is set);
 - ``min`` / ``max`` of ints; of floats, ``np.fmin.at`` (NaN only where every value is NaN) and
   ``np.maximum.at`` (NaN where any value is), and where the result is a zero, the first zero
-  of the group with its sign (the reference keeps the first of equal values).
+  of the group with its sign (the reference keeps the first of equal values);
+- ``count_distinct`` of ints, strings and bools: the distinct (group, value) pairs
+  (:class:`_Distinct`; null is a value, as the reference counts it).
 
 Windows: the task keeps the watermark itself (:class:`Watermark`), groups a tumbling window's
 rows by (keys, start) (:func:`fold_windows`, which also finds each window's closing row where
@@ -32,9 +35,11 @@ that is wanted) and a session's by sorting the admitted rows by key, time and se
 group's first serial as its order key, what :meth:`.backend.Lowering.group_by` and
 :func:`.groupby.tumbling` / :func:`.groupby.sessions` would give. It reads every row in one
 task: a sequential fold is what the reference defines, and its cost is the read (10M rows
-here: about 0.3 s of one core for a key and a float column). Inputs over :data:`FOLD_ROWS`
-rows (:data:`SESSION_ROWS` for sessions), float keys, other aggregates and remote files keep
-Spark's path."""
+here: about 0.3 s of one core for a key and a float column). Where windows ordered among
+themselves go through filters to a ``top_k``, the task runs those too (:func:`fused_tail`).
+Inputs over :data:`FOLD_ROWS` rows (:data:`SESSION_ROWS` for sessions,
+:data:`DISTINCT_ROWS` with a ``count_distinct``), float keys, other aggregates and remote
+files keep Spark's path."""
 
 from __future__ import annotations
 
@@ -57,6 +62,10 @@ always Spark's ``groupBy``, which the tests compare it with)."""
 SESSION_ROWS = 50_000_000
 """Input rows one task folds into sessions at most: it holds each admitted row's key number,
 time and serial (and the aggregated columns) to sort them by key and time."""
+
+DISTINCT_ROWS = 50_000_000
+"""Input rows one task folds at most where a ``count_distinct`` is among the aggregates: it
+keeps every distinct (group, value) pair, up to one per row."""
 
 FOLD_ROWS = 200_000_000
 """Input rows one task folds at most (by the files' footers); beyond, Spark's ``groupBy``
@@ -167,22 +176,29 @@ def fold_fits(s: P.Aggregate, lin: Lineage | None) -> bool:
         _columns(p, need)
     if any("." in c for c in need):  # pyarrow reads a dotted name as a nested field's path
         return False
-    return lin.rows <= FOLD_ROWS
+    return lin.rows <= _cap(FOLD_ROWS, aggs)
+
+
+def _cap(rows: int, aggs: list[Agg]) -> int:
+    """The input rows one task folds at most: ``rows``, or fewer with a ``count_distinct``."""
+    return min(rows, DISTINCT_ROWS) if any(fn == "count_distinct" for fn, _, _ in aggs) else rows
 
 
 class Numbering:
     """Numbers keys in order of first appearance, batch by batch: each batch's distinct keys
     (a dictionary encoding, null included as a key) are looked up among the keys seen so far,
     so the work per batch is one pass over its rows and a lookup per distinct key. Integer
-    keys (the folds' combined codes, int columns) are looked up in a sorted array of those
-    seen (``searchsorted``; new ones inserted), other keys in a dict: the dict's lookups were
-    two thirds of Q1's fold (700k windows)."""
+    keys (the folds' combined codes, int columns) are looked up in sorted runs of those seen
+    (``searchsorted``), other keys in a dict: the dict's lookups were two thirds of Q1's fold
+    (700k windows). Each batch's new integer keys are a run of their own; a run at least half
+    the size of the one before merges into it, so there are about log2(keys) runs and each
+    key is copied about as often (where inserting each batch's keys into one sorted array
+    copied every key seen per batch)."""
 
     def __init__(self) -> None:
         self.n = 0
         self.index: dict[Any, int] = {}  # other keys: number by key
-        self.codes = np.empty(0, np.int64)  # integer keys, sorted ...
-        self.numbers = np.empty(0, np.int64)  # ... and their numbers
+        self.runs: list[tuple[np.ndarray, np.ndarray]] = []  # integer keys (sorted), numbers
         self.null = -1  # the number of the null key of integer keys (-1: none yet)
         self.chunks: list[pa.Array] = []
 
@@ -219,10 +235,13 @@ class Numbering:
         valid = distinct.is_valid().to_numpy(zero_copy_only=False)
         v = distinct.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
         got = np.full(len(v), -1, np.int64)
-        if len(self.codes):
-            at = np.minimum(np.searchsorted(self.codes, v), len(self.codes) - 1)
-            hit = valid & (self.codes[at] == v)
-            got[hit] = self.numbers[at[hit]]
+        for codes, numbers in self.runs:
+            miss = np.flatnonzero(valid & (got < 0))
+            if not len(miss):
+                break
+            at = np.minimum(np.searchsorted(codes, v[miss]), len(codes) - 1)
+            hit = codes[at] == v[miss]
+            got[miss[hit]] = numbers[at[hit]]
         got[~valid] = self.null
         return got
 
@@ -236,12 +255,16 @@ class Numbering:
         if (new & ~valid).any():
             self.null = int(got[new & ~valid][0])
         fresh = new & valid
+        if not fresh.any():
+            return
         v = distinct.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)[fresh]
-        by = np.argsort(v, kind="stable")
-        v, ids = v[by], got[fresh][by]
-        at = np.searchsorted(self.codes, v)
-        self.codes = np.insert(self.codes, at, v)
-        self.numbers = np.insert(self.numbers, at, ids)
+        by = np.argsort(v)
+        self.runs.append((v[by], got[fresh][by]))
+        while len(self.runs) > 1 and 2 * len(self.runs[-1][0]) >= len(self.runs[-2][0]):
+            (a, na), (b, nb) = self.runs.pop(-2), self.runs.pop()
+            codes = np.concatenate([a, b])
+            by = np.argsort(codes, kind="stable")
+            self.runs.append((codes[by], np.concatenate([na, nb])[by]))
 
     def keys(self) -> pa.Array | None:
         """The keys in the order of their numbers."""
@@ -812,31 +835,31 @@ def _one_task(
     lin: Lineage,
     columns: Callable[[list[int]], Any],
     ddl: str,
-    side: bool = False,
+    side: pa.Schema | None = None,
 ) -> tuple[Any, Callable[[], int], list[int]]:
     """The rows ``columns`` makes (given a list it fills with the rows that reached the step,
     the rows out of each filter of ``lin``, then anything else it reports) as one task's one
     partition, checkpointed (the task runs once); the rows into the step; what it reported
     after the filters' counts. The filters of the lineage never run in Spark: their rows out
     are the task's counts. ``columns`` makes the columns of ``ddl``, or with ``side``, whose
-    ``ddl`` has the side columns (``_o``, ``_k``, ``_b``), Arrow batches of them, which are
-    handed on with their side rows."""
+    ``ddl`` has the side columns (``_o``, ``_k``, ``_b``; ``side``: the batches' Arrow
+    schema), Arrow batches of them, which are handed on with their side rows."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     names = [n.replace("``", "`") for n in re.findall(r"`((?:[^`]|``)+)`", ddl)]
-    if not side:
+    if side is None:
         names.append("_k")
-    at = names.index("_o") if side else len(names) - 2  # the array column the counts go in
+    at = names.index("_o") if side is not None else len(names) - 2  # where the counts go
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for _ in batches:  # the one row of the one partition
             pass
         counts: list[int] = []
         got = columns(counts)
-        if side:
+        if side is not None:
             yield from got
-            types = [f.type for f in got[0].schema] if got else None
+            types = [f.type for f in side]
         else:
             n = len(got[0])
             out = pa.RecordBatch.from_arrays([*got, pa.array(np.zeros(n, np.int8))], names=names)
@@ -849,10 +872,10 @@ def _one_task(
             elif name == "_k":
                 stats.append(pa.array([STATS], pa.int8()))
             else:
-                stats.append(pa.nulls(1, types[i] if types else pa.null()))
+                stats.append(pa.nulls(1, types[i]))
         yield pa.RecordBatch.from_arrays(stats, names=names)
 
-    schema = ddl if side else ddl + ", `_k` tinyint"
+    schema = ddl if side is not None else ddl + ", `_k` tinyint"
     df = low.spark.range(0, 1, 1, 1).mapInArrow(run, schema)
     obs = Observation(f"sc{low.uid}_{j}_fold")
     stat = F.col("_k") == F.lit(STATS)
@@ -866,7 +889,7 @@ def _one_task(
     low.counted.update({sid: (lambda n=n: n) for sid, n in outs.items()})
     rows_in = got[0] if got else 0
     df = df.filter(~stat)
-    return (df if side else df.drop("_k")), lambda: rows_in, got[1 + len(lin.steps) :]
+    return (df if side is not None else df.drop("_k")), lambda: rows_in, got[1 + len(lin.steps) :]
 
 
 def windows_fit(s: P.Aggregate, lin: Lineage | None) -> bool:
@@ -897,7 +920,7 @@ def windows_fit(s: P.Aggregate, lin: Lineage | None) -> bool:
     need |= {c for _, c, _ in aggs if c is not None}
     for p in lin.filters:
         _columns(p, need)
-    cap = SESSION_ROWS if w.kind == "session" else FOLD_ROWS
+    cap = _cap(SESSION_ROWS if w.kind == "session" else FOLD_ROWS, aggs)
     return not any("." in c for c in need) and lin.rows <= cap
 
 
@@ -980,19 +1003,22 @@ def _mask(p: Pred, b: pa.RecordBatch) -> pa.Array:
 
 def run_tail(
     got: Windows,
-    keys: list[pa.Array],
+    keys: dict[str, pa.Array],
+    aggs: list[str],
     schema: Schema,
-    s: P.Aggregate,
     temporal: bool,
-    tail: Tail,
+    preds: list[Pred],
     top_k: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
 ) -> tuple[list[pa.RecordBatch], list[int]]:
-    """The windows ``got`` (relative order) as window step ``s``'s rows (``schema``, order
-    keys ``[end, start, first serial, 0]`` as Spark's path gives them), through ``tail``'s
-    filters and its ``top_k`` (the partition function ``top_k``): the ``top_k``'s output
-    batches with its side rows, and the windows' and each filter's rows out."""
-    by = dict(zip(s.keys, keys))
-    by.update(zip([n for n, _ in s.aggs], got.values))
+    """The windows ``got`` (relative order; ``keys``: their key columns by name, ``aggs``:
+    the names of its aggregates' values) as the
+    window step's rows (``schema``, order keys ``[end, start, first serial, 0]`` as Spark's
+    path gives them), through the filters ``preds`` and the ``top_k`` (its partition
+    function): the ``top_k``'s output batches with its side rows, and the windows' and each
+    filter's rows out. Plain values only: the task's closure carries no plan step (whose
+    inputs reach back to the source)."""
+    by = dict(keys)
+    by.update(zip(aggs, got.values))
     bound = {"window_start": got.start, "window_end": got.end}
     cols = []
     for name, _ in schema:
@@ -1007,7 +1033,7 @@ def run_tail(
     o = pa.ListArray.from_arrays(offsets, pa.array(flat, pa.int64()))
     b = pa.RecordBatch.from_arrays([*cols, o], names=[*[x for x, _ in schema], "_o"])
     made = [n]
-    for _, p in tail.filters:
+    for p in preds:
         b = b.filter(_mask(p, b))
         made.append(b.num_rows)
     step = 1 << 16
@@ -1028,6 +1054,7 @@ def direct_windows(low: Any, j: int, s: P.Aggregate, relative: bool) -> Folded |
     from .direct import DIRECT_READS
     from .groupby import WINDOW_CLOSE
     from .native_ops import native_keyed_fn
+    from .ops import SIDE_FIELDS, arrow_schema
 
     lin = low.direct.get(s.inputs[0].step_id)
     w = s.window
@@ -1045,13 +1072,17 @@ def direct_windows(low: Any, j: int, s: P.Aggregate, relative: bool) -> Folded |
     if not relative:
         extra += f", `{WINDOW_CLOSE}` array<bigint>"
     tail = fused_tail(low, s) if relative else None
+    arrow = None
     if tail is not None:
-        t = tail.top_k
-        top_k = native_keyed_fn(t, low.steps.index(t), low.schemas(t), low.c.schemas[t.step_id])
+        tk, tk_out = tail.top_k, low.c.schemas[tail.top_k.step_id]
+        top_k = native_keyed_fn(tk, low.steps.index(tk), low.schemas(tk), tk_out)
         temporal = lin.types[w.time] == "datetime"
-        task_ddl = ddl(low.c.schemas[t.step_id], SIDE_DDL)
+        preds = [p for _, p in tail.filters]
+        task_ddl = ddl(tk_out, SIDE_DDL)
+        arrow = arrow_schema(tk_out, SIDE_FIELDS)
     else:
         task_ddl = ddl(tuple(cols), extra)
+    key_names, agg_names = list(s.keys), [n for n, _ in s.aggs]
     after = len(lin.steps)  # the filters' counts come first among the task's
     schema = low.c.schemas[s.step_id]
 
@@ -1063,8 +1094,9 @@ def direct_windows(low: Any, j: int, s: P.Aggregate, relative: bool) -> Folded |
         else:
             got = fold_windows(units, specs, time, aggs, filters, size, lateness, relative, counts)
         keys = [k.cast(_ARROW[t.name]) for k, (_, t) in zip(got.keys, cols)]
-        if tail is not None:
-            out, made = run_tail(got, keys, schema, s, temporal, tail, top_k)
+        if arrow is not None:
+            by = dict(zip(key_names, keys))
+            out, made = run_tail(got, by, agg_names, schema, temporal, preds, top_k)
             counts[1 + after : 1 + after] = made
             return out
         out = [*keys, *got.values, pa.array(got.start), pa.array(got.end)]
@@ -1074,7 +1106,7 @@ def direct_windows(low: Any, j: int, s: P.Aggregate, relative: bool) -> Folded |
             out.append(pc_where_null(shut, got.close < 0))
         return out
 
-    df, rows_in, told = _one_task(low, j, lin, windows, task_ddl, side=tail is not None)
+    df, rows_in, told = _one_task(low, j, lin, windows, task_ddl, side=arrow)
     low.in_order.add(s.step_id)
     made: list[int] = []
     if tail is not None:
