@@ -1461,7 +1461,8 @@ class BatchDriver:
             n = rows()
             self.env.counters[sink.step_id].rows_in += n
             name = self.c.table_names[sink.step_id]
-            gate.adopt(SparkTable(table.select(*[qcol(x) for x in names]), schema, height, name), n)
+            cols = table.select(*[qcol(x) for x in names])
+            gate.adopt(SparkTable(cols, schema, height, name, ordered=table), n)
 
         return finish_table
 
