@@ -1461,8 +1461,7 @@ class BatchDriver:
             n = rows()
             self.env.counters[sink.step_id].rows_in += n
             name = self.c.table_names[sink.step_id]
-            cols = table.select(*[qcol(x) for x in names])
-            gate.adopt(SparkTable(cols, schema, height, name, ordered=table), n)
+            gate.adopt(SparkTable(table, schema, height, name), n)
 
         return finish_table
 

@@ -1157,20 +1157,21 @@ def _admit(
             side.append((list(d.pop("_o")), LATE, s.step_id, d))
         admitted = admitted.filter(~gone)
 
-    def apply(made: int | Callable[[], int], cnt: Any, filed: list[Any]) -> None:
+    def apply(made: Callable[[], int], cnt: Any, filed: list[Any]) -> None:
         n = into() if into is not None else int(obs.get["n"] or 0)
         cnt.rows_in += n
         cnt.dead += n_dead
         cnt.late += len(late)
-        cnt.rows_out += made if isinstance(made, int) else made()
+        cnt.rows_out += made()
         filed.extend(side)
 
     def finish(wins: Any, made: int | None = None) -> Any:
         """The window step's rows from the windows ``wins``; or where the fold's task took
         them on to the steps after (``made``: how many there were), only its counters."""
         if made is not None:
-            low.lowered.append(Lowered(s, "applied", None, apply=functools.partial(apply, made)))
-            low.count_of[s.step_id] = lambda: made
+            told = lambda: made  # noqa: E731
+            low.lowered.append(Lowered(s, "applied", None, apply=functools.partial(apply, told)))
+            low.count_of[s.step_id] = told
             low.how[s.step_id] = "spark groupBy"
             return None
         end_key = F.array(F.lit(END).cast("bigint"), F.lit(j).cast("bigint"))

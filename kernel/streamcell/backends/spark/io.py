@@ -616,10 +616,11 @@ class SparkTable:
     """A table sink's rows kept in Spark (a checkpointed DataFrame in the sink's order), for
     :class:`streamcell.stores.TableStore`: the notebook receives rows only when it asks."""
 
-    def __init__(self, df: Any, schema: Schema, height: int, name: str, ordered: Any = None):
-        self.df = df  # the table's columns (Spark SQL reads them: ``sc.sql``)
-        # the same rows with their order key ``_o``, for the first rows in order
+    def __init__(self, ordered: Any, schema: Schema, height: int, name: str):
+        # the rows with their order key ``_o`` (for the first rows in order), and the
+        # table's columns alone (Spark SQL reads them: ``sc.sql``)
         self.ordered = ordered
+        self.df = ordered.select(*[qcol(n) for n, _ in schema])
         self.schema = schema
         self.height = height
         self.name = name
@@ -640,12 +641,10 @@ class SparkTable:
                 "(configure_spark or a restarted session); run the cell again"
             )
         if limit is not None and limit < self.height:
-            first = self.df.limit(max(0, limit))
-            if self.ordered is not None:  # the first rows by order key: a limit alone
-                # gathers each partition's first rows in whatever order they arrive (on a
-                # cluster, not the partitions' order)
-                names = [qcol(n) for n, _ in self.schema]
-                first = self.ordered.orderBy("_o").limit(max(0, limit)).select(*names)
+            # the first rows by order key: a limit alone gathers each partition's first rows
+            # in whatever order they arrive (on a cluster, not the partitions' order)
+            names = [qcol(n) for n, _ in self.schema]
+            first = self.ordered.orderBy("_o").limit(max(0, limit)).select(*names)
             return to_polars(first.toArrow(), self.schema)
         with self._lock:
             if self._full is None:
